@@ -1,0 +1,555 @@
+"""Sync-free aggregators with torchmetrics' names, arguments and values.
+
+Each class subclasses the torchmetrics class of the same name, so ``isinstance`` checks, ``MetricCollection``,
+``state_dict`` and logging integrations see a torchmetrics metric. What changes is how an update touches the device:
+
+- no host sync in ``update()`` and ``forward()``: NaN strategies run as masks and ``torch.where`` fills, and
+  ``"error"``/``"warn"`` are deferred to ``compute()`` (see :mod:`torchmetrics_async.nan`);
+- Python numbers never become device tensors through ``torch.as_tensor(x, device=...)``: they enter kernels as
+  arguments (see :mod:`torchmetrics_async.scalars`);
+- ``forward()`` reduces the batch once instead of copying, resetting and merging every state;
+- ``nan_strategy="disable"`` keeps user weights (torchmetrics drops them: torchmetrics issue #3434).
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.aggregation import MeanMetric
+    >>> metric = MeanMetric()
+    >>> metric.update(torch.tensor([1.0, 2.0, 3.0]), weight=torch.tensor([1.0, 1.0, 2.0]))
+    >>> metric.compute()
+    tensor(2.2500)
+"""
+
+import math
+from typing import Any, Optional, Union
+
+import torch
+import torchmetrics.aggregation as tm_aggregation
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import Running, dim_zero_cat
+from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.nan import (
+    DeferredNanFlag,
+    NanStrategy,
+    apply_nan_strategy,
+    apply_nan_strategy_to_numbers,
+)
+from torchmetrics_async.scalars import is_number, round_to_dtype
+
+__all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "RunningSum", "SumMetric"]
+
+Number = Union[int, float, bool]
+#: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"``.
+NAN_KEPT_STATE = "nan_kept"
+
+
+class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
+    """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses.
+
+    Example:
+        >>> from torchmetrics_async import MinMetric
+        >>> isinstance(MinMetric(), SyncFreeAggregator)
+        True
+    """
+
+    nan_strategy: NanStrategy
+
+    def _init_sync_free(self) -> None:
+        """Add the deferred-NaN flag state and the device-resident constants; call at the end of ``__init__``."""
+        self._add_nan_flag_state()
+        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+
+    def _as_value_tensor(self, value: Any) -> Tensor:
+        """A non-number, non-tensor value (a list...) becomes a tensor as torchmetrics makes it."""
+        if isinstance(value, Tensor):
+            return value
+        if is_number(value):
+            return self._number_tensor(value)
+        return torch.as_tensor(value, dtype=self.dtype, device=self.device)
+
+    def _add_to(self, state: Tensor, x: Union[Tensor, float, int]) -> None:
+        if isinstance(x, Tensor):
+            state.add_(x)
+        elif x:
+            state.add_(self._one, alpha=x)
+
+    def _round(self, x: Number) -> float:
+        return round_to_dtype(x, self.dtype)
+
+    def compute(self) -> Any:
+        """Raise or warn for deferred NaNs with torchmetrics' message, then compute as torchmetrics does.
+
+        Returns:
+            The aggregated value.
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> metric.update(2.0)
+            >>> metric.compute()
+            tensor(2.)
+        """
+        self._raise_deferred_nan()
+        return super().compute()
+
+
+class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
+    """Sum of a stream of values; ``torchmetrics.SumMetric`` without host syncs.
+
+    Args:
+        nan_strategy: ``"error"``, ``"warn"``, ``"ignore"``, ``"disable"`` or a float fill value, as in torchmetrics;
+            ``"error"`` and ``"warn"`` act in ``compute()``.
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = SumMetric()
+        >>> metric.update(torch.tensor([1.0, 2.0]))
+        >>> metric.update(3)
+        >>> metric.compute()
+        tensor(6.)
+    """
+
+    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
+        super().__init__(nan_strategy=nan_strategy, **kwargs)
+        self._init_sync_free()
+
+    def update(self, value: Union[float, Tensor]) -> None:
+        """Add ``value`` (a tensor of any shape, or a number) to the sum.
+
+        Args:
+            value: the values; extra dimensions are summed over.
+
+        Example:
+            >>> metric = SumMetric()
+            >>> metric.update(2.5)
+        """
+        self._update_from_stats(value)
+
+    def _batch_stats(self, value: Union[Number, Tensor]) -> Optional[tuple]:
+        if is_number(value):
+            v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
+            return (0.0 if v is None else self._round(v), seen)
+        value = self._as_value_tensor(value)
+        if value.numel() == 0:
+            return None
+        if self.nan_strategy in ("ignore", "warn"):
+            seen = torch.isnan(value) if self.nan_strategy == "warn" else None
+            return torch.nansum(value.to(self.dtype)), seen
+        value, _, seen = apply_nan_strategy(self.nan_strategy, value, None, neutral=0.0)
+        return value.to(self.dtype).sum(), seen
+
+    def _merge_stats(self, stats: tuple) -> None:
+        total, seen = stats
+        self._add_to(self.sum_value, total)
+        self._record_nan(seen)
+
+    def _batch_value(self, stats: Optional[tuple]) -> Tensor:
+        if stats is None:
+            return self._number_tensor(0.0)
+        total = stats[0]
+        return total if isinstance(total, Tensor) else self._number_tensor(total)
+
+
+class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
+    """Weighted mean of a stream of values; ``torchmetrics.MeanMetric`` without host syncs.
+
+    Args:
+        nan_strategy: as for :class:`SumMetric`; a pair is dropped (or filled) when its value or its weight is NaN.
+            ``"disable"`` keeps the weights (torchmetrics replaces them by ones, its issue #3434).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MeanMetric()
+        >>> metric.update(torch.tensor([1.0, 3.0]))
+        >>> metric.update(5.0, weight=2.0)
+        >>> metric.compute()
+        tensor(3.5000)
+    """
+
+    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
+        super().__init__(nan_strategy=nan_strategy, **kwargs)
+        self._init_sync_free()
+
+    def update(self, value: Union[float, Tensor], weight: Union[float, Tensor, None] = None) -> None:
+        """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones).
+
+        Args:
+            value: the values.
+            weight: their weights.
+
+        Example:
+            >>> metric = MeanMetric()
+            >>> metric.update(1.0, weight=3)
+        """
+        self._update_from_stats(value, weight)
+
+    def _batch_stats(self, value: Union[Number, Tensor], weight: Union[Number, Tensor, None] = None) -> Optional[tuple]:
+        strategy = self.nan_strategy
+        if is_number(value) and (weight is None or is_number(weight)):
+            return self._number_stats(value, weight)
+        value = self._as_value_tensor(value)
+        if weight is not None:
+            if not isinstance(weight, Tensor):
+                weight = torch.full((), weight, dtype=self.dtype, device=value.device) if is_number(weight) else (
+                    torch.as_tensor(weight, dtype=self.dtype, device=value.device)
+                )
+            # A 0-dim weight on another device (a CPU scalar) stays a scalar operand: a kernel argument, not a copy.
+            if weight.dim() or weight.device == value.device:
+                weight = torch.broadcast_to(weight, value.shape)
+        if value.numel() == 0:
+            return None
+        if weight is None and strategy in ("ignore", "warn"):
+            nans = torch.isnan(value)
+            kept = torch.logical_not(nans)
+            return torch.nansum(value.to(self.dtype)), kept.sum(), (nans if strategy == "warn" else None)
+        value, weight, seen = apply_nan_strategy(strategy, value, weight, neutral=0.0)
+        value = value.to(self.dtype)
+        if weight is None:
+            return (value if value.dim() == 0 else value.sum()), value.numel(), seen
+        weight = weight.to(self.dtype)
+        total_weight = weight.sum() if weight.shape == value.shape else weight.expand(value.shape).sum()
+        return (value * weight).sum(), total_weight, seen
+
+    def _number_stats(self, value: Number, weight: Optional[Number]) -> tuple:
+        v, w, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, weight)
+        if v is None:
+            return 0.0, 0.0, seen
+        v = self._round(v)
+        w = 1.0 if w is None else self._round(w)
+        return self._round(v * w), w, seen
+
+    def _merge_stats(self, stats: tuple) -> None:
+        total, total_weight, seen = stats
+        self._add_to(self.mean_value, total)
+        self._add_to(self.weight, total_weight)
+        self._record_nan(seen)
+
+    def _batch_value(self, stats: Optional[tuple]) -> Tensor:
+        if stats is None:
+            return self._number_tensor(math.nan)
+        total, total_weight, _ = stats
+        if not isinstance(total, Tensor):
+            total = self._number_tensor(total)
+        return total / total_weight
+
+
+class _ExtremumMetric(SyncFreeAggregator):
+    """Max or min: the batch reduces to one extremum, folded in with ``maximum``/``minimum`` in place."""
+
+    _state: str
+    _neutral: float
+    _reduce = staticmethod(torch.max)
+    _combine = staticmethod(torch.maximum)
+    _clamp: str
+
+    def update(self, value: Union[float, Tensor]) -> None:
+        """Fold ``value`` (a tensor of any shape, or a number) into the extremum.
+
+        Args:
+            value: the values.
+
+        Example:
+            >>> from torchmetrics_async import MaxMetric
+            >>> MaxMetric().update(1.0)
+        """
+        self._update_from_stats(value)
+
+    def _batch_stats(self, value: Union[Number, Tensor]) -> Optional[tuple]:
+        if is_number(value):
+            v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
+            return (None if v is None else self._round(v)), seen
+        value = self._as_value_tensor(value)
+        if value.numel() == 0:
+            return None
+        value, _, seen = apply_nan_strategy(self.nan_strategy, value, None, neutral=self._neutral)
+        # Casting is monotone, so the extremum of the cast values is the cast of the extremum: cast one element.
+        return self._reduce(value).to(self.dtype), seen
+
+    def _merge_stats(self, stats: tuple) -> None:
+        extremum, seen = stats
+        state = getattr(self, self._state)
+        if isinstance(extremum, Tensor):
+            self._combine(state, extremum, out=state)
+        elif extremum is not None:
+            getattr(state, self._clamp)(extremum)
+        self._record_nan(seen)
+
+    def _batch_value(self, stats: Optional[tuple]) -> Tensor:
+        extremum = None if stats is None else stats[0]
+        if extremum is None:
+            return self._number_tensor(self._neutral)
+        return extremum if isinstance(extremum, Tensor) else self._number_tensor(extremum)
+
+
+class MaxMetric(_ExtremumMetric, tm_aggregation.MaxMetric):
+    """Maximum of a stream of values; ``torchmetrics.MaxMetric`` without host syncs and with a one-pass forward.
+
+    Args:
+        nan_strategy: as for :class:`SumMetric`.
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MaxMetric()
+        >>> metric(torch.tensor([1.0, 4.0])), metric(2.0), metric.compute()
+        (tensor(4.), tensor(2.), tensor(4.))
+    """
+
+    _state = "max_value"
+    _neutral = -math.inf
+    _clamp = "clamp_min_"
+
+    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
+        super().__init__(nan_strategy=nan_strategy, **kwargs)
+        self._init_sync_free()
+
+
+class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
+    """Minimum of a stream of values; ``torchmetrics.MinMetric`` without host syncs and with a one-pass forward.
+
+    Args:
+        nan_strategy: as for :class:`SumMetric`.
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MinMetric()
+        >>> metric.update(torch.tensor([3.0, 2.0]))
+        >>> metric.compute()
+        tensor(2.)
+    """
+
+    _state = "min_value"
+    _neutral = math.inf
+    _reduce = staticmethod(torch.min)
+    _combine = staticmethod(torch.minimum)
+    _clamp = "clamp_max_"
+
+    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
+        super().__init__(nan_strategy=nan_strategy, **kwargs)
+        self._init_sync_free()
+
+
+class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
+    """Concatenation of a stream of values; ``torchmetrics.CatMetric`` without host syncs in ``update()``.
+
+    Under ``nan_strategy="ignore"``/``"warn"`` each update also stores a keep-mask (list state ``nan_kept``) and
+    ``compute()`` drops the NaNs, exactly as torchmetrics drops them in ``update()``. Dropping changes the output's
+    shape, so it reads the masks on the host: ``compute()`` and the value ``forward()`` returns for the batch are the
+    one place this package allows a host sync, and only under those two strategies.
+
+    Args:
+        nan_strategy: as for :class:`SumMetric`.
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = CatMetric(nan_strategy="ignore")
+        >>> metric.update(torch.tensor([1.0, float("nan"), 2.0]))
+        >>> metric.update(3.0)
+        >>> metric.compute()
+        tensor([1., 2., 3.])
+    """
+
+    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
+        super().__init__(nan_strategy=nan_strategy, **kwargs)
+        if self.nan_strategy in ("ignore", "warn"):
+            self.add_state(NAN_KEPT_STATE, default=[], dist_reduce_fx="cat")
+        self._init_sync_free()
+
+    def update(self, value: Union[float, Tensor]) -> None:
+        """Append ``value`` (cast to the metric's dtype).
+
+        Args:
+            value: a tensor of any shape, or a number.
+
+        Example:
+            >>> CatMetric().update(1.0)
+        """
+        self._update_from_stats(value)
+
+    @property
+    def _masks_nans(self) -> bool:
+        return self.nan_strategy in ("ignore", "warn")
+
+    def _batch_stats(self, value: Union[Number, Tensor]) -> Optional[tuple]:
+        if is_number(value):
+            v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
+            if v is None:
+                return None, None, seen
+            v = self._number_tensor(v)
+            return v, (torch.ones((), dtype=torch.bool, device=v.device) if self._masks_nans else None), seen
+        value = self._as_value_tensor(value)
+        if value.numel() == 0:
+            return None
+        if self._masks_nans:
+            nans = torch.isnan(value)
+            return value.to(self.dtype), torch.logical_not(nans), (nans if self.nan_strategy == "warn" else None)
+        value, _, seen = apply_nan_strategy(self.nan_strategy, value, None, neutral=0.0)
+        return value.to(self.dtype), None, seen
+
+    def _merge_stats(self, stats: tuple) -> None:
+        value, kept, seen = stats
+        if value is not None:
+            self.value.append(value)
+            if kept is not None:
+                getattr(self, NAN_KEPT_STATE).append(kept)
+        self._record_nan(seen)
+
+    def _batch_value(self, stats: Optional[tuple]) -> Union[Tensor, list]:
+        if stats is None or stats[0] is None:
+            return []
+        value, kept, _ = stats
+        pieces = _drop_unkept([value], [kept]) if kept is not None else [value]
+        return dim_zero_cat(pieces) if pieces else []
+
+    def compute(self) -> Union[Tensor, list]:
+        """Concatenate the values, NaNs dropped under ``"ignore"``/``"warn"``.
+
+        Returns:
+            The concatenated tensor, or ``[]`` when nothing was kept, as torchmetrics returns.
+
+        Example:
+            >>> metric = CatMetric()
+            >>> metric.update(1.0)
+            >>> metric.update(2.0)
+            >>> metric.compute()
+            tensor([1., 2.])
+        """
+        self._raise_deferred_nan()
+        values = self.value
+        if self._masks_nans:
+            kept = getattr(self, NAN_KEPT_STATE)
+            if isinstance(values, Tensor):  # after a distributed sync both lists arrive concatenated
+                values = values if bool(kept.all()) else values[kept]
+            else:
+                values = _drop_unkept(values, kept)
+        if isinstance(values, list) and values:
+            return dim_zero_cat(values)
+        return values
+
+
+def _drop_unkept(values: list, kept: list) -> list:
+    """torchmetrics flattens and filters a batch that had a NaN and drops a batch left empty; one host read."""
+    if not values:
+        return []
+    all_kept = torch.stack([k.all() for k in kept]).tolist()
+    pieces = [v if keep else v[k] for v, k, keep in zip(values, kept, all_kept)]
+    return [p for p in pieces if p.numel()]
+
+
+class _SyncFreeRunning:
+    """torchmetrics' ``Running`` window with copies into the window slots instead of aliases.
+
+    torchmetrics stores a reference to the base metric's state in the slot and then resets the base; a base metric
+    that resets in place would zero the slot. Copying in place also keeps the slots' storage stable.
+    """
+
+    def _own_window_slots(self) -> None:
+        """Give every slot its own tensor: torchmetrics registers all slots with one shared default object."""
+        for key in self.base_metric._defaults:
+            for slot in range(self.window):
+                current = getattr(self, f"{key}_{slot}")
+                if isinstance(current, Tensor):
+                    setattr(self, f"{key}_{slot}", current.clone())
+
+    def _store_window_slot(self) -> None:
+        slot = self._num_vals_seen % self.window
+        base = self.base_metric
+        for key in base._defaults:
+            current = getattr(base, key)
+            target = getattr(self, f"{key}_{slot}")
+            if isinstance(current, Tensor) and isinstance(target, Tensor) and target.shape == current.shape:
+                target.copy_(current)
+            else:
+                setattr(self, f"{key}_{slot}", current.clone() if isinstance(current, Tensor) else list(current))
+        base.reset()
+        self.__dict__["_num_vals_seen"] += 1
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Update the base metric and store its state in the current window slot.
+
+        Args:
+            args: as for the base metric's ``update``.
+            kwargs: as for the base metric's ``update``.
+
+        Example:
+            >>> from torchmetrics_async import RunningSum
+            >>> RunningSum(window=2).update(1.0)
+        """
+        self.base_metric.update(*args, **kwargs)
+        self._store_window_slot()
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Forward to the base metric (one pass) and store its state in the current window slot.
+
+        Args:
+            args: as for the base metric's ``update``.
+            kwargs: as for the base metric's ``update``.
+
+        Returns:
+            The base metric's value on this batch.
+
+        Example:
+            >>> from torchmetrics_async import RunningMean
+            >>> RunningMean(window=2)(4.0)
+            tensor(4.)
+        """
+        result = self.base_metric.forward(*args, **kwargs)
+        self._store_window_slot()
+        self.__dict__["_computed"] = None
+        return result
+
+    def reset(self) -> None:
+        """Reset the window in place.
+
+        Example:
+            >>> from torchmetrics_async import RunningSum
+            >>> RunningSum().reset()
+        """
+        SyncFreeMixin.reset(self)
+        self.__dict__["_num_vals_seen"] = 0
+
+
+class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
+    """Mean over a running window of updates; ``torchmetrics.RunningMean`` over a sync-free :class:`MeanMetric`.
+
+    Args:
+        window: number of updates in the window.
+        nan_strategy: as for :class:`MeanMetric`.
+        kwargs: torchmetrics ``Metric`` keyword arguments for the base metric.
+
+    Example:
+        >>> metric = RunningMean(window=2)
+        >>> for x in (1.0, 2.0, 3.0):
+        ...     metric.update(x)
+        >>> metric.compute()
+        tensor(2.5000)
+    """
+
+    def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
+        Running.__init__(self, base_metric=MeanMetric(nan_strategy=nan_strategy, **kwargs), window=window)
+        self._own_window_slots()
+
+
+class RunningSum(_SyncFreeRunning, tm_aggregation.RunningSum):
+    """Sum over a running window of updates; ``torchmetrics.RunningSum`` over a sync-free :class:`SumMetric`.
+
+    Args:
+        window: number of updates in the window.
+        nan_strategy: as for :class:`SumMetric`.
+        kwargs: torchmetrics ``Metric`` keyword arguments for the base metric.
+
+    Example:
+        >>> metric = RunningSum(window=2)
+        >>> for x in (1.0, 2.0, 3.0):
+        ...     metric.update(x)
+        >>> metric.compute()
+        tensor(5.)
+    """
+
+    def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
+        Running.__init__(self, base_metric=SumMetric(nan_strategy=nan_strategy, **kwargs), window=window)
+        self._own_window_slots()

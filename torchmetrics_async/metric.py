@@ -1,0 +1,182 @@
+"""The sync-free metric mixin: a lean update wrapper, in-place reset and a one-pass ``forward``.
+
+torchmetrics' ``forward`` copies every state, resets, updates on the batch, computes, and merges the copies back
+(``MaxMetric`` even updates twice); ``reset`` allocates fresh states from defaults that may live on another device.
+A metric built on :class:`SyncFreeMixin` instead reduces the batch once to *batch statistics* (tensors shaped like
+its states, or Python numbers), adds them into its states in place, and derives the batch value from the same
+statistics. Subclasses implement three hooks:
+
+- ``_batch_stats(*args, **kwargs)``: reduce one batch, NaN strategy applied, no host sync;
+- ``_merge_stats(stats)``: fold them into the states in place;
+- ``_batch_value(stats)``: what ``forward`` returns, i.e. what ``compute()`` would give on this batch alone.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async import MeanMetric
+    >>> metric = MeanMetric()
+    >>> metric(torch.tensor([1.0, 2.0])), metric(torch.tensor(6.0)), metric.compute()
+    (tensor(1.5000), tensor(6.), tensor(3.))
+"""
+
+import functools
+import sys
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    DEVICE_MISMATCH_MARKER,
+    FORWARD_WHILE_SYNCED_MESSAGE,
+    TorchMetricsUserError,
+    device_mismatch_message,
+)
+
+__all__ = ["SyncFreeMixin"]
+
+# References to a state tensor held by the metric's __dict__, reset()'s local, _can_copy_in_place's parameter and
+# getrefcount's argument: any more means someone else holds the tensor.
+_PRIVATE_REFS = 4
+
+
+class SyncFreeMixin:
+    """Mixin over a torchmetrics ``Metric`` subclass; put it first in the bases.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> isinstance(SumMetric(), SyncFreeMixin)
+        True
+    """
+
+    def _wrap_update(self, update: Callable) -> Callable:
+        """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""
+        state = self.__dict__
+
+        @functools.wraps(update)
+        def wrapped_func(*args: Any, **kwargs: Any) -> None:
+            state["_computed"] = None
+            state["_update_count"] += 1
+            self._run_guarded(state["_enable_grad"], update, args, kwargs)
+            if state["compute_on_cpu"]:
+                self._move_list_states_to_cpu()
+
+        return wrapped_func
+
+    def _run_guarded(self, grad: bool, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        """Run ``fn`` with grad mode ``grad``, rewording a device mismatch the way torchmetrics does."""
+        previous = torch.is_grad_enabled()
+        if previous != grad:
+            torch._C._set_grad_enabled(grad)
+        try:
+            return fn(*args, **kwargs)
+        except RuntimeError as err:
+            if DEVICE_MISMATCH_MARKER in str(err):
+                raise RuntimeError(device_mismatch_message(self.__class__.__name__)) from err
+            raise
+        finally:
+            if previous != grad:
+                torch._C._set_grad_enabled(previous)
+
+    def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
+        stats = self._batch_stats(*args, **kwargs)
+        if stats is not None:
+            self._merge_stats(stats)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Accumulate the batch and return the metric on it alone, with one reduction of the batch.
+
+        Falls back to torchmetrics' ``forward`` when ``dist_sync_on_step=True`` (that option syncs by definition).
+
+        Args:
+            args: as for ``update``.
+            kwargs: as for ``update``.
+
+        Returns:
+            What ``compute()`` would return on this batch alone.
+
+        Raises:
+            TorchMetricsUserError: if the metric is synced, as in torchmetrics.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import MaxMetric
+            >>> MaxMetric()(torch.tensor([1.0, 3.0]))
+            tensor(3.)
+        """
+        if self._is_synced:
+            raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
+        if self.dist_sync_on_step:
+            return super().forward(*args, **kwargs)
+        state = self.__dict__
+        state["_computed"] = None
+        state["_update_count"] += 1
+        # torchmetrics computes the batch value with grad enabled whatever the caller's mode; states stay grad-free.
+        stats = self._run_guarded(True, self._batch_stats, args, kwargs)
+        value = self._run_guarded(True, self._batch_value, (stats,), {})
+        if stats is not None:
+            self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
+        state["_forward_cache"] = value
+        return value
+
+    def reset(self) -> None:
+        """Reset states to their defaults in place, from device-resident defaults (no host-to-device copy).
+
+        A state tensor that something else still references (a torchmetrics ``Running`` window slot, a compute
+        group sibling, a user's variable) is replaced by a fresh device-side clone instead, so no alias changes value.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> metric.update(torch.tensor(2.0))
+            >>> state = metric.sum_value
+            >>> metric.reset()
+            >>> metric.sum_value is state, float(state)
+            (False, 2.0)
+        """
+        state = self.__dict__
+        state["_update_count"] = 0
+        state["_forward_cache"] = None
+        state["_computed"] = None
+        state["_cache"] = None
+        state["_is_synced"] = False
+        state["_nan_warned"] = False
+        for attr, default in self._defaults.items():
+            current = state.get(attr)
+            if isinstance(default, Tensor):
+                if _can_copy_in_place(current, default):
+                    current.copy_(default)
+                else:
+                    target = current.device if isinstance(current, Tensor) else default.device
+                    setattr(self, attr, default.detach().clone().to(target))
+            else:
+                current.clear()
+
+    def _apply(self, fn: Callable, exclude_state: Any = "") -> Any:
+        this = super()._apply(fn, exclude_state)
+        # Device-resident 1 used as `state.add_(one, alpha=x)`: a Python number enters as a kernel argument.
+        this.__dict__["_one"] = torch.ones((), dtype=this.dtype, device=this.device)
+        return this
+
+    def _number_tensor(self, x: float) -> Tensor:
+        """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""
+        return torch.full((), x, dtype=self.dtype, device=self.device)
+
+
+def _can_copy_in_place(current: Any, default: Tensor) -> bool:
+    return (
+        isinstance(current, Tensor)
+        and current.shape == default.shape
+        and current.dtype == default.dtype
+        and current.device == default.device
+        and not current.requires_grad
+        and sys.getrefcount(current) <= _PRIVATE_REFS
+    )
+
+
+def _detach(stats: Any) -> Any:
+    if isinstance(stats, Tensor):
+        return stats.detach()
+    if isinstance(stats, tuple):
+        return tuple(_detach(s) for s in stats)
+    return stats

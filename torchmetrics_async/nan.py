@@ -1,0 +1,169 @@
+"""Sync-free NaN strategies: masks, where-fills and deferred error/warn flags.
+
+torchmetrics decides what to do with NaNs with ``if nans.any()``, which makes the host wait for the device, and then
+drops them with boolean-mask indexing, whose output shape depends on the data (a second sync). Here the same decisions
+are made on the device: masked entries are replaced by a neutral element with ``torch.where`` (so they add nothing to a
+sum or a max), and the fact that a NaN was seen is kept in a metric state that ``compute()`` reads once.
+
+Example:
+    >>> import torch
+    >>> value, weight, seen = apply_nan_strategy("ignore", torch.tensor([1.0, float("nan")]), None, neutral=0.0)
+    >>> value, weight, seen
+    (tensor([1., 0.]), tensor([ True, False]), None)
+"""
+
+import math
+from typing import Literal, Optional, Union
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_STRATEGIES, NAN_WARN_MESSAGE, rank_zero_warn
+
+__all__ = [
+    "NAN_FLAG_STATE",
+    "DeferredNanFlag",
+    "NanStrategy",
+    "apply_nan_strategy",
+    "apply_nan_strategy_to_numbers",
+    "validate_nan_strategy",
+]
+
+NanStrategy = Union[Literal["error", "warn", "ignore", "disable"], float]
+
+#: Name of the metric state holding "a NaN was seen in this window" (0.0 or 1.0, reduced with max across ranks).
+NAN_FLAG_STATE = "nan_seen"
+
+
+def validate_nan_strategy(nan_strategy: object) -> None:
+    """Raise torchmetrics' ``ValueError`` for an unknown ``nan_strategy``.
+
+    Args:
+        nan_strategy: the argument as given.
+
+    Raises:
+        ValueError: if it is neither a float nor one of ``error``, ``warn``, ``ignore``, ``disable``.
+
+    Example:
+        >>> validate_nan_strategy("warn")
+    """
+    if nan_strategy not in NAN_STRATEGIES and not isinstance(nan_strategy, float):
+        raise ValueError(
+            f"Arg `nan_strategy` should either be a float or one of {NAN_STRATEGIES} but got {nan_strategy}."
+        )
+
+
+def apply_nan_strategy(
+    strategy: NanStrategy, value: Tensor, weight: Optional[Tensor], neutral: float
+) -> tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """Apply a NaN strategy to a value tensor and its (broadcast) weights without a host sync.
+
+    Follows ``BaseAggregator._cast_and_nan_check_input``: a pair is "nan" when the value or its weight is NaN. Fills
+    happen in the input dtype (torchmetrics fills before it casts).
+
+    Args:
+        strategy: ``"error"``, ``"warn"``, ``"ignore"``, ``"disable"`` or a float fill value.
+        value: the values, any dtype.
+        weight: weights broadcastable to ``value`` (a 0-dim tensor stays 0-dim), or ``None`` for all ones.
+        neutral: what a dropped value becomes (``0`` for sums, ``-inf`` for a max, ``inf`` for a min).
+
+    Returns:
+        ``(value, weight, seen)``: dropped pairs have ``value == neutral`` and weight 0 (``weight`` becomes a mask
+        tensor when it was ``None`` and pairs can be dropped); ``seen`` is the per-element NaN mask when the strategy
+        needs to remember it (``"error"``, ``"warn"``), else ``None``.
+
+    Example:
+        >>> import torch
+        >>> apply_nan_strategy(2.0, torch.tensor([float("nan"), 1.0]), None, neutral=0.0)[0]
+        tensor([2., 1.])
+    """
+    if strategy == "disable":
+        return value, weight, None
+    nans = torch.isnan(value)
+    if weight is not None:
+        nans = torch.logical_or(nans, torch.isnan(weight))
+    if strategy == "error":
+        return value, weight, nans
+    if isinstance(strategy, float):
+        value = torch.where(nans, strategy, value)
+        if weight is not None:
+            weight = torch.where(nans, 1.0, weight)
+        return value, weight, None
+    value = torch.where(nans, neutral, value)
+    weight = torch.logical_not(nans) if weight is None else torch.where(nans, 0.0, weight)
+    return value, weight, nans if strategy == "warn" else None
+
+
+def apply_nan_strategy_to_numbers(
+    strategy: NanStrategy, value: float, weight: Optional[float]
+) -> tuple[Optional[float], Optional[float], bool]:
+    """The same decisions for Python numbers, taken on the host where they are free.
+
+    Args:
+        strategy: as for :func:`apply_nan_strategy`.
+        value: the value.
+        weight: its weight, or ``None`` for one.
+
+    Returns:
+        ``(value, weight, seen)``; ``value`` is ``None`` when the pair is dropped.
+
+    Example:
+        >>> apply_nan_strategy_to_numbers("ignore", float("nan"), None)
+        (None, None, False)
+    """
+    if strategy == "disable":
+        return value, weight, False
+    nan = math.isnan(value) or (weight is not None and math.isnan(weight))
+    if not nan:
+        return value, weight, False
+    if strategy == "error":
+        return value, weight, True
+    if isinstance(strategy, float):
+        return strategy, (None if weight is None else 1.0), False
+    return None, None, strategy == "warn"
+
+
+class DeferredNanFlag:
+    """Mixin for metrics whose ``"error"``/``"warn"`` NaN strategies are deferred to ``compute()``.
+
+    The flag is a metric state (:data:`NAN_FLAG_STATE`) reduced with ``max``, so it is synced, merged and
+    checkpointed with the metric. It exists only for the two strategies that need it.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import SumMetric
+        >>> metric = SumMetric(nan_strategy="error")
+        >>> metric.update(torch.tensor([1.0, float("nan")]))
+        >>> try:
+        ...     metric.compute()
+        ... except RuntimeError as err:
+        ...     print(err)
+        Encountered `nan` values in tensor
+    """
+
+    nan_strategy: NanStrategy
+
+    def _add_nan_flag_state(self) -> None:
+        self.__dict__["_nan_warned"] = False
+        if self.nan_strategy in ("error", "warn"):
+            self.add_state(NAN_FLAG_STATE, default=torch.tensor(0.0), dist_reduce_fx="max")
+
+    def _record_nan(self, seen: Union[Tensor, bool, None]) -> None:
+        """Fold a per-element NaN mask (or a host-known bool) into the flag, without reading it."""
+        if seen is None or seen is False:
+            return
+        flag = getattr(self, NAN_FLAG_STATE)
+        if seen is True:
+            flag.fill_(1.0)
+        elif seen.numel():
+            flag.logical_or_(seen if seen.dim() == 0 else seen.any())
+
+    def _raise_deferred_nan(self) -> None:
+        """Raise or warn, with torchmetrics' message, if a NaN was recorded (one host read of the flag)."""
+        if self.nan_strategy not in ("error", "warn") or not bool(getattr(self, NAN_FLAG_STATE)):
+            return
+        if self.nan_strategy == "error":
+            raise RuntimeError(NAN_ERROR_MESSAGE)
+        if not self.__dict__.get("_nan_warned", False):
+            rank_zero_warn(NAN_WARN_MESSAGE, UserWarning)
+            self.__dict__["_nan_warned"] = True

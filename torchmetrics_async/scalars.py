@@ -1,0 +1,83 @@
+"""Python numbers as kernel arguments.
+
+A Python number that meets a device tensor as an operand (``state.add_(one, alpha=x)``, ``t * x``) travels as a
+kernel argument: no host-to-device copy, no host sync. ``torch.as_tensor(x, device=cuda)`` is a copy from pageable
+memory and stalls the stream. The arithmetic torchmetrics does on such numbers after ``as_tensor(x, dtype=d)`` is done
+here on the host, rounded to ``d`` exactly as the device would round it.
+
+Example:
+    >>> import torch
+    >>> round_to_dtype(0.1, torch.float32)
+    0.10000000149011612
+    >>> is_number(3), is_number(True), is_number(torch.tensor(1.0))
+    (True, True, False)
+"""
+
+import math
+import struct
+from numbers import Number
+
+import torch
+
+__all__ = ["is_number", "round_to_dtype"]
+
+
+def is_number(x: object) -> bool:
+    """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor.
+
+    Args:
+        x: any update argument.
+
+    Returns:
+        ``True`` for ``int``, ``float``, ``bool`` and NumPy scalars.
+
+    Example:
+        >>> is_number(2.5)
+        True
+    """
+    return isinstance(x, Number) and not isinstance(x, complex)
+
+
+def _round_bfloat16(x: float) -> float:
+    # bfloat16 is the upper half of a float32: round-to-nearest-even on the dropped 16 bits.
+    if math.isnan(x) or math.isinf(x):
+        return x
+    (bits,) = struct.unpack("<I", struct.pack("<f", x))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _round_with(fmt: str, x: float) -> float:
+    try:
+        return struct.unpack(fmt, struct.pack(fmt, x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def round_to_dtype(x: float, dtype: torch.dtype) -> float:
+    """Round a Python number to the nearest value representable in ``dtype``, as ``torch.as_tensor`` would.
+
+    Sums, products and quotients of two such values computed in double precision and rounded once more are the
+    correctly rounded results in ``dtype`` (double carries more than ``2p + 2`` bits), so host arithmetic on rounded
+    numbers matches the device bit for bit.
+
+    Args:
+        x: the number.
+        dtype: a floating dtype; other dtypes return ``float(x)``.
+
+    Returns:
+        The rounded value as a Python float.
+
+    Example:
+        >>> import torch
+        >>> round_to_dtype(1 / 3, torch.float16)
+        0.333251953125
+    """
+    x = float(x)
+    if dtype == torch.float32:
+        return _round_with("<f", x)
+    if dtype == torch.float16:
+        return _round_with("<e", x)
+    if dtype == torch.bfloat16:
+        return _round_bfloat16(_round_with("<f", x) if abs(x) < 3.4e38 else x)
+    return x
