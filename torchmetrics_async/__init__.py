@@ -10,6 +10,7 @@ Example:
     True
 """
 
+from torchmetrics_async.accelerate import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.aggregation import (
     CatMetric,
     MaxMetric,
@@ -19,6 +20,7 @@ from torchmetrics_async.aggregation import (
     RunningSum,
     SumMetric,
 )
+from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 
 __all__ = [
     "CatMetric",
@@ -28,4 +30,11 @@ __all__ = [
     "RunningMean",
     "RunningSum",
     "SumMetric",
+    "accelerate",
+    "is_patched",
+    "patch",
+    "scalar_to_tensor_updates",
+    "suppress_nan_check",
+    "sync_free",
+    "unpatch",
 ]

@@ -27,8 +27,9 @@ import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
-from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import (
+    NAN_FLAG_STATE,
     DeferredNanFlag,
     NanStrategy,
     apply_nan_strategy,
@@ -43,7 +44,7 @@ Number = Union[int, float, bool]
 NAN_KEPT_STATE = "nan_kept"
 
 
-class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
+class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
     """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses.
 
     Example:
@@ -58,6 +59,11 @@ class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
         """Add the deferred-NaN flag state and the device-resident constants; call at the end of ``__init__``."""
         self._add_nan_flag_state()
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+
+    def _adopt(self) -> None:
+        super()._adopt()
+        if NAN_FLAG_STATE not in self._defaults:
+            self._add_nan_flag_state()
 
     def _as_value_tensor(self, value: Any) -> Tensor:
         """A non-number, non-tensor value (a list...) becomes a tensor as torchmetrics makes it."""
@@ -370,6 +376,19 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         """
         self._update_from_stats(value)
 
+    def _adopt(self) -> None:
+        super()._adopt()
+        if self._masks_nans and NAN_KEPT_STATE not in self._defaults:
+            # Values already held were filtered by torchmetrics in its update: all of them are kept.
+            self.add_state(NAN_KEPT_STATE, default=[], dist_reduce_fx="cat")
+            values = self.value
+            kept = (
+                torch.ones_like(values, dtype=torch.bool)
+                if isinstance(values, Tensor)
+                else [torch.ones_like(v, dtype=torch.bool) for v in values]
+            )
+            setattr(self, NAN_KEPT_STATE, kept)
+
     @property
     def _masks_nans(self) -> bool:
         return self.nan_strategy in ("ignore", "warn")
@@ -446,6 +465,19 @@ class _SyncFreeRunning:
     torchmetrics stores a reference to the base metric's state in the slot and then resets the base; a base metric
     that resets in place would zero the slot. Copying in place also keeps the slots' storage stable.
     """
+
+    def _adopt(self) -> None:
+        """Finish converting a live torchmetrics ``Running`` whose base metric was converted already."""
+        cls = type(self)
+        # WrapperMetric leaves update/compute unwrapped, but Metric.__init__ bound them on the instance.
+        self.__dict__["update"] = cls.update.__get__(self)
+        self.__dict__["compute"] = cls.compute.__get__(self)
+        base = self.base_metric
+        for key in base._defaults:
+            for slot in range(self.window):
+                if f"{key}_{slot}" not in self._defaults:
+                    self.add_state(f"{key}_{slot}", default=base._defaults[key], dist_reduce_fx=base._reductions[key])
+        self._own_window_slots()
 
     def _own_window_slots(self) -> None:
         """Give every slot its own tensor: torchmetrics registers all slots with one shared default object."""

@@ -19,6 +19,7 @@ Example:
 """
 
 import functools
+import inspect
 import sys
 from typing import Any, Callable
 
@@ -29,10 +30,11 @@ from torchmetrics_async._torchmetrics import (
     DEVICE_MISMATCH_MARKER,
     FORWARD_WHILE_SYNCED_MESSAGE,
     TorchMetricsUserError,
+    _squeeze_if_scalar,
     device_mismatch_message,
 )
 
-__all__ = ["SyncFreeMixin"]
+__all__ = ["OnePassForward", "SyncFreeMixin"]
 
 # References to a state tensor held by the metric's __dict__, reset()'s local, _can_copy_in_place's parameter and
 # getrefcount's argument: any more means someone else holds the tensor.
@@ -40,7 +42,7 @@ _PRIVATE_REFS = 4
 
 
 class SyncFreeMixin:
-    """Mixin over a torchmetrics ``Metric`` subclass; put it first in the bases.
+    """Lean update wrapper, in-place reset and adoption of live instances; first in the bases of a ``Metric``.
 
     Example:
         >>> from torchmetrics_async import SumMetric
@@ -76,47 +78,6 @@ class SyncFreeMixin:
         finally:
             if previous != grad:
                 torch._C._set_grad_enabled(previous)
-
-    def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
-        stats = self._batch_stats(*args, **kwargs)
-        if stats is not None:
-            self._merge_stats(stats)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Accumulate the batch and return the metric on it alone, with one reduction of the batch.
-
-        Falls back to torchmetrics' ``forward`` when ``dist_sync_on_step=True`` (that option syncs by definition).
-
-        Args:
-            args: as for ``update``.
-            kwargs: as for ``update``.
-
-        Returns:
-            What ``compute()`` would return on this batch alone.
-
-        Raises:
-            TorchMetricsUserError: if the metric is synced, as in torchmetrics.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MaxMetric
-            >>> MaxMetric()(torch.tensor([1.0, 3.0]))
-            tensor(3.)
-        """
-        if self._is_synced:
-            raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
-        if self.dist_sync_on_step:
-            return super().forward(*args, **kwargs)
-        state = self.__dict__
-        state["_computed"] = None
-        state["_update_count"] += 1
-        # torchmetrics computes the batch value with grad enabled whatever the caller's mode; states stay grad-free.
-        stats = self._run_guarded(True, self._batch_stats, args, kwargs)
-        value = self._run_guarded(True, self._batch_value, (stats,), {})
-        if stats is not None:
-            self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
-        state["_forward_cache"] = value
-        return value
 
     def reset(self) -> None:
         """Reset states to their defaults in place, from device-resident defaults (no host-to-device copy).
@@ -158,6 +119,18 @@ class SyncFreeMixin:
         this.__dict__["_one"] = torch.ones((), dtype=this.dtype, device=this.device)
         return this
 
+    def _adopt(self) -> None:
+        """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``).
+
+        ``Metric.__init__`` bound ``update``/``compute`` wrappers around the old class's methods on the instance;
+        they are rebuilt around this class's. States and options are kept as they are.
+        """
+        cls = type(self)
+        self.__dict__["_update_signature"] = inspect.signature(cls.update.__get__(self))
+        self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
+        self.__dict__["compute"] = self._wrap_compute(cls.compute.__get__(self))
+        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+
     def _number_tensor(self, x: float) -> Tensor:
         """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""
         return torch.full((), x, dtype=self.dtype, device=self.device)
@@ -180,3 +153,55 @@ def _detach(stats: Any) -> Any:
     if isinstance(stats, tuple):
         return tuple(_detach(s) for s in stats)
     return stats
+
+
+class OnePassForward:
+    """``forward`` from one reduction of the batch, for metrics that implement the three batch-statistics hooks.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> isinstance(SumMetric(), OnePassForward)
+        True
+    """
+
+    def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
+        stats = self._batch_stats(*args, **kwargs)
+        if stats is not None:
+            self._merge_stats(stats)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Accumulate the batch and return the metric on it alone, with one reduction of the batch.
+
+        Falls back to torchmetrics' ``forward`` when ``dist_sync_on_step=True`` (that option syncs by definition).
+
+        Args:
+            args: as for ``update``.
+            kwargs: as for ``update``.
+
+        Returns:
+            What ``compute()`` would return on this batch alone.
+
+        Raises:
+            TorchMetricsUserError: if the metric is synced, as in torchmetrics.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import MaxMetric
+            >>> MaxMetric()(torch.tensor([1.0, 3.0]))
+            tensor(3.)
+        """
+        if self._is_synced:
+            raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
+        if self.dist_sync_on_step:
+            return super().forward(*args, **kwargs)
+        state = self.__dict__
+        state["_computed"] = None
+        state["_update_count"] += 1
+        # torchmetrics computes the batch value with grad enabled whatever the caller's mode; states stay grad-free.
+        stats = self._run_guarded(True, self._batch_stats, args, kwargs)
+        # torchmetrics' compute wrapper squeezes one-element results; the batch value is such a result.
+        value = _squeeze_if_scalar(self._run_guarded(True, self._batch_value, (stats,), {}))
+        if stats is not None:
+            self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
+        state["_forward_cache"] = value
+        return value

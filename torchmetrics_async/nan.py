@@ -146,7 +146,8 @@ class DeferredNanFlag:
     def _add_nan_flag_state(self) -> None:
         self.__dict__["_nan_warned"] = False
         if self.nan_strategy in ("error", "warn"):
-            self.add_state(NAN_FLAG_STATE, default=torch.tensor(0.0), dist_reduce_fx="max")
+            flag = torch.zeros((), dtype=self.dtype, device=self.device)
+            self.add_state(NAN_FLAG_STATE, default=flag, dist_reduce_fx="max")
 
     def _record_nan(self, seen: Union[Tensor, bool, None]) -> None:
         """Fold a per-element NaN mask (or a host-known bool) into the flag, without reading it."""

@@ -232,7 +232,7 @@ def _user_frame() -> tuple[str, int, str, str]:
 # Shared state: one dispatch mode and one set of patches however deeply the contexts nest.
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # frames are removed by identity
 class _Frame:
     strict: bool
     counter: HostSyncCounter | None
@@ -386,7 +386,10 @@ class _HostSyncMode(TorchDispatchMode):
                 # Syncs we have no rule for still surface, via CUDA's own "error" mode, with a user location.
                 if isinstance(err, HostSyncError) or _CUDA_SYNC_TEXT not in str(err) or not _state.frames:
                     raise
-                _report(str(func.overloadpacket), CUDA_SYNC)
+                try:
+                    _report(str(func.overloadpacket), CUDA_SYNC)
+                except HostSyncError as sync_error:
+                    raise sync_error from err
                 raise
         _report(rule[0], reason)  # type: ignore[index]
         _state.suppress += 1
@@ -409,7 +412,12 @@ def _guarded(original: Callable[..., Any], classify: _Classify) -> Callable[...,
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not _active():
             return original(*args, **kwargs)
-        event = classify(*args, **kwargs)
+        # Classifying may itself call patched functions (torch.get_default_device() builds a tensor).
+        _state.suppress += 1
+        try:
+            event = classify(*args, **kwargs)
+        finally:
+            _state.suppress -= 1
         if event is None:
             return original(*args, **kwargs)
         _report(*event)
@@ -430,23 +438,24 @@ def _host_data(data: Any) -> bool:
     return not isinstance(data, torch.Tensor) and not hasattr(data, "__cuda_array_interface__")
 
 
-def _creation(
-    name: str, data_pos: int, data_kw: str, device_pos: int | None = None, on_self: bool = False
-) -> _Classify:
+def _creation(name: str, data_pos: int, data_kw: str, on_self: bool = False) -> _Classify:
     # Tensor data goes through aten._to_copy, which the dispatch rules already judge.
     def classify(*args: Any, **kwargs: Any) -> tuple[str, str] | None:
         data = args[data_pos] if len(args) > data_pos else kwargs.get(data_kw)
         if not _host_data(data):
             return None
-        device = kwargs.get("device")
-        if device is None and device_pos is not None and len(args) > device_pos:
-            device = args[device_pos]
+        device = kwargs.get("device")  # keyword-only in all four signatures
         if device is None:
             device = args[0].device if on_self else torch.get_default_device()
         device = torch.device(device)
         return (f"{name} -> {device}", HOST_TO_DEVICE) if device.type != "cpu" else None
 
     return classify
+
+
+def _repr(self: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[str, str] | None:
+    # Printing copies the values to the host (and is invisible to the dispatcher); meta tensors have none to copy.
+    return None if self.is_meta else ("Tensor.__repr__", HOST_READ)
 
 
 def _barrier(*args: Any, **kwargs: Any) -> tuple[str, str] | None:
@@ -460,8 +469,9 @@ def _patch_plan() -> list[tuple[Any, str, _Classify]]:
         for attr in ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__", "__complex__")
     ]
     plan += [
+        (torch.Tensor, "__repr__", _repr),
         (torch, "tensor", _creation("torch.tensor", 0, "data")),
-        (torch, "as_tensor", _creation("torch.as_tensor", 0, "data", device_pos=2)),
+        (torch, "as_tensor", _creation("torch.as_tensor", 0, "data")),
         (torch, "asarray", _creation("torch.asarray", 0, "obj")),
         (torch.Tensor, "new_tensor", _creation("Tensor.new_tensor", 1, "data", on_self=True)),
     ]
@@ -481,7 +491,19 @@ def _patch_plan() -> list[tuple[Any, str, _Classify]]:
     return plan
 
 
+def _warm_identity_caches() -> None:
+    # These lru_caches hold torch.tensor & co by identity; filled while patched they would keep our wrappers forever
+    # (and `with torch.device(...)` would stop applying to torch.tensor), so fill them with the originals first.
+    with contextlib.suppress(Exception):
+        from torch.utils._device import _device_constructors
+
+        _device_constructors()
+    with contextlib.suppress(Exception):
+        torch.overrides.get_ignored_functions()
+
+
 def _install_patches() -> None:
+    _warm_identity_caches()
     try:
         for owner, attr, classify in _patch_plan():
             had = attr in vars(owner)
@@ -561,9 +583,10 @@ def _push(frame: _Frame) -> None:
 
 
 def _pop(frame: _Frame) -> None:
-    if not _state.frames or _state.frames[-1] is not frame:
-        raise RuntimeError("no_host_sync()/count_host_syncs() contexts must exit in the order they were entered")
-    _state.frames.pop()
+    in_order = bool(_state.frames) and _state.frames[-1] is frame
+    # Drop the frame even when exited out of order, so the last exit still tears everything down.
+    if frame in _state.frames:
+        _state.frames.remove(frame)
     if not _state.frames:
         mode, _state.mode = _state.mode, None
         try:
@@ -572,6 +595,8 @@ def _pop(frame: _Frame) -> None:
         finally:
             _restore_patches()
             _state.thread = None
+    if not in_order:
+        raise RuntimeError("no_host_sync()/count_host_syncs() contexts must exit in the order they were entered")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,101 @@
+"""Run a torchmetrics metric and its accelerated twin side by side on the same inputs and compare everything."""
+
+import copy
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+from torch import Tensor
+
+NAN_ERROR = "Encountered `nan` values in tensor"
+NAN_WARNING = "Encountered `nan` values in tensor. Will be removed."
+
+
+@dataclass
+class Step:
+    """One call: ``kind`` is "update" or "forward"; ``reference_args`` override what torchmetrics is given."""
+
+    kind: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    reference_args: Optional[tuple] = None
+    reference_kwargs: Optional[dict] = None
+
+
+def _clone(x: Any) -> Any:
+    return x.clone() if isinstance(x, Tensor) else copy.deepcopy(x)
+
+
+def _nan_warnings(record: list) -> int:
+    return sum(NAN_WARNING in str(w.message) for w in record)
+
+
+def assert_same(actual: Any, expected: Any) -> None:
+    if isinstance(expected, list) and not expected:
+        assert isinstance(actual, list) and not actual, actual
+        return
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+def run_side_by_side(reference: Any, accelerated: Any, steps: list[Step], compare_forward: bool = True) -> None:
+    """Feed both metrics the same steps; compare forward values, deferred errors/warnings and ``compute()``.
+
+    torchmetrics raises NaN errors and warns in ``update``; the accelerated metric must defer both to ``compute``
+    and must never raise or warn about NaNs in ``update``/``forward``, nor mutate its inputs.
+    """
+    reference_error = False
+    reference_warned = False
+    for step in steps:
+        ref_args = step.reference_args if step.reference_args is not None else step.args
+        ref_kwargs = step.reference_kwargs if step.reference_kwargs is not None else step.kwargs
+        ref_call: Callable = reference if step.kind == "forward" else reference.update
+        acc_call: Callable = accelerated if step.kind == "forward" else accelerated.update
+        ref_exc = acc_exc = None
+        with warnings.catch_warnings(record=True) as ref_record:
+            warnings.simplefilter("always")
+            try:
+                ref_out = ref_call(*map(_clone, ref_args), **{k: _clone(v) for k, v in ref_kwargs.items()})
+            except (RuntimeError, ValueError) as err:
+                ref_exc = err
+        reference_warned |= _nan_warnings(ref_record) > 0
+        before = [_clone(a) for a in step.args]
+        with warnings.catch_warnings(record=True) as acc_record:
+            warnings.simplefilter("always")
+            try:
+                acc_out = acc_call(*step.args, **step.kwargs)
+            except (RuntimeError, ValueError) as err:
+                acc_exc = err
+        assert _nan_warnings(acc_record) == 0, "NaN warnings are deferred to compute()"
+        for original, now in zip(before, step.args):
+            if isinstance(now, Tensor):
+                torch.testing.assert_close(now, original, equal_nan=True, rtol=0, atol=0)
+        if ref_exc is not None and str(ref_exc) == NAN_ERROR:
+            assert acc_exc is None, f"deferred error raised eagerly: {acc_exc}"
+            reference_error = True
+            continue
+        if ref_exc is not None or acc_exc is not None:
+            assert type(acc_exc) is type(ref_exc), f"torchmetrics: {ref_exc!r}; accelerated: {acc_exc!r}"
+            if ref_exc is not None:
+                return  # both rejected the input eagerly; the metrics' states are no longer comparable
+        if step.kind == "forward" and compare_forward and not reference_error:
+            assert_same(acc_out, ref_out)
+    if reference_error:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                accelerated.compute()
+            except RuntimeError as err:
+                assert str(err) == NAN_ERROR
+            else:
+                raise AssertionError("deferred NaN error was not raised by compute()")
+        return
+    with warnings.catch_warnings(record=True) as acc_record:
+        warnings.simplefilter("always")
+        acc_value = accelerated.compute()
+    assert (_nan_warnings(acc_record) > 0) == reference_warned, "deferred NaN warning mismatch"
+    assert _nan_warnings(acc_record) <= 1, "warn once per window"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref_value = reference.compute()
+    assert_same(acc_value, ref_value)

@@ -1,0 +1,272 @@
+"""Class decorators that make users' own torchmetrics classes sync-free.
+
+- :func:`suppress_nan_check`: the profiling article's fix, for any ``BaseAggregator`` subclass: no NaN handling at
+  all (weights kept), and Python numbers enter without a host-to-device copy.
+- :func:`scalar_to_tensor_updates`: for any ``Metric`` subclass: Python numbers passed to ``update``/``forward``
+  become device tensors through a fill kernel (no copy), and 0-dim CPU tensors travel with ``non_blocking=True``.
+- :func:`sync_free`: every acceleration that applies: the accelerated class for a torchmetrics class; for a
+  ``BaseAggregator`` subclass, sync-free NaN strategies (deferred ``"error"``/``"warn"``) in
+  ``_cast_and_nan_check_input``; for every ``Metric``, the lean update wrapper, in-place ``reset`` and
+  :func:`scalar_to_tensor_updates`.
+
+Decorated classes subclass the class they decorate, keep its name, and pickle (they rebuild themselves by
+re-applying the decorator). A class a decorator cannot apply to raises ``TypeError`` saying why.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics.aggregation import MeanMetric
+    >>> NoNanMeanMetric = suppress_nan_check(MeanMetric)
+    >>> metric = NoNanMeanMetric()
+    >>> metric.update(torch.tensor([1.0, 3.0]), weight=torch.tensor([3.0, 1.0]))
+    >>> metric.compute()
+    tensor(1.5000)
+"""
+
+import functools
+import math
+from typing import Any, Callable, Optional, TypeVar
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    BaseAggregator,
+    Metric,
+    dim_zero_cat,
+    dim_zero_max,
+    dim_zero_min,
+    rank_zero_warn,
+)
+from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.nan import NAN_FLAG_STATE, DeferredNanFlag, apply_nan_strategy
+from torchmetrics_async.scalars import is_number
+
+__all__ = ["scalar_to_tensor_updates", "suppress_nan_check", "sync_free"]
+
+M = TypeVar("M", bound=type)
+
+_DECORATED: dict[tuple[str, type], type] = {}
+_DECORATORS: dict[str, Callable[[type], type]] = {}
+
+
+def _rebuild(decorator: str, base: type, state: dict) -> Any:
+    cls = _DECORATORS[decorator](base)
+    obj = cls.__new__(cls)
+    obj.__setstate__(state)
+    return obj
+
+
+def _reduce(self: Any) -> tuple:
+    return _rebuild, (type(self)._decorator, type(self)._decorated, self.__getstate__())
+
+
+def _derive(decorator: str, cls: type, bases: tuple, namespace: dict) -> type:
+    """Create (once per decorator and class) the subclass a decorator returns."""
+    key = (decorator, cls)
+    if key not in _DECORATED:
+        namespace = {
+            **namespace,
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            "_decorator": decorator,
+            "_decorated": cls,
+            "__reduce__": _reduce,
+        }
+        _DECORATED[key] = type(cls.__name__, bases, namespace)
+    return _DECORATED[key]
+
+
+def _require_subclass(decorator: str, cls: Any, base: type, why: str) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise TypeError(f"{decorator} applies to {base.__module__}.{base.__name__} subclasses ({why}); got {cls!r}.")
+
+
+def _number_to_tensor(metric: Metric, x: Any) -> Any:
+    if isinstance(x, Tensor):
+        if x.dim() == 0 and x.device.type == "cpu" and metric.device.type != "cpu":
+            return x.to(metric.device, non_blocking=True)
+        return x
+    if is_number(x):
+        return torch.full((), x, dtype=metric.dtype, device=metric.device)
+    return x
+
+
+def _neutral_element(metric: BaseAggregator) -> Optional[float]:
+    """What a dropped value becomes for this aggregator's reduction; ``None`` when dropping needs a shape change."""
+    reduction = metric._reductions[metric.state_name]
+    if reduction is dim_zero_cat:
+        return None
+    if reduction is dim_zero_max:
+        return -math.inf
+    if reduction is dim_zero_min:
+        return math.inf
+    return 0.0
+
+
+def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
+    x = _number_to_tensor(self, x) if not isinstance(x, Tensor) else x
+    if not isinstance(x, Tensor):
+        x = torch.as_tensor(x, dtype=self.dtype, device=self.device)
+    if weight is None:
+        weight = torch.ones_like(x)
+    elif not isinstance(weight, Tensor):
+        weight = _number_to_tensor(self, weight)
+    return x.to(self.dtype), weight.to(self.dtype)
+
+
+def suppress_nan_check(cls: M) -> M:
+    """The profiling article's fix: a ``BaseAggregator`` subclass that does no NaN handling at all.
+
+    Unlike the article's version, user weights are kept and Python numbers become device tensors through a fill
+    kernel instead of ``torch.as_tensor(x, device=...)``.
+
+    Args:
+        cls: a subclass of ``torchmetrics.aggregation.BaseAggregator``.
+
+    Returns:
+        A subclass of ``cls`` with the same name.
+
+    Raises:
+        TypeError: if ``cls`` is not a ``BaseAggregator`` subclass.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics import SumMetric
+        >>> metric = suppress_nan_check(SumMetric)()
+        >>> metric.update(torch.tensor([1.0, float("nan")]))
+        >>> metric.compute()
+        tensor(nan)
+    """
+    _require_subclass("suppress_nan_check", cls, BaseAggregator, "they own _cast_and_nan_check_input")
+    return _derive("suppress_nan_check", cls, (cls,), {"_cast_and_nan_check_input": _cast_without_nan_check})
+
+
+def scalar_to_tensor_updates(cls: M) -> M:
+    """Make Python numbers (and 0-dim CPU tensors) reach ``update``/``forward`` as device tensors without a copy.
+
+    Args:
+        cls: a subclass of ``torchmetrics.Metric``.
+
+    Returns:
+        A subclass of ``cls`` with the same name.
+
+    Raises:
+        TypeError: if ``cls`` is not a ``Metric`` subclass.
+
+    Example:
+        >>> from torchmetrics import MaxMetric
+        >>> metric = scalar_to_tensor_updates(MaxMetric)()
+        >>> metric.update(2.0)
+        >>> metric.compute()
+        tensor(2.)
+    """
+    _require_subclass("scalar_to_tensor_updates", cls, Metric, "they have update()")
+    return _derive("scalar_to_tensor_updates", cls, (cls,), _scalar_namespace(cls))
+
+
+def _scalar_namespace(cls: type) -> dict:
+    inner_update = cls.update
+
+    @functools.wraps(inner_update)
+    def update(self: Any, *args: Any, **kwargs: Any) -> None:
+        args = tuple(_number_to_tensor(self, a) for a in args)
+        kwargs = {k: _number_to_tensor(self, v) for k, v in kwargs.items()}
+        return inner_update(self, *args, **kwargs)
+
+    return {"update": update}
+
+
+class _SyncFreeNanAggregator(DeferredNanFlag):
+    """Sync-free ``_cast_and_nan_check_input`` for users' ``BaseAggregator`` subclasses."""
+
+    def _adopt(self) -> None:
+        super()._adopt()
+        if NAN_FLAG_STATE not in self._defaults:
+            self._add_nan_flag_state()
+
+    def _cast_and_nan_check_input(self, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
+        neutral = _neutral_element(self)
+        if neutral is None and self.nan_strategy in ("ignore", "warn"):
+            return super()._cast_and_nan_check_input(x, weight)  # dropping from a cat state changes its shape
+        x = _number_to_tensor(self, x)
+        if not isinstance(x, Tensor):
+            x = torch.as_tensor(x, dtype=self.dtype, device=self.device)
+        if weight is not None:
+            weight = _number_to_tensor(self, weight)
+        x, weight, seen = apply_nan_strategy(self.nan_strategy, x, weight, neutral=neutral or 0.0)
+        self._record_nan(seen)
+        if weight is None:
+            weight = torch.ones_like(x)
+        return x.to(self.dtype), weight.to(self.dtype)
+
+    def compute(self) -> Any:
+        self._raise_deferred_nan()
+        return super().compute()
+
+
+def _sync_free_init(cls: type) -> Callable:
+    inner_init = cls.__init__
+
+    @functools.wraps(inner_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        inner_init(self, *args, **kwargs)
+        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+        if isinstance(self, DeferredNanFlag):
+            self._add_nan_flag_state()
+            if _neutral_element(self) is None and self.nan_strategy in ("ignore", "warn"):
+                rank_zero_warn(
+                    f"{cls.__name__}: nan_strategy={self.nan_strategy!r} on a cat state drops values, which changes"
+                    " the state's shape; torchmetrics-async keeps torchmetrics' NaN check here (a host sync).",
+                    UserWarning,
+                )
+
+    return __init__
+
+
+def sync_free(cls: M) -> M:
+    """Apply every acceleration that fits ``cls``.
+
+    Args:
+        cls: a torchmetrics class (its accelerated class is returned) or a user's ``Metric`` subclass.
+
+    Returns:
+        The accelerated class.
+
+    Raises:
+        TypeError: if ``cls`` is not a ``Metric`` subclass.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics.aggregation import BaseAggregator
+        >>> class Total(BaseAggregator):
+        ...     def __init__(self, **kwargs):
+        ...         super().__init__("sum", torch.tensor(0.0), nan_strategy="error", state_name="total", **kwargs)
+        ...     def update(self, value):
+        ...         value, _ = self._cast_and_nan_check_input(value)
+        ...         self.total += value.sum()
+        >>> metric = sync_free(Total)()
+        >>> metric.update(torch.tensor([1.0, float("nan")]))  # no host sync: the error waits for compute()
+        >>> metric.compute()
+        Traceback (most recent call last):
+        ...
+        RuntimeError: Encountered `nan` values in tensor
+    """
+    _require_subclass("sync_free", cls, Metric, "it accelerates torchmetrics metrics")
+    from torchmetrics_async.accelerate import accelerated_class_for
+
+    accelerated = accelerated_class_for(cls)
+    if accelerated is not None:
+        return accelerated
+    if issubclass(cls, SyncFreeMixin):
+        return cls
+    mixins: tuple = (SyncFreeMixin,)
+    if issubclass(cls, BaseAggregator):
+        mixins += (_SyncFreeNanAggregator,)
+    scalar_cls = scalar_to_tensor_updates(cls)
+    return _derive("sync_free", cls, (*mixins, scalar_cls), {"__init__": _sync_free_init(cls)})
+
+
+_DECORATORS.update(
+    suppress_nan_check=suppress_nan_check, scalar_to_tensor_updates=scalar_to_tensor_updates, sync_free=sync_free
+)
