@@ -1,8 +1,9 @@
 """Host-sync detection for tests, benchmarks and the demo.
 
 A *host sync* is any point where the CPU has to wait for the accelerator: reading a device value on the host
-(``.item()``, ``if t:``, ``.tolist()``), ops whose output shape depends on data (``nonzero``, ``x[mask]``,
-``unique``), blocking copies between host and device, and ``torch.distributed.barrier()``.
+(``.item()``, ``if t:``, ``.tolist()``, ``print(t)``), ops whose output shape depends on data (``nonzero``,
+``x[mask]``, ``unique``), blocking copies between host and device, ``torch.distributed.barrier()`` and explicit
+``synchronize()`` calls.
 
 :func:`no_host_sync` raises :class:`HostSyncError` at the first one; :func:`count_host_syncs` counts them instead.
 On CUDA both also drive ``torch.cuda.set_sync_debug_mode``; on a CPU-only machine they rely on a
@@ -601,24 +602,28 @@ def _pop(frame: _Frame) -> None:
 
 @contextlib.contextmanager
 def _detect(frame: _Frame) -> Iterator[None]:
-    cuda = _use_cuda_sync_debug_mode()
     previous_cuda_mode: int | None = None
-    _push(frame)
+    hooked = False
     try:
-        if cuda:
+        # Before the patches go in, so CUDA's lazy init is not itself inspected.
+        if _use_cuda_sync_debug_mode():
             previous_cuda_mode = torch.cuda.get_sync_debug_mode()
             torch.cuda.set_sync_debug_mode("error" if frame.strict else "warn")
             if not frame.strict:
                 _acquire_warning_hook()
-        yield
-    finally:
+                hooked = True
+        _push(frame)
         try:
-            if previous_cuda_mode is not None:
-                if not frame.strict:
-                    _release_warning_hook()
-                torch.cuda.set_sync_debug_mode(previous_cuda_mode)
+            yield
         finally:
             _pop(frame)
+    finally:
+        try:
+            if hooked:
+                _release_warning_hook()
+        finally:
+            if previous_cuda_mode is not None:
+                torch.cuda.set_sync_debug_mode(previous_cuda_mode)
 
 
 @contextlib.contextmanager
