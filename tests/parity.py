@@ -90,12 +90,21 @@ def run_side_by_side(reference: Any, accelerated: Any, steps: list[Step], compar
             else:
                 raise AssertionError("deferred NaN error was not raised by compute()")
         return
-    with warnings.catch_warnings(record=True) as acc_record:
+    acc_value, acc_exc = _compute(accelerated)
+    ref_value, ref_exc = _compute(reference)
+    assert type(acc_exc) is type(ref_exc), f"compute: torchmetrics {ref_exc!r}; accelerated {acc_exc!r}"
+    if ref_exc is not None:
+        return
+    acc_warnings = _nan_warnings(acc_value[1])
+    assert (acc_warnings > 0) == reference_warned, "deferred NaN warning mismatch"
+    assert acc_warnings <= 1, "warn once per window"
+    assert_same(acc_value[0], ref_value[0])
+
+
+def _compute(metric: Any) -> tuple[Any, Optional[Exception]]:
+    with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        acc_value = accelerated.compute()
-    assert (_nan_warnings(acc_record) > 0) == reference_warned, "deferred NaN warning mismatch"
-    assert _nan_warnings(acc_record) <= 1, "warn once per window"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref_value = reference.compute()
-    assert_same(acc_value, ref_value)
+        try:
+            return (metric.compute(), record), None
+        except RuntimeError as err:
+            return None, err

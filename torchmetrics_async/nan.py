@@ -85,13 +85,22 @@ def apply_nan_strategy(
     if strategy == "error":
         return value, weight, nans
     if isinstance(strategy, float):
-        value = torch.where(nans, strategy, value)
+        value = torch.where(nans, _fill_in_dtype(strategy, value.dtype), value)
         if weight is not None:
             weight = torch.where(nans, 1.0, weight)
         return value, weight, None
     value = torch.where(nans, neutral, value)
     weight = torch.logical_not(nans) if weight is None else torch.where(nans, 0.0, weight)
     return value, weight, nans if strategy == "warn" else None
+
+
+def _fill_in_dtype(fill: float, dtype: torch.dtype) -> Union[float, int, bool]:
+    """The fill as torchmetrics' ``x[mask] = fill`` stores it in ``x``'s dtype (C++ casts: ints truncate)."""
+    if dtype == torch.bool:
+        return bool(fill)
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return int(fill)
+    return fill
 
 
 def apply_nan_strategy_to_numbers(
