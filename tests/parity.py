@@ -2,8 +2,9 @@
 
 import copy
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,8 +20,8 @@ class Step:
     kind: str
     args: tuple
     kwargs: dict = field(default_factory=dict)
-    reference_args: Optional[tuple] = None
-    reference_kwargs: Optional[dict] = None
+    reference_args: tuple | None = None
+    reference_kwargs: dict | None = None
 
 
 def _clone(x: Any) -> Any:
@@ -33,7 +34,8 @@ def _nan_warnings(record: list) -> int:
 
 def assert_same(actual: Any, expected: Any) -> None:
     if isinstance(expected, list) and not expected:
-        assert isinstance(actual, list) and not actual, actual
+        assert isinstance(actual, list), actual
+        assert not actual, actual
         return
     torch.testing.assert_close(actual, expected, equal_nan=True)
 
@@ -67,7 +69,7 @@ def run_side_by_side(reference: Any, accelerated: Any, steps: list[Step], compar
             except (RuntimeError, ValueError) as err:
                 acc_exc = err
         assert _nan_warnings(acc_record) == 0, "NaN warnings are deferred to compute()"
-        for original, now in zip(before, step.args):
+        for original, now in zip(before, step.args, strict=True):
             if isinstance(now, Tensor):
                 torch.testing.assert_close(now, original, equal_nan=True, rtol=0, atol=0)
         if ref_exc is not None and str(ref_exc) == NAN_ERROR:
@@ -83,12 +85,9 @@ def run_side_by_side(reference: Any, accelerated: Any, steps: list[Step], compar
     if reference_error:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            try:
-                accelerated.compute()
-            except RuntimeError as err:
-                assert str(err) == NAN_ERROR
-            else:
-                raise AssertionError("deferred NaN error was not raised by compute()")
+            _, err = _compute(accelerated)
+        assert err is not None, "deferred NaN error was not raised by compute()"
+        assert str(err) == NAN_ERROR
         return
     acc_value, acc_exc = _compute(accelerated)
     ref_value, ref_exc = _compute(reference)
@@ -101,7 +100,7 @@ def run_side_by_side(reference: Any, accelerated: Any, steps: list[Step], compar
     assert_same(acc_value[0], ref_value[0])
 
 
-def _compute(metric: Any) -> tuple[Any, Optional[Exception]]:
+def _compute(metric: Any) -> tuple[Any, Exception | None]:
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         try:

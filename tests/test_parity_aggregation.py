@@ -104,7 +104,9 @@ def test_mean_matches_torchmetrics(nan_strategy, data):
         value, weight = data.draw(mean_steps())
         with_weight = weight is not None or data.draw(st.booleans())
         steps.append(_step(kind, value, weight, nan_strategy, with_weight))
-    run_side_by_side(torchmetrics.MeanMetric(nan_strategy=nan_strategy), ta.MeanMetric(nan_strategy=nan_strategy), steps)
+    run_side_by_side(
+        torchmetrics.MeanMetric(nan_strategy=nan_strategy), ta.MeanMetric(nan_strategy=nan_strategy), steps
+    )
 
 
 @SETTINGS
@@ -135,7 +137,10 @@ def test_set_dtype_matches_torchmetrics(name, dtype, data):
     reference.set_dtype(dtype)
     accelerated.set_dtype(dtype)
     value_strategy = st.one_of(tensors(allow_special=False), st.floats(-100, 100), st.integers(-64, 64))
-    steps = [Step(k, (data.draw(value_strategy),)) for k in data.draw(st.lists(st.sampled_from(["update", "forward"]), min_size=1, max_size=4))]
+    steps = [
+        Step(k, (data.draw(value_strategy),))
+        for k in data.draw(st.lists(st.sampled_from(["update", "forward"]), min_size=1, max_size=4))
+    ]
     run_side_by_side(reference, accelerated, steps)
 
 
@@ -167,7 +172,11 @@ def test_running_matches_torchmetrics(name, window, data):
     accelerated_cls = ta.RunningMean if name == "mean" else ta.RunningSum
     kinds = data.draw(st.lists(st.sampled_from(["update", "forward"]), min_size=1, max_size=7))
     steps = [Step(kind, (data.draw(st.one_of(tensors(allow_special=False), grid)),)) for kind in kinds]
-    run_side_by_side(reference_cls(window=window, nan_strategy="ignore"), accelerated_cls(window=window, nan_strategy="ignore"), steps)
+    run_side_by_side(
+        reference_cls(window=window, nan_strategy="ignore"),
+        accelerated_cls(window=window, nan_strategy="ignore"),
+        steps,
+    )
 
 
 NAN, INF = math.nan, math.inf
@@ -238,4 +247,6 @@ def test_mean_edge_weights_match_torchmetrics(kind, weight, value, nan_strategy)
     value, weight = EDGE_VALUES[value], EDGE_WEIGHTS[weight]
     steps = [Step("update", (torch.tensor([0.5, 2.0]),)), _step(kind, value, weight, nan_strategy, True)]
     steps.append(Step(kind, (0.7,), {"weight": 3}))
-    run_side_by_side(torchmetrics.MeanMetric(nan_strategy=nan_strategy), ta.MeanMetric(nan_strategy=nan_strategy), steps)
+    run_side_by_side(
+        torchmetrics.MeanMetric(nan_strategy=nan_strategy), ta.MeanMetric(nan_strategy=nan_strategy), steps
+    )

@@ -13,7 +13,14 @@ Example:
 from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.metric import Metric
 from torchmetrics.utilities import rank_zero_warn
-from torchmetrics.utilities.data import _squeeze_if_scalar, dim_zero_cat, dim_zero_max, dim_zero_mean, dim_zero_min, dim_zero_sum
+from torchmetrics.utilities.data import (
+    _squeeze_if_scalar,
+    dim_zero_cat,
+    dim_zero_max,
+    dim_zero_mean,
+    dim_zero_min,
+    dim_zero_sum,
+)
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
 from torchmetrics.wrappers.running import Running
 

@@ -13,7 +13,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from torchmetrics import MetricCollection
 
@@ -82,7 +82,7 @@ def _is_accelerated(cls: type) -> bool:
     return issubclass(cls, SyncFreeMixin) or cls in _REGISTRY.values()
 
 
-def accelerated_class_for(cls: type) -> Optional[type]:
+def accelerated_class_for(cls: type) -> type | None:
     """The accelerated class for a torchmetrics class, ``cls`` itself if it is accelerated, else ``None``.
 
     Args:
@@ -101,7 +101,7 @@ def accelerated_class_for(cls: type) -> Optional[type]:
     return cls if _is_accelerated(cls) else None
 
 
-def _class_for_instance(cls: type) -> Optional[type]:
+def _class_for_instance(cls: type) -> type | None:
     """Accelerated class for a live instance of ``cls``: registered, or a user subclass the decorators can handle."""
     accelerated = accelerated_class_for(cls)
     if accelerated is not None:

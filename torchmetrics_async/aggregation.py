@@ -20,7 +20,7 @@ Example:
 """
 
 import math
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import torch
 import torchmetrics.aggregation as tm_aggregation
@@ -42,6 +42,14 @@ __all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "
 Number = Union[int, float, bool]
 #: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"``.
 NAN_KEPT_STATE = "nan_kept"
+_EXTRA_STATES = (NAN_FLAG_STATE, NAN_KEPT_STATE)
+
+
+def _kept_masks(values: Tensor | list) -> Tensor | list:
+    """All-true keep-masks for values torchmetrics already filtered."""
+    if isinstance(values, Tensor):
+        return torch.ones_like(values, dtype=torch.bool)
+    return [torch.ones_like(v, dtype=torch.bool) for v in values]
 
 
 class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
@@ -53,17 +61,25 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
         True
     """
 
-    nan_strategy: NanStrategy
-
     def _init_sync_free(self) -> None:
         """Add the deferred-NaN flag state and the device-resident constants; call at the end of ``__init__``."""
         self._add_nan_flag_state()
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
 
     def _adopt(self) -> None:
-        super()._adopt()
         if NAN_FLAG_STATE not in self._defaults:
             self._add_nan_flag_state()
+        super()._adopt()
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """``merge_state``/``forward`` merge: a torchmetrics-shaped state (no flag, no masks) merges as clean."""
+        incoming_state = dict(incoming_state)
+        for attr, default in self._defaults.items():
+            if attr not in incoming_state and attr in _EXTRA_STATES:
+                incoming_state[attr] = (
+                    _kept_masks(incoming_state.get("value", [])) if attr == NAN_KEPT_STATE else default
+                )
+        super()._reduce_states(incoming_state)
 
     def _as_value_tensor(self, value: Any) -> Tensor:
         """A non-number, non-tensor value (a list...) becomes a tensor as torchmetrics makes it."""
@@ -73,7 +89,7 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
             return self._number_tensor(value)
         return torch.as_tensor(value, dtype=self.dtype, device=self.device)
 
-    def _add_to(self, state: Tensor, x: Union[Tensor, float, int]) -> None:
+    def _add_to(self, state: Tensor, x: Tensor | float | int) -> None:
         if isinstance(x, Tensor):
             state.add_(x)
         elif x:
@@ -120,7 +136,7 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         super().__init__(nan_strategy=nan_strategy, **kwargs)
         self._init_sync_free()
 
-    def update(self, value: Union[float, Tensor]) -> None:
+    def update(self, value: float | Tensor) -> None:
         """Add ``value`` (a tensor of any shape, or a number) to the sum.
 
         Args:
@@ -132,7 +148,7 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         """
         self._update_from_stats(value)
 
-    def _batch_stats(self, value: Union[Number, Tensor]) -> Optional[tuple]:
+    def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if is_number(value):
             v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
             return (0.0 if v is None else self._round(v), seen)
@@ -150,7 +166,7 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         self._add_to(self.sum_value, total)
         self._record_nan(seen)
 
-    def _batch_value(self, stats: Optional[tuple]) -> Tensor:
+    def _batch_value(self, stats: tuple | None) -> Tensor:
         if stats is None:
             return self._number_tensor(0.0)
         total = stats[0]
@@ -178,7 +194,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         super().__init__(nan_strategy=nan_strategy, **kwargs)
         self._init_sync_free()
 
-    def update(self, value: Union[float, Tensor], weight: Union[float, Tensor, None] = None) -> None:
+    def update(self, value: float | Tensor, weight: float | Tensor | None = None) -> None:
         """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones).
 
         Args:
@@ -191,15 +207,17 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         """
         self._update_from_stats(value, weight)
 
-    def _batch_stats(self, value: Union[Number, Tensor], weight: Union[Number, Tensor, None] = None) -> Optional[tuple]:
+    def _batch_stats(self, value: Number | Tensor, weight: Number | Tensor | None = None) -> tuple | None:
         strategy = self.nan_strategy
         if is_number(value) and (weight is None or is_number(weight)):
             return self._number_stats(value, weight)
         value = self._as_value_tensor(value)
         if weight is not None:
             if not isinstance(weight, Tensor):
-                weight = torch.full((), weight, dtype=self.dtype, device=value.device) if is_number(weight) else (
-                    torch.as_tensor(weight, dtype=self.dtype, device=value.device)
+                weight = (
+                    torch.full((), weight, dtype=self.dtype, device=value.device)
+                    if is_number(weight)
+                    else (torch.as_tensor(weight, dtype=self.dtype, device=value.device))
                 )
             # A 0-dim weight on another device (a CPU scalar) stays a scalar operand: a kernel argument, not a copy.
             if weight.dim() or weight.device == value.device:
@@ -218,7 +236,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         total_weight = weight.sum() if weight.shape == value.shape else weight.expand(value.shape).sum()
         return (value * weight).sum(), total_weight, seen
 
-    def _number_stats(self, value: Number, weight: Optional[Number]) -> tuple:
+    def _number_stats(self, value: Number, weight: Number | None) -> tuple:
         v, w, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, weight)
         if v is None:
             return 0.0, 0.0, seen
@@ -232,7 +250,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         self._add_to(self.weight, total_weight)
         self._record_nan(seen)
 
-    def _batch_value(self, stats: Optional[tuple]) -> Tensor:
+    def _batch_value(self, stats: tuple | None) -> Tensor:
         if stats is None:
             return self._number_tensor(math.nan)
         total, total_weight, _ = stats
@@ -250,7 +268,7 @@ class _ExtremumMetric(SyncFreeAggregator):
     _combine = staticmethod(torch.maximum)
     _clamp: str
 
-    def update(self, value: Union[float, Tensor]) -> None:
+    def update(self, value: float | Tensor) -> None:
         """Fold ``value`` (a tensor of any shape, or a number) into the extremum.
 
         Args:
@@ -262,7 +280,7 @@ class _ExtremumMetric(SyncFreeAggregator):
         """
         self._update_from_stats(value)
 
-    def _batch_stats(self, value: Union[Number, Tensor]) -> Optional[tuple]:
+    def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if is_number(value):
             v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
             return (None if v is None else self._round(v)), seen
@@ -282,7 +300,7 @@ class _ExtremumMetric(SyncFreeAggregator):
             getattr(state, self._clamp)(extremum)
         self._record_nan(seen)
 
-    def _batch_value(self, stats: Optional[tuple]) -> Tensor:
+    def _batch_value(self, stats: tuple | None) -> Tensor:
         extremum = None if stats is None else stats[0]
         if extremum is None:
             return self._number_tensor(self._neutral)
@@ -365,7 +383,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
             self.add_state(NAN_KEPT_STATE, default=[], dist_reduce_fx="cat")
         self._init_sync_free()
 
-    def update(self, value: Union[float, Tensor]) -> None:
+    def update(self, value: float | Tensor) -> None:
         """Append ``value`` (cast to the metric's dtype).
 
         Args:
@@ -377,23 +395,24 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         self._update_from_stats(value)
 
     def _adopt(self) -> None:
-        super()._adopt()
         if self._masks_nans and NAN_KEPT_STATE not in self._defaults:
             # Values already held were filtered by torchmetrics in its update: all of them are kept.
             self.add_state(NAN_KEPT_STATE, default=[], dist_reduce_fx="cat")
-            values = self.value
-            kept = (
-                torch.ones_like(values, dtype=torch.bool)
-                if isinstance(values, Tensor)
-                else [torch.ones_like(v, dtype=torch.bool) for v in values]
-            )
-            setattr(self, NAN_KEPT_STATE, kept)
+            setattr(self, NAN_KEPT_STATE, _kept_masks(self.value))
+        super()._adopt()
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        had_masks = prefix + NAN_KEPT_STATE in state_dict
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if self._masks_nans and not had_masks:
+            # A torchmetrics checkpoint: its values were filtered in its update, so every one is kept.
+            setattr(self, NAN_KEPT_STATE, _kept_masks(self.value))
 
     @property
     def _masks_nans(self) -> bool:
         return self.nan_strategy in ("ignore", "warn")
 
-    def _batch_stats(self, value: Union[Number, Tensor]) -> Optional[tuple]:
+    def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if is_number(value):
             v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
             if v is None:
@@ -417,14 +436,14 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
                 getattr(self, NAN_KEPT_STATE).append(kept)
         self._record_nan(seen)
 
-    def _batch_value(self, stats: Optional[tuple]) -> Union[Tensor, list]:
+    def _batch_value(self, stats: tuple | None) -> Tensor | list:
         if stats is None or stats[0] is None:
             return []
         value, kept, _ = stats
         pieces = _drop_unkept([value], [kept]) if kept is not None else [value]
         return dim_zero_cat(pieces) if pieces else []
 
-    def compute(self) -> Union[Tensor, list]:
+    def compute(self) -> Tensor | list:
         """Concatenate the values, NaNs dropped under ``"ignore"``/``"warn"``.
 
         Returns:
@@ -451,11 +470,15 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
 
 
 def _drop_unkept(values: list, kept: list) -> list:
-    """torchmetrics flattens and filters a batch that had a NaN and drops a batch left empty; one host read."""
+    """Torchmetrics flattens and filters a batch that had a NaN and drops a batch left empty; one host read."""
+    if len(values) != len(kept):
+        raise RuntimeError(
+            f"CatMetric holds {len(values)} value batches but {len(kept)} NaN masks; its state is corrupt."
+        )
     if not values:
         return []
     all_kept = torch.stack([k.all() for k in kept]).tolist()
-    pieces = [v if keep else v[k] for v, k, keep in zip(values, kept, all_kept)]
+    pieces = [v if keep else v[k] for v, k, keep in zip(values, kept, all_kept, strict=True)]
     return [p for p in pieces if p.numel()]
 
 
@@ -493,7 +516,11 @@ class _SyncFreeRunning:
         for key in base._defaults:
             current = getattr(base, key)
             target = getattr(self, f"{key}_{slot}")
-            if isinstance(current, Tensor) and isinstance(target, Tensor) and target.shape == current.shape:
+            if (
+                isinstance(current, Tensor)
+                and isinstance(target, Tensor)
+                and (target.shape, target.dtype, target.device) == (current.shape, current.dtype, current.device)
+            ):
                 target.copy_(current)
             else:
                 setattr(self, f"{key}_{slot}", current.clone() if isinstance(current, Tensor) else list(current))

@@ -23,8 +23,10 @@ Example:
 """
 
 import functools
+import importlib
 import math
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -49,15 +51,21 @@ _DECORATED: dict[tuple[str, type], type] = {}
 _DECORATORS: dict[str, Callable[[type], type]] = {}
 
 
-def _rebuild(decorator: str, base: type, state: dict) -> Any:
-    cls = _DECORATORS[decorator](base)
+def _rebuild(decorator: str, module: str, qualname: str, state: dict) -> Any:
+    """Unpickle an instance of a decorated class, found by the name the decorated class was given."""
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    # `@decorator class X` binds X to the decorated class; `Y = decorator(X)` leaves X undecorated.
+    cls = found if getattr(found, "_decorator", None) == decorator else _DECORATORS[decorator](found)
     obj = cls.__new__(cls)
     obj.__setstate__(state)
     return obj
 
 
 def _reduce(self: Any) -> tuple:
-    return _rebuild, (type(self)._decorator, type(self)._decorated, self.__getstate__())
+    cls = type(self)
+    return _rebuild, (cls._decorator, cls.__module__, cls.__qualname__, self.__getstate__())
 
 
 def _derive(decorator: str, cls: type, bases: tuple, namespace: dict) -> type:
@@ -92,7 +100,7 @@ def _number_to_tensor(metric: Metric, x: Any) -> Any:
     return x
 
 
-def _neutral_element(metric: BaseAggregator) -> Optional[float]:
+def _neutral_element(metric: BaseAggregator) -> float | None:
     """What a dropped value becomes for this aggregator's reduction; ``None`` when dropping needs a shape change."""
     reduction = metric._reductions[metric.state_name]
     if reduction is dim_zero_cat:
@@ -181,7 +189,7 @@ class _SyncFreeNanAggregator(DeferredNanFlag):
     """Sync-free ``_cast_and_nan_check_input`` for users' ``BaseAggregator`` subclasses."""
 
     def _adopt(self) -> None:
-        super()._adopt()
+        # Runs from SyncFreeMixin._adopt (earlier in the MRO); nothing after this class adopts.
         if NAN_FLAG_STATE not in self._defaults:
             self._add_nan_flag_state()
 
@@ -209,7 +217,7 @@ def _sync_free_init(cls: type) -> Callable:
     inner_init = cls.__init__
 
     @functools.wraps(inner_init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         inner_init(self, *args, **kwargs)
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
         if isinstance(self, DeferredNanFlag):

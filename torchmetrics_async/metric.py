@@ -21,7 +21,8 @@ Example:
 import functools
 import inspect
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -39,6 +40,8 @@ __all__ = ["OnePassForward", "SyncFreeMixin"]
 # References to a state tensor held by the metric's __dict__, reset()'s local, _can_copy_in_place's parameter and
 # getrefcount's argument: any more means someone else holds the tensor.
 _PRIVATE_REFS = 4
+# The same count in _unshare_states: the metric's __dict__, the loop's local and getrefcount's argument.
+_SHARED_REFS = 3
 
 
 class SyncFreeMixin:
@@ -130,6 +133,21 @@ class SyncFreeMixin:
         self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
         self.__dict__["compute"] = self._wrap_compute(cls.compute.__get__(self))
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+        parent = getattr(super(), "_adopt", None)
+        if parent is not None:
+            parent()
+
+    def _unshare_states(self) -> None:
+        """Give this metric its own copy of any state tensor something else also holds, before writing in place.
+
+        torchmetrics rebinds states where this package updates them in place; a ``MetricCollection`` compute group
+        shares state tensors between its members, so an in-place write through one member must not reach the others.
+        """
+        state = self.__dict__
+        for attr in self._defaults:
+            current = state.get(attr)
+            if isinstance(current, Tensor) and sys.getrefcount(current) > _SHARED_REFS:
+                setattr(self, attr, current.clone())
 
     def _number_tensor(self, x: float) -> Tensor:
         """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""
@@ -167,12 +185,15 @@ class OnePassForward:
     def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
         stats = self._batch_stats(*args, **kwargs)
         if stats is not None:
+            self._unshare_states()
             self._merge_stats(stats)
 
+    @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Accumulate the batch and return the metric on it alone, with one reduction of the batch.
 
         Falls back to torchmetrics' ``forward`` when ``dist_sync_on_step=True`` (that option syncs by definition).
+        The batch value carries autograd history exactly when torchmetrics' does: when the caller has grad enabled.
 
         Args:
             args: as for ``update``.
@@ -197,11 +218,13 @@ class OnePassForward:
         state = self.__dict__
         state["_computed"] = None
         state["_update_count"] += 1
-        # torchmetrics computes the batch value with grad enabled whatever the caller's mode; states stay grad-free.
-        stats = self._run_guarded(True, self._batch_stats, args, kwargs)
-        # torchmetrics' compute wrapper squeezes one-element results; the batch value is such a result.
-        value = _squeeze_if_scalar(self._run_guarded(True, self._batch_value, (stats,), {}))
+        # torchmetrics computes the batch value with grad on and clones it in the caller's grad mode: the result
+        # has history exactly when the caller has grad enabled, which computing in the caller's mode reproduces.
+        grad = torch.is_grad_enabled()
+        stats = self._run_guarded(grad, self._batch_stats, args, kwargs)
+        value = _squeeze_if_scalar(self._run_guarded(grad, self._batch_value, (stats,), {}))
         if stats is not None:
+            self._unshare_states()
             self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
         state["_forward_cache"] = value
         return value

@@ -13,7 +13,7 @@ Example:
 """
 
 import math
-from typing import Literal, Optional, Union
+from typing import Literal, Union
 
 import torch
 from torch import Tensor
@@ -54,8 +54,8 @@ def validate_nan_strategy(nan_strategy: object) -> None:
 
 
 def apply_nan_strategy(
-    strategy: NanStrategy, value: Tensor, weight: Optional[Tensor], neutral: float
-) -> tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    strategy: NanStrategy, value: Tensor, weight: Tensor | None, neutral: float
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Apply a NaN strategy to a value tensor and its (broadcast) weights without a host sync.
 
     Follows ``BaseAggregator._cast_and_nan_check_input``: a pair is "nan" when the value or its weight is NaN. Fills
@@ -94,7 +94,7 @@ def apply_nan_strategy(
     return value, weight, nans if strategy == "warn" else None
 
 
-def _fill_in_dtype(fill: float, dtype: torch.dtype) -> Union[float, int, bool]:
+def _fill_in_dtype(fill: float, dtype: torch.dtype) -> float | int | bool:
     """The fill as torchmetrics' ``x[mask] = fill`` stores it in ``x``'s dtype (C++ casts: ints truncate)."""
     if dtype == torch.bool:
         return bool(fill)
@@ -104,8 +104,8 @@ def _fill_in_dtype(fill: float, dtype: torch.dtype) -> Union[float, int, bool]:
 
 
 def apply_nan_strategy_to_numbers(
-    strategy: NanStrategy, value: float, weight: Optional[float]
-) -> tuple[Optional[float], Optional[float], bool]:
+    strategy: NanStrategy, value: float, weight: float | None
+) -> tuple[float | None, float | None, bool]:
     """The same decisions for Python numbers, taken on the host where they are free.
 
     Args:
@@ -150,15 +150,13 @@ class DeferredNanFlag:
         Encountered `nan` values in tensor
     """
 
-    nan_strategy: NanStrategy
-
     def _add_nan_flag_state(self) -> None:
         self.__dict__["_nan_warned"] = False
         if self.nan_strategy in ("error", "warn"):
             flag = torch.zeros((), dtype=self.dtype, device=self.device)
             self.add_state(NAN_FLAG_STATE, default=flag, dist_reduce_fx="max")
 
-    def _record_nan(self, seen: Union[Tensor, bool, None]) -> None:
+    def _record_nan(self, seen: Tensor | bool | None) -> None:
         """Fold a per-element NaN mask (or a host-known bool) into the flag, without reading it."""
         if seen is None or seen is False:
             return

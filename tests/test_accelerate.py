@@ -1,0 +1,459 @@
+"""``accelerate()`` converts live torchmetrics objects in place; ``patch()``/``unpatch()`` rebind torchmetrics' names.
+
+Every value is compared with a pure torchmetrics twin fed the same inputs. Every test that patches is guarded by an
+autouse fixture that unpatches, so a failure never leaks a patch into other tests.
+"""
+
+import importlib
+import sys
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torchmetrics
+from torch import Tensor
+from torchmetrics import MetricCollection
+from torchmetrics.classification import BinaryAccuracy
+
+import torchmetrics_async as tma
+from torchmetrics_async import accelerate, is_patched, patch, unpatch
+
+NAMES = ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric", "RunningMean", "RunningSum")
+RUNNING = ("RunningMean", "RunningSum")
+
+# The original torchmetrics classes, captured at import time (before any test patches).
+ORIGINAL = {name: getattr(torchmetrics.aggregation, name) for name in NAMES}
+
+
+@pytest.fixture(autouse=True)
+def _always_unpatch() -> Iterator[None]:
+    unpatch()
+    yield
+    unpatch()
+    assert torchmetrics.MeanMetric is ORIGINAL["MeanMetric"]
+
+
+def make_tm(name: str, **kwargs: Any) -> Any:
+    if name in RUNNING:
+        kwargs.setdefault("window", 3)
+    return ORIGINAL[name](**kwargs)
+
+
+def batches(n: int, seed: int = 0, nan: bool = False) -> list[Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(2 + i % 3, generator=g) for i in range(n)]
+    if nan:
+        for x in xs[1::2]:
+            x[0] = float("nan")
+    return xs
+
+
+def clone(x: Any) -> Any:
+    return x.clone() if isinstance(x, Tensor) else x
+
+
+def assert_same(actual: Any, expected: Any) -> None:
+    if isinstance(expected, Tensor):
+        expected = expected.detach()
+    if isinstance(actual, Tensor):
+        actual = actual.detach()
+    if isinstance(expected, list) and not expected:
+        assert isinstance(actual, list), actual
+        assert not actual, actual
+        return
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+def feed(ours: Any, ref: Any, xs: list[Tensor], start: int = 0) -> None:
+    for i, x in enumerate(xs, start):
+        if i % 3 == 2:
+            assert_same(ours(clone(x)), ref(clone(x)))
+        else:
+            ours.update(clone(x))
+            ref.update(clone(x))
+
+
+def module_snapshot() -> dict[tuple[str, str], int]:
+    """``{(module, attribute): id(value)}`` for every loaded ``torchmetrics*`` module."""
+    return {
+        (name, attr): id(value)
+        for name, module in list(sys.modules.items())
+        if module is not None and name.startswith("torchmetrics")
+        for attr, value in list(vars(module).items())
+    }
+
+
+def assert_unpatched(before: dict[tuple[str, str], int]) -> None:
+    after = module_snapshot()
+    changed = sorted(key for key, ident in before.items() if after.get(key) != ident)
+    added = sorted(key for key in after if key not in before and key[0] in {m for m, _ in before})
+    assert not changed, changed
+    assert not added, added
+    assert not is_patched()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# accelerate(instance)
+
+
+@pytest.mark.parametrize("nan_strategy", ["error", "warn", "ignore", "disable", 0.5])
+@pytest.mark.parametrize("name", NAMES)
+def test_accelerate_instance_mid_window(name: str, nan_strategy: Any) -> None:
+    metric, ref = make_tm(name, nan_strategy=nan_strategy), make_tm(name, nan_strategy=nan_strategy)
+    with_nans = nan_strategy in ("ignore", 0.5)  # the strategies both libraries treat alike in update
+    xs = batches(10, nan=with_nans)
+    for twin in (metric, ref):  # torchmetrics' own update and forward before the conversion
+        twin.update(clone(xs[0]))
+        twin(clone(xs[1]))
+        twin.update(clone(xs[2]))
+    count = metric.update_count
+    assert accelerate(metric) is metric
+    assert type(metric) is getattr(tma, name)
+    assert isinstance(metric, ORIGINAL[name])
+    assert metric.update_count == count
+    assert (metric.base_metric if name in RUNNING else metric).nan_strategy == nan_strategy
+    feed(metric, ref, xs[3:], start=3)
+    assert_same(metric.compute(), ref.compute())
+    metric.reset()
+    ref.reset()
+    feed(metric, ref, batches(5, seed=1, nan=with_nans))
+    assert_same(metric.compute(), ref.compute())
+
+
+def test_accelerate_keeps_options() -> None:
+    metric = ORIGINAL["SumMetric"](compute_with_cache=False, sync_on_compute=False, dist_sync_on_step=True)
+    metric.update(torch.tensor([1.0, 2.0]))
+    accelerate(metric)
+    assert type(metric) is tma.SumMetric
+    assert metric.compute_with_cache is False
+    assert metric.sync_on_compute is False
+    assert metric.dist_sync_on_step is True
+    assert metric.compute() is not metric.compute()  # no cache
+
+
+@pytest.mark.parametrize("name", RUNNING)
+def test_accelerate_running_converts_its_base_metric(name: str) -> None:
+    metric, ref = make_tm(name, window=3), make_tm(name, window=3)
+    xs = batches(12)
+    feed(metric, ref, xs[:4])  # the window is full and has wrapped
+    base = metric.base_metric
+    assert accelerate(metric) is metric
+    assert type(metric) is getattr(tma, name)
+    assert metric.base_metric is base
+    assert type(base) is getattr(tma, name.replace("Running", "") + "Metric")
+    for i, x in enumerate(xs[4:], 4):
+        feed(metric, ref, [x], start=i)
+        assert_same(metric.compute(), ref.compute())
+
+
+def _collection(compute_groups: bool) -> MetricCollection:
+    return MetricCollection(
+        {
+            "sum_a": ORIGINAL["SumMetric"](),
+            "sum_b": ORIGINAL["SumMetric"](),
+            "mean": ORIGINAL["MeanMetric"](),
+            "max": ORIGINAL["MaxMetric"](),
+            "cat": ORIGINAL["CatMetric"](),
+        },
+        compute_groups=compute_groups,
+    )
+
+
+@pytest.mark.parametrize("compute_groups", [True, False])
+def test_accelerate_metric_collection_after_updates(compute_groups: bool) -> None:
+    coll, ref = _collection(compute_groups), _collection(compute_groups)
+    xs = batches(10)
+    for x in xs[:3]:
+        coll.update(clone(x))
+        ref.update(clone(x))
+    groups = coll.compute_groups
+    assert accelerate(coll) is coll
+    for key, member in coll.items(keep_base=True, copy_state=False):
+        assert type(member) is getattr(tma, type(member).__name__), key
+        assert type(member).__module__.startswith("torchmetrics_async"), key
+    assert coll.compute_groups == groups
+    for x in xs[3:]:
+        coll.update(clone(x))
+        ref.update(clone(x))
+    assert_same(coll.compute(), ref.compute())
+    coll.reset()
+    ref.reset()
+    for x in xs[:4]:
+        coll.update(clone(x))
+        ref.update(clone(x))
+    assert_same(coll.compute(), ref.compute())
+    assert_same(coll(clone(xs[5])), ref(clone(xs[5])))
+    assert_same(coll.compute(), ref.compute())
+
+
+class DoubledSum(ORIGINAL["SumMetric"]):
+    """A user's subclass of a torchmetrics aggregator with an override that must survive acceleration."""
+
+    def compute(self) -> Tensor:
+        return 2 * super().compute()
+
+
+class WeightedTotal(torchmetrics.aggregation.BaseAggregator):
+    """A user's own BaseAggregator."""
+
+    def __init__(self, nan_strategy: Any = "warn", **kwargs: Any) -> None:
+        super().__init__("sum", torch.tensor(0.0), nan_strategy=nan_strategy, state_name="total", **kwargs)
+
+    def update(self, value: Any, weight: Any = 1.0) -> None:
+        value, weight = self._cast_and_nan_check_input(value, weight)
+        self.total += (value * weight).sum()
+
+
+def _user_params() -> list:
+    return [
+        (cls, strategy)
+        for cls in (DoubledSum, WeightedTotal)
+        for strategy in ("error", "warn", "ignore", "disable", 0.5)
+    ]
+
+
+@pytest.mark.parametrize(("cls", "nan_strategy"), _user_params())
+def test_accelerate_instance_of_user_aggregator(cls: type, nan_strategy: Any) -> None:
+    metric, ref = cls(nan_strategy=nan_strategy), cls(nan_strategy=nan_strategy)
+    xs = batches(6)
+    for x in xs[:2]:
+        metric.update(clone(x))
+        ref.update(clone(x))
+    assert accelerate(metric) is metric
+    assert type(metric) is not cls
+    assert isinstance(metric, cls)
+    assert type(metric).__name__ == cls.__name__
+    for x in xs[2:]:
+        metric.update(clone(x))
+        ref.update(clone(x))
+    assert_same(metric.compute(), ref.compute())
+
+
+@pytest.mark.parametrize("container", ["dict", "list", "tuple"])
+def test_accelerate_containers(container: str) -> None:
+    names = ("MeanMetric", "MaxMetric", "RunningSum")
+    metrics = [make_tm(n) for n in names]
+    refs = [make_tm(n) for n in names]
+    obj: Any = {n: m for n, m in zip(names, metrics, strict=True)} if container == "dict" else list(metrics)
+    if container == "tuple":
+        obj = tuple(metrics)
+    xs = batches(6)
+    for m, r in zip(metrics, refs, strict=True):
+        feed(m, r, xs[:2])
+    assert accelerate(obj) is obj
+    members = list(obj.values()) if container == "dict" else list(obj)
+    for n, m in zip(names, members, strict=True):
+        assert type(m) is getattr(tma, n)
+    for m, r in zip(metrics, refs, strict=True):
+        feed(m, r, xs[2:], start=2)
+        assert_same(m.compute(), r.compute())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_accelerate_class(name: str) -> None:
+    assert accelerate(ORIGINAL[name]) is getattr(tma, name)
+    assert accelerate(getattr(torchmetrics, name)) is getattr(tma, name)
+    assert accelerate(getattr(tma, name)) is getattr(tma, name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_accelerate_twice_is_a_no_op(name: str) -> None:
+    metric, ref = make_tm(name), make_tm(name)
+    xs = batches(8)
+    feed(metric, ref, xs[:3])
+    accelerate(metric)
+    state = dict(metric.__dict__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert accelerate(metric) is metric
+        assert accelerate(metric, strict=True) is metric
+    assert type(metric) is getattr(tma, name)
+    assert metric.__dict__.keys() == state.keys()
+    for key in ("update", "compute", "_defaults"):  # not re-wrapped, no states re-added
+        assert metric.__dict__[key] is state[key], key
+    feed(metric, ref, xs[3:], start=3)
+    assert_same(metric.compute(), ref.compute())
+
+
+def test_accelerate_an_accelerated_instance_does_nothing() -> None:
+    metric = tma.MeanMetric()
+    metric.update(torch.tensor([1.0, 3.0]))
+    wrapped = metric.update
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert accelerate(metric, strict=True) is metric
+    assert metric.update is wrapped
+
+
+def _unsupported() -> list:
+    return [
+        pytest.param(BinaryAccuracy, "BinaryAccuracy", id="BinaryAccuracy"),
+        pytest.param(lambda: BinaryAccuracy, "BinaryAccuracy", id="BinaryAccuracy-class"),
+        pytest.param(lambda: torch.nn.Linear(2, 2), "Linear", id="Linear"),
+        pytest.param(lambda: torch.nn.Linear, "Linear", id="Linear-class"),
+        pytest.param(lambda: "not a metric", "not a metric", id="str"),
+        pytest.param(lambda: 42, "42", id="int"),
+    ]
+
+
+@pytest.mark.parametrize(("factory", "label"), _unsupported())
+def test_unsupported_object_is_returned_unchanged_with_one_warning(factory: Any, label: str) -> None:
+    obj = factory()
+    before = type(obj) if not isinstance(obj, type) else obj
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert accelerate(obj) is obj
+    user_warnings = [w for w in record if issubclass(w.category, UserWarning)]
+    assert len(user_warnings) == 1, [str(w.message) for w in record]
+    assert label in str(user_warnings[0].message)
+    assert (type(obj) if not isinstance(obj, type) else obj) is before
+    with pytest.raises(TypeError, match=label):
+        accelerate(obj, strict=True)
+
+
+def test_unsupported_member_of_a_container_warns_once_and_the_rest_is_converted() -> None:
+    bad = BinaryAccuracy()
+    metrics = {"mean": ORIGINAL["MeanMetric"](), "acc": bad, "sum": ORIGINAL["SumMetric"]()}
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert accelerate(metrics) is metrics
+    messages = [str(w.message) for w in record if issubclass(w.category, UserWarning)]
+    assert len(messages) == 1, messages
+    assert "BinaryAccuracy" in messages[0]
+    assert type(metrics["mean"]) is tma.MeanMetric
+    assert type(metrics["sum"]) is tma.SumMetric
+    assert type(bad) is BinaryAccuracy
+    with pytest.raises(TypeError, match="BinaryAccuracy"):
+        accelerate([ORIGINAL["MaxMetric"](), BinaryAccuracy()], strict=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# patch() / unpatch()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_patch_rebinds_public_names(name: str) -> None:
+    before = module_snapshot()
+    patch()
+    try:
+        assert is_patched()
+        assert torchmetrics.aggregation.__dict__[name] is getattr(tma, name)
+        assert getattr(torchmetrics, name) is getattr(tma, name)
+        metric = getattr(torchmetrics, name)()
+        assert type(metric) is getattr(tma, name)
+        assert isinstance(metric, ORIGINAL[name])
+    finally:
+        unpatch()
+    assert getattr(torchmetrics, name) is ORIGINAL[name]
+    assert torchmetrics.aggregation.__dict__[name] is ORIGINAL[name]
+    assert_unpatched(before)
+
+
+def test_module_imported_after_patch_gets_accelerated_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module_name = f"user_code_{uuid.uuid4().hex}"
+    (tmp_path / f"{module_name}.py").write_text(
+        "from torchmetrics import MeanMetric, SumMetric\n"
+        "from torchmetrics.aggregation import MaxMetric\n"
+        "import torchmetrics\n"
+        "def make():\n"
+        "    return torchmetrics.RunningSum(window=2)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, module_name, raising=False)
+    with patch():
+        module = importlib.import_module(module_name)
+        assert module.MeanMetric is tma.MeanMetric
+        assert module.SumMetric is tma.SumMetric
+        assert module.MaxMetric is tma.MaxMetric
+        assert type(module.make()) is tma.RunningSum
+    sys.modules.pop(module_name, None)
+    assert type(module.make()) is ORIGINAL["RunningSum"]  # looked up at call time: unpatched again
+
+
+@pytest.mark.parametrize("name", RUNNING)
+def test_torchmetrics_running_created_while_patched_matches_unpatched(name: str) -> None:
+    with patch():
+        metric = ORIGINAL[name](window=3)  # torchmetrics' own class; its base metric is looked up while patched
+    ref = ORIGINAL[name](window=3)
+    assert type(metric) is ORIGINAL[name]
+    assert type(metric.base_metric) is getattr(tma, name.replace("Running", "") + "Metric")
+    assert type(ref.base_metric) is not type(metric.base_metric)
+    xs = batches(11)
+    for i, x in enumerate(xs):
+        feed(metric, ref, [x], start=i)
+        assert_same(metric.compute(), ref.compute())
+    metric.reset()
+    ref.reset()
+    feed(metric, ref, xs[:4])
+    assert_same(metric.compute(), ref.compute())
+
+
+def test_unpatch_restores_every_torchmetrics_attribute() -> None:
+    before = module_snapshot()
+    patch()
+    try:
+        patched = module_snapshot()
+        assert patched != before  # patch() did rebind something
+        originals = {id(cls): name for name, cls in ORIGINAL.items()}
+        left = sorted(
+            (modname, attr)
+            for modname, module in list(sys.modules.items())
+            if module is not None and (modname == "torchmetrics" or modname.startswith("torchmetrics."))
+            for attr, value in list(vars(module).items())
+            if id(value) in originals
+        )
+        assert not left, f"still bound to torchmetrics' classes while patched: {left}"
+    finally:
+        unpatch()
+    assert_unpatched(before)
+
+
+def test_patch_context_manager_restores_on_exit() -> None:
+    before = module_snapshot()
+    with patch() as handle:
+        assert handle is not None
+        assert is_patched()
+        assert torchmetrics.MeanMetric is tma.MeanMetric
+    assert_unpatched(before)
+
+
+def test_patch_context_manager_restores_on_exception() -> None:
+    before = module_snapshot()
+
+    class Boom(Exception):
+        pass
+
+    def body() -> None:
+        with patch():
+            assert torchmetrics.SumMetric is tma.SumMetric
+            raise Boom
+
+    with pytest.raises(Boom):
+        body()
+    assert_unpatched(before)
+
+
+def test_patch_twice_then_unpatch_once() -> None:
+    before = module_snapshot()
+    patch()
+    patch()
+    assert is_patched()
+    assert torchmetrics.MinMetric is tma.MinMetric
+    unpatch()
+    assert_unpatched(before)
+    unpatch()  # unpatching when not patched is harmless
+    assert_unpatched(before)
+
+
+def test_nested_patch_context_keeps_outer_patch() -> None:
+    before = module_snapshot()
+    with patch():
+        with patch():
+            assert torchmetrics.CatMetric is tma.CatMetric
+        assert is_patched()  # the inner context did not patch, so it does not unpatch
+        assert torchmetrics.CatMetric is tma.CatMetric
+    assert_unpatched(before)
