@@ -30,6 +30,7 @@ from torchmetrics_async._torchmetrics import Running, dim_zero_cat
 from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import (
     NAN_FLAG_STATE,
+    NAN_KEPT_STATE,
     DeferredNanFlag,
     NanStrategy,
     apply_nan_strategy,
@@ -40,8 +41,6 @@ from torchmetrics_async.scalars import is_number, round_to_dtype
 __all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "RunningSum", "SumMetric"]
 
 Number = Union[int, float, bool]
-#: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"``.
-NAN_KEPT_STATE = "nan_kept"
 _EXTRA_STATES = (NAN_FLAG_STATE, NAN_KEPT_STATE)
 
 
@@ -149,17 +148,18 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         self._update_from_stats(value)
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
-        if is_number(value):
+        if not isinstance(value, Tensor) and is_number(value):
             v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
             return (0.0 if v is None else self._round(v), seen)
         value = self._as_value_tensor(value)
         if value.numel() == 0:
             return None
-        if self.nan_strategy in ("ignore", "warn"):
-            seen = torch.isnan(value) if self.nan_strategy == "warn" else None
-            return torch.nansum(value.to(self.dtype)), seen
-        value, _, seen = apply_nan_strategy(self.nan_strategy, value, None, neutral=0.0)
-        return value.to(self.dtype).sum(), seen
+        strategy = self.nan_strategy
+        if strategy in {"warn", "ignore"}:
+            value = value.to(self.dtype)  # NaNs survive a float cast, so masking after it is the same
+            return value.nansum(), (_any_nan(value) if strategy == "warn" else None)
+        value, _, seen = apply_nan_strategy(strategy, value, None, neutral=0.0)
+        return value.to(self.dtype).sum(), _reduce_seen(seen)
 
     def _merge_stats(self, stats: tuple) -> None:
         total, seen = stats
@@ -209,6 +209,8 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
 
     def _batch_stats(self, value: Number | Tensor, weight: Number | Tensor | None = None) -> tuple | None:
         strategy = self.nan_strategy
+        if weight is None and isinstance(value, Tensor) and not isinstance(strategy, float):
+            return self._unweighted_tensor_stats(value, strategy)
         if is_number(value) and (weight is None or is_number(weight)):
             return self._number_stats(value, weight)
         value = self._as_value_tensor(value)
@@ -224,17 +226,27 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
                 weight = torch.broadcast_to(weight, value.shape)
         if value.numel() == 0:
             return None
-        if weight is None and strategy in ("ignore", "warn"):
-            nans = torch.isnan(value)
-            kept = torch.logical_not(nans)
-            return torch.nansum(value.to(self.dtype)), kept.sum(), (nans if strategy == "warn" else None)
         value, weight, seen = apply_nan_strategy(strategy, value, weight, neutral=0.0)
+        seen = _reduce_seen(seen)
         value = value.to(self.dtype)
         if weight is None:
             return (value if value.dim() == 0 else value.sum()), value.numel(), seen
         weight = weight.to(self.dtype)
         total_weight = weight.sum() if weight.shape == value.shape else weight.expand(value.shape).sum()
         return (value * weight).sum(), total_weight, seen
+
+    def _unweighted_tensor_stats(self, value: Tensor, strategy: str) -> tuple | None:
+        """The hot path (a loss tensor, no weight): as few tensor ops as the strategy allows."""
+        if value.numel() == 0:
+            return None
+        value = value.to(self.dtype)  # NaNs survive a float cast, so masking after it is the same
+        if strategy in {"warn", "ignore"}:
+            nans = torch.isnan(value)
+            kept = torch.logical_not(nans)
+            seen = _reduce_seen(nans) if strategy == "warn" else None
+            return value.nansum(), (kept.sum() if value.dim() else kept), seen
+        total = value.sum() if value.dim() else value
+        return total, value.numel(), (_any_nan(value) if strategy == "error" else None)
 
     def _number_stats(self, value: Number, weight: Number | None) -> tuple:
         v, w, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, weight)
@@ -259,6 +271,15 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         return total / total_weight
 
 
+def _reduce_seen(nans: Tensor | None) -> Tensor | None:
+    """A per-element NaN mask as the 0-dim "any NaN" the flag takes (no host read)."""
+    return nans.any() if nans is not None and nans.dim() else nans
+
+
+def _any_nan(value: Tensor) -> Tensor:
+    return _reduce_seen(torch.isnan(value))
+
+
 class _ExtremumMetric(SyncFreeAggregator):
     """Max or min: the batch reduces to one extremum, folded in with ``maximum``/``minimum`` in place."""
 
@@ -281,15 +302,17 @@ class _ExtremumMetric(SyncFreeAggregator):
         self._update_from_stats(value)
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
-        if is_number(value):
+        if not isinstance(value, Tensor) and is_number(value):
             v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
             return (None if v is None else self._round(v)), seen
         value = self._as_value_tensor(value)
         if value.numel() == 0:
             return None
+        if value.dim() == 0 and self.nan_strategy == "disable":
+            return value.to(self.dtype), None
         value, _, seen = apply_nan_strategy(self.nan_strategy, value, None, neutral=self._neutral)
         # Casting is monotone, so the extremum of the cast values is the cast of the extremum: cast one element.
-        return self._reduce(value).to(self.dtype), seen
+        return self._reduce(value).to(self.dtype), _reduce_seen(seen)
 
     def _merge_stats(self, stats: tuple) -> None:
         extremum, seen = stats

@@ -34,6 +34,7 @@ from torchmetrics_async._torchmetrics import (
     _squeeze_if_scalar,
     device_mismatch_message,
 )
+from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 
 __all__ = ["OnePassForward", "SyncFreeMixin"]
 
@@ -61,7 +62,18 @@ class SyncFreeMixin:
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             state["_computed"] = None
             state["_update_count"] += 1
-            self._run_guarded(state["_enable_grad"], update, args, kwargs)
+            grad = state["_enable_grad"]
+            previous = torch.is_grad_enabled()
+            if previous != grad:
+                torch._C._set_grad_enabled(grad)
+            try:
+                update(*args, **kwargs)
+            except RuntimeError as err:
+                _reword_device_mismatch(self, err)
+                raise
+            finally:
+                if previous != grad:
+                    torch._C._set_grad_enabled(previous)
             if state["compute_on_cpu"]:
                 self._move_list_states_to_cpu()
 
@@ -75,8 +87,7 @@ class SyncFreeMixin:
         try:
             return fn(*args, **kwargs)
         except RuntimeError as err:
-            if DEVICE_MISMATCH_MARKER in str(err):
-                raise RuntimeError(device_mismatch_message(self.__class__.__name__)) from err
+            _reword_device_mismatch(self, err)
             raise
         finally:
             if previous != grad:
@@ -116,8 +127,15 @@ class SyncFreeMixin:
             else:
                 current.clear()
 
+    #: States that are flags or masks, not values: ``set_dtype`` leaves their dtype alone; they follow the device.
+    _dtype_fixed_states = (NAN_FLAG_STATE, NAN_KEPT_STATE)
+
     def _apply(self, fn: Callable, exclude_state: Any = "") -> Any:
-        this = super()._apply(fn, exclude_state)
+        fixed = tuple(key for key in self._dtype_fixed_states if key in self._defaults)
+        this = super()._apply(fn, tuple(exclude_state) + fixed)
+        for key in fixed:
+            this._defaults[key] = _to_device(this._defaults[key], this.device)
+            setattr(this, key, _to_device(getattr(this, key), this.device))
         # Device-resident 1 used as `state.add_(one, alpha=x)`: a Python number enters as a kernel argument.
         this.__dict__["_one"] = torch.ones((), dtype=this.dtype, device=this.device)
         return this
@@ -152,6 +170,17 @@ class SyncFreeMixin:
     def _number_tensor(self, x: float) -> Tensor:
         """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""
         return torch.full((), x, dtype=self.dtype, device=self.device)
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, Tensor):
+        return value.to(device)
+    return [v.to(device) for v in value]
+
+
+def _reword_device_mismatch(metric: Any, err: RuntimeError) -> None:
+    if DEVICE_MISMATCH_MARKER in str(err):
+        raise RuntimeError(device_mismatch_message(metric.__class__.__name__)) from err
 
 
 def _can_copy_in_place(current: Any, default: Tensor) -> bool:

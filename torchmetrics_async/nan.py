@@ -22,6 +22,7 @@ from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_STRATEGIES, 
 
 __all__ = [
     "NAN_FLAG_STATE",
+    "NAN_KEPT_STATE",
     "DeferredNanFlag",
     "NanStrategy",
     "apply_nan_strategy",
@@ -31,8 +32,10 @@ __all__ = [
 
 NanStrategy = Union[Literal["error", "warn", "ignore", "disable"], float]
 
-#: Name of the metric state holding "a NaN was seen in this window" (0.0 or 1.0, reduced with max across ranks).
+#: Name of the metric state holding "a NaN was seen in this window" (a bool, reduced with max across ranks).
 NAN_FLAG_STATE = "nan_seen"
+#: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"`` (bool, concatenated).
+NAN_KEPT_STATE = "nan_kept"
 
 
 def validate_nan_strategy(nan_strategy: object) -> None:
@@ -153,7 +156,8 @@ class DeferredNanFlag:
     def _add_nan_flag_state(self) -> None:
         self.__dict__["_nan_warned"] = False
         if self.nan_strategy in ("error", "warn"):
-            flag = torch.zeros((), dtype=self.dtype, device=self.device)
+            # bool: OR-ing a bool mask into a bool flag is half the host time of a mixed-dtype in-place op.
+            flag = torch.zeros((), dtype=torch.bool, device=self.device)
             self.add_state(NAN_FLAG_STATE, default=flag, dist_reduce_fx="max")
 
     def _record_nan(self, seen: Tensor | bool | None) -> None:
@@ -162,7 +166,7 @@ class DeferredNanFlag:
             return
         flag = getattr(self, NAN_FLAG_STATE)
         if seen is True:
-            flag.fill_(1.0)
+            flag.fill_(True)
         elif seen.numel():
             flag.logical_or_(seen if seen.dim() == 0 else seen.any())
 
