@@ -27,7 +27,6 @@ from torchmetrics.wrappers.running import Running
 # Restated from torchmetrics.aggregation.BaseAggregator._cast_and_nan_check_input, which raises/warns them inline.
 NAN_ERROR_MESSAGE = "Encountered `nan` values in tensor"
 NAN_WARN_MESSAGE = "Encountered `nan` values in tensor. Will be removed."
-NAN_STRATEGIES = ("error", "warn", "ignore", "disable")
 
 # Restated from torchmetrics.metric.Metric.forward.
 FORWARD_WHILE_SYNCED_MESSAGE = (
@@ -64,7 +63,6 @@ __all__ = [
     "DEVICE_MISMATCH_MARKER",
     "FORWARD_WHILE_SYNCED_MESSAGE",
     "NAN_ERROR_MESSAGE",
-    "NAN_STRATEGIES",
     "NAN_WARN_MESSAGE",
     "BaseAggregator",
     "Metric",

@@ -64,6 +64,7 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
         """Add the deferred-NaN flag state and the device-resident constants; call at the end of ``__init__``."""
         self._add_nan_flag_state()
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+        self._announce_fallbacks()
 
     def _adopt(self) -> None:
         if NAN_FLAG_STATE not in self._defaults:

@@ -33,6 +33,7 @@ from torchmetrics_async._torchmetrics import (
     TorchMetricsUserError,
     _squeeze_if_scalar,
     device_mismatch_message,
+    rank_zero_warn,
 )
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 
@@ -43,6 +44,13 @@ __all__ = ["OnePassForward", "SyncFreeMixin"]
 _PRIVATE_REFS = 4
 # The same count in _unshare_states: the metric's __dict__, the loop's local and getrefcount's argument.
 _SHARED_REFS = 3
+
+# torchmetrics options that sync by definition: (option, "list" if it only matters for list states, what it does).
+_SYNCING_OPTIONS = (
+    ("dist_sync_on_step", "any", "syncs states across processes in every forward()"),
+    ("compute_on_cpu", "list", "copies list states to the CPU after every update, a blocking device-to-host copy"),
+)
+_ANNOUNCED: set[tuple[str, str]] = set()
 
 
 class SyncFreeMixin:
@@ -151,6 +159,7 @@ class SyncFreeMixin:
         self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
         self.__dict__["compute"] = self._wrap_compute(cls.compute.__get__(self))
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+        self._announce_fallbacks()
         parent = getattr(super(), "_adopt", None)
         if parent is not None:
             parent()
@@ -166,6 +175,19 @@ class SyncFreeMixin:
             current = state.get(attr)
             if isinstance(current, Tensor) and sys.getrefcount(current) > _SHARED_REFS:
                 setattr(self, attr, current.clone())
+
+    def _announce_fallbacks(self) -> None:
+        """Say once per class and option when an option makes this metric take torchmetrics' syncing path."""
+        has_list_state = any(isinstance(default, list) for default in self._defaults.values())
+        for option, applies, what in _SYNCING_OPTIONS:
+            key = (type(self).__qualname__, option)
+            if getattr(self, option, False) and (applies != "list" or has_list_state) and key not in _ANNOUNCED:
+                _ANNOUNCED.add(key)
+                rank_zero_warn(
+                    f"{type(self).__name__}({option}=True) {what}; torchmetrics-async keeps torchmetrics' behaviour"
+                    " for it, host syncs included.",
+                    UserWarning,
+                )
 
     def _number_tensor(self, x: float) -> Tensor:
         """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""

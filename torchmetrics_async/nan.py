@@ -18,7 +18,7 @@ from typing import Literal, Union
 import torch
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_STRATEGIES, NAN_WARN_MESSAGE, rank_zero_warn
+from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_WARN_MESSAGE, rank_zero_warn
 
 __all__ = [
     "NAN_FLAG_STATE",
@@ -27,7 +27,6 @@ __all__ = [
     "NanStrategy",
     "apply_nan_strategy",
     "apply_nan_strategy_to_numbers",
-    "validate_nan_strategy",
 ]
 
 NanStrategy = Union[Literal["error", "warn", "ignore", "disable"], float]
@@ -36,24 +35,6 @@ NanStrategy = Union[Literal["error", "warn", "ignore", "disable"], float]
 NAN_FLAG_STATE = "nan_seen"
 #: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"`` (bool, concatenated).
 NAN_KEPT_STATE = "nan_kept"
-
-
-def validate_nan_strategy(nan_strategy: object) -> None:
-    """Raise torchmetrics' ``ValueError`` for an unknown ``nan_strategy``.
-
-    Args:
-        nan_strategy: the argument as given.
-
-    Raises:
-        ValueError: if it is neither a float nor one of ``error``, ``warn``, ``ignore``, ``disable``.
-
-    Example:
-        >>> validate_nan_strategy("warn")
-    """
-    if nan_strategy not in NAN_STRATEGIES and not isinstance(nan_strategy, float):
-        raise ValueError(
-            f"Arg `nan_strategy` should either be a float or one of {NAN_STRATEGIES} but got {nan_strategy}."
-        )
 
 
 def apply_nan_strategy(

@@ -1,0 +1,80 @@
+"""The seam to torchmetrics internals: every restated message and every imported name, checked against the installed
+torchmetrics, so an upgrade that changes one fails here first."""
+
+import math
+import warnings
+
+import pytest
+import torch
+import torchmetrics
+from torchmetrics.metric import Metric
+
+from torchmetrics_async import _torchmetrics as seam
+
+
+def test_nan_error_message_is_torchmetrics_own():
+    with pytest.raises(RuntimeError) as err:
+        torchmetrics.SumMetric(nan_strategy="error").update(torch.tensor([math.nan]))
+    assert str(err.value) == seam.NAN_ERROR_MESSAGE
+
+
+def test_nan_warning_message_is_torchmetrics_own():
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        torchmetrics.SumMetric(nan_strategy="warn").update(torch.tensor([math.nan]))
+    assert [str(w.message) for w in record if w.category is UserWarning] == [seam.NAN_WARN_MESSAGE]
+
+
+def test_forward_while_synced_message_is_torchmetrics_own():
+    metric = torchmetrics.SumMetric()
+    metric._is_synced = True
+    with pytest.raises(seam.TorchMetricsUserError) as err:
+        metric(torch.tensor(1.0))
+    assert str(err.value) == seam.FORWARD_WHILE_SYNCED_MESSAGE
+
+
+class _DeviceMismatch(Metric):
+    def __init__(self):
+        super().__init__()
+        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self):
+        raise RuntimeError(f"{seam.DEVICE_MISMATCH_MARKER} the same device, but found at least two devices")
+
+    def compute(self):
+        return self.total
+
+
+def test_device_mismatch_rewording_is_torchmetrics_own():
+    with pytest.raises(RuntimeError) as err:
+        _DeviceMismatch().update()
+    assert str(err.value) == seam.device_mismatch_message("_DeviceMismatch")
+
+
+def test_running_registers_one_state_per_slot_from_the_base_defaults():
+    """aggregation._SyncFreeRunning relies on this layout (and un-shares the slots torchmetrics aliases)."""
+    running = seam.Running(torchmetrics.SumMetric(), window=2)
+    assert set(running._defaults) == {"sum_value_0", "sum_value_1"}
+    assert running.sum_value_0 is running.sum_value_1  # the aliasing _own_window_slots undoes
+
+
+def test_dim_zero_reductions_are_the_ones_add_state_installs():
+    metric = torchmetrics.SumMetric()
+    for name, fn in [("sum", seam.dim_zero_sum), ("mean", seam.dim_zero_mean), ("max", seam.dim_zero_max)]:
+        metric.add_state(f"s_{name}", torch.tensor(0.0), dist_reduce_fx=name)
+        assert metric._reductions[f"s_{name}"] is fn
+    metric.add_state("s_min", torch.tensor(0.0), dist_reduce_fx="min")
+    metric.add_state("s_cat", [], dist_reduce_fx="cat")
+    assert metric._reductions["s_min"] is seam.dim_zero_min
+    assert metric._reductions["s_cat"] is seam.dim_zero_cat
+
+
+def test_squeeze_if_scalar_matches_compute_wrapper():
+    metric = torchmetrics.CatMetric()
+    metric.update(torch.tensor([2.0]))
+    assert metric.compute().shape == seam._squeeze_if_scalar(torch.tensor([2.0])).shape == torch.Size([])
+
+
+def test_base_aggregator_is_the_aggregation_base():
+    assert issubclass(torchmetrics.MeanMetric, seam.BaseAggregator)
+    assert issubclass(seam.BaseAggregator, seam.Metric)
