@@ -157,10 +157,13 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
             return None
         strategy = self.nan_strategy
         if strategy in {"warn", "ignore"}:
-            value = value.to(self.dtype)  # NaNs survive a float cast, so masking after it is the same
+            value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
             return value.nansum(), (_any_nan(value) if strategy == "warn" else None)
-        value, _, seen = apply_nan_strategy(strategy, value, None, neutral=0.0)
-        return value.to(self.dtype).sum(), _reduce_seen(seen)
+        seen = _any_nan(value) if strategy == "error" else None
+        if isinstance(strategy, float):
+            value, _, _ = apply_nan_strategy(strategy, value, None, neutral=0.0)
+        value = _as_dtype(value, self.dtype)
+        return (value.sum() if value.dim() else value), seen
 
     def _merge_stats(self, stats: tuple) -> None:
         total, seen = stats
@@ -240,7 +243,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         """The hot path (a loss tensor, no weight): as few tensor ops as the strategy allows."""
         if value.numel() == 0:
             return None
-        value = value.to(self.dtype)  # NaNs survive a float cast, so masking after it is the same
+        value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
         if strategy in {"warn", "ignore"}:
             nans = torch.isnan(value)
             kept = torch.logical_not(nans)
@@ -272,6 +275,11 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         return total / total_weight
 
 
+def _as_dtype(value: Tensor, dtype: torch.dtype) -> Tensor:
+    """``value.to(dtype)`` without the call when it would do nothing (a no-op ``.to`` costs as much as an add)."""
+    return value if value.dtype == dtype else value.to(dtype)
+
+
 def _reduce_seen(nans: Tensor | None) -> Tensor | None:
     """A per-element NaN mask as the 0-dim "any NaN" the flag takes (no host read)."""
     return nans.any() if nans is not None and nans.dim() else nans
@@ -288,6 +296,8 @@ class _ExtremumMetric(SyncFreeAggregator):
     _neutral: float
     _reduce = staticmethod(torch.max)
     _combine = staticmethod(torch.maximum)
+    # fmax/fmin ignore a NaN operand: under "ignore"/"warn" they drop a NaN and merge in one op.
+    _combine_dropping_nan = staticmethod(torch.fmax)
     _clamp: str
 
     def update(self, value: float | Tensor) -> None:
@@ -305,21 +315,28 @@ class _ExtremumMetric(SyncFreeAggregator):
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if not isinstance(value, Tensor) and is_number(value):
             v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
-            return (None if v is None else self._round(v)), seen
+            return (None if v is None else self._round(v)), seen, False
         value = self._as_value_tensor(value)
         if value.numel() == 0:
             return None
-        if value.dim() == 0 and self.nan_strategy == "disable":
-            return value.to(self.dtype), None
-        value, _, seen = apply_nan_strategy(self.nan_strategy, value, None, neutral=self._neutral)
+        strategy = self.nan_strategy
+        dropping = strategy in {"warn", "ignore"}
+        if dropping or strategy == "error":
+            seen = _any_nan(value) if strategy != "ignore" else None
+        else:
+            value, _, seen = apply_nan_strategy(strategy, value, None, neutral=self._neutral)
+        if value.dim():
+            if dropping:
+                value = value.nan_to_num(self._neutral, math.inf, -math.inf)
+            value = self._reduce(value)
         # Casting is monotone, so the extremum of the cast values is the cast of the extremum: cast one element.
-        return self._reduce(value).to(self.dtype), _reduce_seen(seen)
+        return _as_dtype(value, self.dtype), seen, dropping
 
     def _merge_stats(self, stats: tuple) -> None:
-        extremum, seen = stats
+        extremum, seen, dropping = stats
         state = getattr(self, self._state)
         if isinstance(extremum, Tensor):
-            self._combine(state, extremum, out=state)
+            (self._combine_dropping_nan if dropping else self._combine)(state, extremum, out=state)
         elif extremum is not None:
             getattr(state, self._clamp)(extremum)
         self._record_nan(seen)
@@ -328,7 +345,10 @@ class _ExtremumMetric(SyncFreeAggregator):
         extremum = None if stats is None else stats[0]
         if extremum is None:
             return self._number_tensor(self._neutral)
-        return extremum if isinstance(extremum, Tensor) else self._number_tensor(extremum)
+        if not isinstance(extremum, Tensor):
+            return self._number_tensor(extremum)
+        # A dropped 0-dim NaN leaves nothing: the batch value is the empty batch's, the neutral element.
+        return extremum.nan_to_num(self._neutral, math.inf, -math.inf) if stats[2] else extremum
 
 
 class MaxMetric(_ExtremumMetric, tm_aggregation.MaxMetric):
@@ -373,6 +393,7 @@ class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
     _neutral = math.inf
     _reduce = staticmethod(torch.min)
     _combine = staticmethod(torch.minimum)
+    _combine_dropping_nan = staticmethod(torch.fmin)
     _clamp = "clamp_max_"
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:

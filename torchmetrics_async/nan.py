@@ -145,11 +145,10 @@ class DeferredNanFlag:
         """Fold a per-element NaN mask (or a host-known bool) into the flag, without reading it."""
         if seen is None or seen is False:
             return
-        flag = getattr(self, NAN_FLAG_STATE)
         if seen is True:
-            flag.fill_(True)
-        elif seen.numel():
-            flag.logical_or_(seen if seen.dim() == 0 else seen.any())
+            getattr(self, NAN_FLAG_STATE).fill_(True)
+        else:
+            getattr(self, NAN_FLAG_STATE).logical_or_(seen if seen.dim() == 0 else seen.any())
 
     def _raise_deferred_nan(self) -> None:
         """Raise or warn, with torchmetrics' message, if a NaN was recorded (one host read of the flag)."""
