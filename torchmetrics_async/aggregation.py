@@ -232,10 +232,10 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
             return None
         value, weight, seen = apply_nan_strategy(strategy, value, weight, neutral=0.0)
         seen = _reduce_seen(seen)
-        value = value.to(self.dtype)
+        value = _as_dtype(value, self.dtype)
         if weight is None:
             return (value if value.dim() == 0 else value.sum()), value.numel(), seen
-        weight = weight.to(self.dtype)
+        weight = _as_dtype(weight, self.dtype)
         total_weight = weight.sum() if weight.shape == value.shape else weight.expand(value.shape).sum()
         return (value * weight).sum(), total_weight, seen
 

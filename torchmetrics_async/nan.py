@@ -73,8 +73,12 @@ def apply_nan_strategy(
         if weight is not None:
             weight = torch.where(nans, 1.0, weight)
         return value, weight, None
-    value = torch.where(nans, neutral, value)
-    weight = torch.logical_not(nans) if weight is None else torch.where(nans, 0.0, weight)
+    # masked_fill takes the fill as a kernel argument; torch.where would first wrap it in a tensor.
+    value = value.masked_fill(nans, neutral) if value.shape == nans.shape else torch.where(nans, neutral, value)
+    if weight is None:
+        weight = torch.logical_not(nans)
+    else:
+        weight = weight.masked_fill(nans, 0.0) if weight.shape == nans.shape else torch.where(nans, 0.0, weight)
     return value, weight, nans if strategy == "warn" else None
 
 
