@@ -41,7 +41,6 @@ from torchmetrics_async.scalars import is_number, round_to_dtype
 __all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "RunningSum", "SumMetric"]
 
 Number = Union[int, float, bool]
-_EXTRA_STATES = (NAN_FLAG_STATE, NAN_KEPT_STATE)
 
 
 def _kept_masks(values: Tensor | list) -> Tensor | list:
@@ -71,15 +70,10 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
             self._add_nan_flag_state()
         super()._adopt()
 
-    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
-        """``merge_state``/``forward`` merge: a torchmetrics-shaped state (no flag, no masks) merges as clean."""
-        incoming_state = dict(incoming_state)
-        for attr, default in self._defaults.items():
-            if attr not in incoming_state and attr in _EXTRA_STATES:
-                incoming_state[attr] = (
-                    _kept_masks(incoming_state.get("value", [])) if attr == NAN_KEPT_STATE else default
-                )
-        super()._reduce_states(incoming_state)
+    def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
+        if attr == NAN_KEPT_STATE:  # torchmetrics already dropped the NaNs from those values
+            return _kept_masks(incoming_state.get("value", []))
+        return super()._missing_extra_state(attr, incoming_state)
 
     def _as_value_tensor(self, value: Any) -> Tensor:
         """A non-number, non-tensor value (a list...) becomes a tensor as torchmetrics makes it."""

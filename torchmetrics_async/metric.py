@@ -135,11 +135,29 @@ class SyncFreeMixin:
             else:
                 current.clear()
 
-    #: States that are flags or masks, not values: ``set_dtype`` leaves their dtype alone; they follow the device.
-    _dtype_fixed_states = (NAN_FLAG_STATE, NAN_KEPT_STATE)
+    def _extra_states(self) -> tuple[str, ...]:
+        """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags.
+
+        They are flags and masks, not values: ``set_dtype`` leaves their dtype alone (they follow the device), and a
+        torchmetrics-shaped state merged in without them counts as clean.
+        """
+        checks = self.__dict__.get("_check_messages", {})
+        return tuple(key for key in self._defaults if key in (NAN_FLAG_STATE, NAN_KEPT_STATE) or key in checks)
+
+    def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
+        """What an incoming torchmetrics-shaped state stands for in extra state ``attr``: its default."""
+        return self._defaults[attr]
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        """``merge_state``/``forward`` merge: a torchmetrics-shaped state (no extra states) merges as clean."""
+        incoming_state = dict(incoming_state)
+        for attr in self._extra_states():
+            if attr not in incoming_state:
+                incoming_state[attr] = self._missing_extra_state(attr, incoming_state)
+        super()._reduce_states(incoming_state)
 
     def _apply(self, fn: Callable, exclude_state: Any = "") -> Any:
-        fixed = tuple(key for key in self._dtype_fixed_states if key in self._defaults)
+        fixed = self._extra_states()
         this = super()._apply(fn, tuple(exclude_state) + fixed)
         for key in fixed:
             this._defaults[key] = _to_device(this._defaults[key], this.device)
