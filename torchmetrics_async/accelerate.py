@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from torchmetrics import MetricCollection
 
-from torchmetrics_async import aggregation
+from torchmetrics_async import aggregation, classification
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.metric import SyncFreeMixin
 
@@ -74,8 +74,9 @@ def registry() -> dict[type, type]:
     return dict(_REGISTRY)
 
 
-for _name in aggregation.__all__:
-    register(getattr(aggregation, _name))
+for _module in (aggregation, classification):
+    for _name in _module.__all__:
+        register(getattr(_module, _name))
 
 
 def _is_accelerated(cls: type) -> bool:

@@ -1,0 +1,159 @@
+"""The sync-free base of the classification metrics: deferred value checks and the batch-statistics forward.
+
+torchmetrics' stat-score family shares one ``update`` per task (``BinaryStatScores``, ``MulticlassStatScores``,
+``MultilabelStatScores``); the subclasses (``Accuracy``, ``Precision``, ``F1Score``, ...) only change ``compute``.
+The same split holds here: a task mixin supplies ``_batch_stats`` (a sync-free kernel that turns ``preds``/``target``
+into the batch's statistics, e.g. ``(tp, fp, tn, fn)``), :class:`SyncFreeClassification` folds them into the states
+in place and derives ``forward``'s batch value by running the torchmetrics class's own ``compute`` on them.
+
+Value checks that need device data (labels out of range, non-binary targets, probabilities outside [0, 1]) cannot be
+raised in ``update`` without a host sync. They are recorded in bool metric states (reduced with ``max``, so synced
+and checkpointed with the metric) and raised by ``compute()``: one host read for all of them. Shape, dtype and
+argument checks need no device data and stay eager.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.classification.base import DeferredChecks
+    >>> issubclass(SyncFreeClassification, DeferredChecks)
+    True
+"""
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
+
+__all__ = ["DeferredChecks", "SyncFreeClassification"]
+
+
+class DeferredChecks:
+    """Value checks recorded on the device in ``update`` and raised in ``compute``.
+
+    Each check is a bool state named ``invalid_*`` holding "violated in this window", with the message ``compute()``
+    raises as ``RuntimeError`` (torchmetrics raises these value errors as ``RuntimeError`` too).
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics import Metric
+        >>> class PositiveSum(DeferredChecks, Metric):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+        ...         self._add_deferred_check("invalid_value", "Expected only positive values.")
+        ...     def update(self, x):
+        ...         self._record_violation("invalid_value", x <= 0)  # no host sync: recorded on the device
+        ...         self.total += x.sum()
+        ...     def compute(self):
+        ...         self._raise_deferred_checks()
+        ...         return self.total
+        >>> metric = PositiveSum()
+        >>> metric.update(torch.tensor([1.0, -1.0]))
+        >>> metric.compute()
+        Traceback (most recent call last):
+        ...
+        RuntimeError: Expected only positive values.
+    """
+
+    def _add_deferred_check(self, name: str, message: str) -> None:
+        """Register a check (idempotent): a bool state ``name`` and the message raised when it is set."""
+        messages = self.__dict__.setdefault("_check_messages", {})
+        messages[name] = message
+        if name not in self._defaults:
+            self.add_state(name, default=torch.zeros((), dtype=torch.bool, device=self.device), dist_reduce_fx="max")
+
+    def _record_violation(self, name: str, violated: Tensor) -> None:
+        """OR a violation mask (any shape) into check ``name`` without reading it."""
+        if violated.numel():
+            getattr(self, name).logical_or_(violated if violated.dim() == 0 else violated.any())
+
+    def _raise_deferred_checks(self) -> None:
+        """Raise the first violated check's message; reads every flag in one host transfer."""
+        messages = self.__dict__.get("_check_messages")
+        if not messages:
+            return
+        names = list(messages)
+        violated = torch.stack([getattr(self, name) for name in names]).tolist()
+        for name, bad in zip(names, violated, strict=True):
+            if bad:
+                raise RuntimeError(messages[name])
+
+
+class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
+    """Mixin for torchmetrics classification metrics; a task mixin adds ``_batch_stats`` and ``_deferred_checks``.
+
+    ``_batch_stats(preds, target)`` returns ``(values, violations)``: ``values`` aligned with ``_stat_states`` (added in
+    place to tensor states, appended to list states) and ``violations`` a dict check name -> bool tensor.
+    ``_deferred_checks()`` returns check name -> message for this metric's configuration.
+
+    Example:
+        >>> from torchmetrics_async.metric import SyncFreeMixin
+        >>> issubclass(SyncFreeClassification, SyncFreeMixin)
+        True
+    """
+
+    _stat_states: tuple[str, ...] = ("tp", "fp", "tn", "fn")
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return {}
+
+    def _init_sync_free(self) -> None:
+        """Register the checks and the constants; call at the end of ``__init__``."""
+        for name, message in self._deferred_checks().items():
+            self._add_deferred_check(name, message)
+        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+        self._announce_fallbacks()
+
+    def _adopt(self) -> None:
+        for name, message in self._deferred_checks().items():
+            self._add_deferred_check(name, message)
+        super()._adopt()
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Accumulate a batch without a host sync.
+
+        Args:
+            preds: predictions, as the torchmetrics class accepts them.
+            target: targets, as the torchmetrics class accepts them.
+
+        Example:
+            >>> SyncFreeClassification._stat_states
+            ('tp', 'fp', 'tn', 'fn')
+        """
+        self._update_from_stats(preds, target)
+
+    def _merge_stats(self, stats: tuple) -> None:
+        values, violations = stats
+        for name, value in zip(self._stat_states, values, strict=True):
+            state = getattr(self, name)
+            if isinstance(state, list):
+                state.append(value)
+            else:
+                state.add_(value)
+        for name, violated in violations.items():
+            self._record_violation(name, violated)
+
+    def _batch_value(self, stats: tuple | None) -> Any:
+        """The torchmetrics class's own ``compute`` on the batch statistics alone (checks skipped)."""
+        state = self.__dict__
+        saved = {name: state[name] for name in self._stat_states}
+        for name, value in zip(self._stat_states, stats[0], strict=True):
+            state[name] = [value] if isinstance(saved[name], list) else value
+        try:
+            return super().compute()
+        finally:
+            state.update(saved)
+
+    def compute(self) -> Any:
+        """Raise deferred value errors (torchmetrics' messages), then compute as torchmetrics does.
+
+        Returns:
+            The metric value.
+
+        Example:
+            >>> callable(SyncFreeClassification.compute)
+            True
+        """
+        self._raise_deferred_checks()
+        return super().compute()
