@@ -1,7 +1,8 @@
 """The training-loop comparison: torchmetrics vs torchmetrics-async on the profiling article's loop.
 
-``python -m torchmetrics_async.demo`` trains a model on synthetic images and labels and logs the loss through
-``MeanMetric`` (computed, printed and reset every ``--log-every`` steps), once per mode, with the same seed and data:
+``python -m torchmetrics_async.demo`` trains a model on synthetic images and labels and logs the article's five
+metrics (``avg_loss`` through ``MeanMetric``; ``accuracy``, ``precision``, ``recall``, ``f1_score`` over 1000 classes)
+(computed, printed and reset every ``--log-every`` steps), once per mode, with the same seed and data:
 
 - ``torchmetrics``: the installed torchmetrics classes;
 - ``accelerated``: the same classes after :func:`torchmetrics_async.accelerate`.
@@ -40,17 +41,30 @@ MODES: dict[str, Callable[[dict], dict]] = {
 }
 
 
-def build_metrics() -> dict[str, torchmetrics.Metric]:
-    """The metrics the loop logs, as plain torchmetrics objects (the article's ``avg_loss``).
+def build_metrics(num_classes: int = 1000, average: str | None = None) -> dict[str, torchmetrics.Metric]:
+    """The article's metrics, as plain torchmetrics objects: the loss mean and four multiclass scores.
+
+    Args:
+        num_classes: classes of the classification task.
+        average: the scores' ``average``; ``None`` keeps the task wrappers' default (``"micro"``), as the article.
 
     Returns:
         Name -> metric.
 
     Example:
-        >>> sorted(build_metrics())
-        ['avg_loss']
+        >>> sorted(build_metrics(10))
+        ['accuracy', 'avg_loss', 'f1_score', 'precision', 'recall']
     """
-    return {"avg_loss": torchmetrics.MeanMetric()}
+    task: dict[str, Any] = {"task": "multiclass", "num_classes": num_classes}
+    if average is not None:
+        task["average"] = average
+    return {
+        "avg_loss": torchmetrics.MeanMetric(),
+        "accuracy": torchmetrics.Accuracy(**task),
+        "precision": torchmetrics.Precision(**task),
+        "recall": torchmetrics.Recall(**task),
+        "f1_score": torchmetrics.F1Score(**task),
+    }
 
 
 def _update_metrics(
@@ -149,7 +163,8 @@ def _run_mode(mode: str, device: torch.device, steps: int, log_every: int, cfg: 
     model = (resnet18 if cfg["model"] == "resnet18" else small_cnn)(cfg["num_classes"]).to(device)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    metrics = MODES[mode]({name: metric.to(device) for name, metric in build_metrics().items()})
+    metrics = build_metrics(cfg["num_classes"], cfg["average"])
+    metrics = MODES[mode]({name: metric.to(device) for name, metric in metrics.items()})
     step_syncs = log_syncs = logs = 0
     step_times: list[float] = []
     last: dict[str, float] = {}
@@ -190,6 +205,7 @@ def run(
     modes: Sequence[str] = tuple(MODES),
     seed: int = 0,
     image_size: int = 0,
+    average: str | None = None,
 ) -> dict[str, Any]:
     """Run every mode on the same data and return the report (the ``--json`` document).
 
@@ -200,6 +216,7 @@ def run(
         modes: which modes to run.
         seed: seed for the model and the data.
         image_size: image side; 0 picks 224 with CUDA and 32 on the CPU.
+        average: the classification scores' ``average`` (``None``: torchmetrics' task-wrapper default, micro).
 
     Returns:
         ``{"device", "world_size", "steps", "model", "modes": {mode: {"step_ms", "host_syncs_per_step",
@@ -220,11 +237,19 @@ def run(
         "batch_size": 128 if cuda else 64,
         "image_size": image_size or (224 if cuda else 32),
         "warmup": 10 if steps > 20 else 0,
+        "average": average,
     }
     if cuda:
         torch.backends.cudnn.benchmark = True
     batches = _batches(steps, cfg["batch_size"], cfg["image_size"], cfg["num_classes"], seed)
-    report: dict[str, Any] = {"device": str(dev), "world_size": 1, "steps": steps, "model": cfg["model"], "modes": {}}
+    report: dict[str, Any] = {
+        "device": str(dev),
+        "world_size": 1,
+        "steps": steps,
+        "model": cfg["model"],
+        "average": average or "micro",
+        "modes": {},
+    }
     for mode in modes:
         report["modes"][mode] = _run_mode(mode, dev, steps, log_every, cfg, batches)
     return report
@@ -242,11 +267,11 @@ def format_report(report: dict[str, Any]) -> str:
     Example:
         >>> report = {"device": "cpu", "world_size": 1, "steps": 1, "model": "m", "modes": {}}
         >>> print(format_report(report).splitlines()[0])
-        device cpu, world size 1, model m, 1 steps
+        device cpu, world size 1, model m, 1 steps, average micro
     """
     modes = report["modes"]
     lines = [f"device {report['device']}, world size {report['world_size']}, model {report['model']},"]
-    lines[0] += f" {report['steps']} steps"
+    lines[0] += f" {report['steps']} steps, average {report.get('average', 'micro')}"
     header = f"{'mode':<22}{'step ms':>10}{'syncs/step':>12}{'syncs/log':>11}"
     names = sorted({name for result in modes.values() for name in result["metrics"]})
     lines.append(header + "".join(f"{name:>16}" for name in names))
@@ -271,7 +296,7 @@ def main(argv: Sequence[str] = ()) -> int:
 
     Example:
         >>> main(["--steps", "2", "--device", "cpu", "--log-every", "1", "--image-size", "8"])  # doctest: +ELLIPSIS
-        device cpu, world size 1, model small_cnn, 2 steps
+        device cpu, world size 1, model small_cnn, 2 steps, average micro
         ...
         0
     """
@@ -282,9 +307,14 @@ def main(argv: Sequence[str] = ()) -> int:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--image-size", type=int, default=0, help="image side (default: 224 on CUDA, 32 on CPU)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--average",
+        choices=["micro", "macro", "weighted"],
+        help="average of the four scores (default: the task wrappers' default, micro, as in the article)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
     args = parser.parse_args(list(argv))
-    report = run(args.steps, args.device, args.log_every, args.modes, args.seed, args.image_size)
+    report = run(args.steps, args.device, args.log_every, args.modes, args.seed, args.image_size, args.average)
     print(format_report(report))
     if args.json:
         with open(args.json, "w") as handle:
