@@ -58,6 +58,9 @@ TARGETS: dict[tuple[str, str], float] = {
         for metric in ("SumMetric", "MaxMetric", "MinMetric")
         for call in ("update(0-dim)", "update(float)", "forward(0-dim)", "forward(float)")
     },
+    ("MulticlassAccuracy(1000)", "update(logits 128x1000)"): 0.4,
+    ("MulticlassF1Score(1000)", "forward(logits 128x1000)"): 0.4,
+    ("article step", "5 updates, micro (as the article)"): 0.4,
 }
 
 _MISSING = "—"
@@ -73,6 +76,8 @@ class Row:
         variant: ``"default"`` or ``"disable"`` (``nan_strategy="disable"``).
         torchmetrics_us: Median µs per call of the torchmetrics class, ``None`` if not in the JSON.
         accelerated_us: Median µs per call of the accelerated class, ``None`` if not in the JSON.
+        torchmetrics_ops: ATen ops one torchmetrics call dispatches, if recorded.
+        accelerated_ops: ATen ops one accelerated call dispatches, if recorded.
     """
 
     metric: str
@@ -80,6 +85,8 @@ class Row:
     variant: str
     torchmetrics_us: float | None
     accelerated_us: float | None
+    torchmetrics_ops: int | None = None
+    accelerated_ops: int | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -110,14 +117,25 @@ def build_rows(data: Mapping[str, Any]) -> list[Row]:
         []
     """
     medians: dict[tuple[str, str, str], dict[str, float]] = {}
+    ops: dict[tuple[str, str, str], dict[str, int]] = {}
     for bench in data.get("benchmarks", []):
         info = bench.get("extra_info") or {}
         if info.get("impl") not in IMPLS or not all(key in info for key in ("metric", "call", "variant")):
             continue
         key = (info["metric"], info["call"], info["variant"])
         medians.setdefault(key, {})[info["impl"]] = bench["stats"]["median"] * 1e6
+        if "aten_ops" in info:
+            ops.setdefault(key, {})[info["impl"]] = info["aten_ops"]
     rows = [
-        Row(metric, call, variant, pair.get("torchmetrics"), pair.get("accelerated"))
+        Row(
+            metric,
+            call,
+            variant,
+            pair.get("torchmetrics"),
+            pair.get("accelerated"),
+            ops.get((metric, call, variant), {}).get("torchmetrics"),
+            ops.get((metric, call, variant), {}).get("accelerated"),
+        )
         for (metric, call, variant), pair in medians.items()
     ]
     return sorted(rows, key=_sort_key)
@@ -174,6 +192,10 @@ def render_table(rows: Sequence[Row], targets: bool = False) -> str:
     """
     header = ["metric", "call", "variant", "torchmetrics median µs", "accelerated median µs", "ratio (acc/tm)"]
     align = ["---", "---", "---", "---:", "---:", "---:"]
+    with_ops = any(row.torchmetrics_ops is not None or row.accelerated_ops is not None for row in rows)
+    if with_ops:
+        header += ["ATen ops tm", "ATen ops acc"]
+        align += ["---:", "---:"]
     if targets:
         header.append("target (ratio ≤)")
         align.append("---")
@@ -187,6 +209,8 @@ def render_table(rows: Sequence[Row], targets: bool = False) -> str:
             _fmt(row.accelerated_us, ".1f"),
             _fmt(row.ratio, ".3f"),
         ]
+        if with_ops:
+            cells += [_fmt(row.torchmetrics_ops, "d"), _fmt(row.accelerated_ops, "d")]
         if targets:
             cells.append(_target_cell(row))
         lines.append("| " + " | ".join(cells) + " |")

@@ -21,15 +21,10 @@ Each case is one (metric, call, variant, impl):
 ``benchmark.group`` is ``f"{metric}.{call}[{variant}]"``, so a group holds exactly one pair, and ``extra_info`` holds
 the four fields. The two cases of a pair are generated next to each other so they run back to back.
 
-Method, identical for both implementations: build the metric, warm it up with :data:`WARMUP_CALLS` calls, estimate
-the cost of one call, then time rounds of :data:`ITERATIONS` calls for as many rounds as fit in :data:`BUDGET_S`
-(clamped to ``[MIN_ROUNDS, MAX_ROUNDS]``). pytest-benchmark stores each round's time per call; the report uses the
-median round, so a burst of load from other processes moves only the rounds it hits. Inputs are created once,
-outside the timed region, and never contain NaN.
+Method: :func:`benchmarks.timing.time_call`, identical for both implementations; ``extra_info["aten_ops"]`` holds the
+ATen ops one call dispatches. Inputs are created once, outside the timed region, and never contain NaN.
 """
 
-import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +33,7 @@ import torch
 import torchmetrics
 
 import torchmetrics_async
+from benchmarks.timing import ITERATIONS, count_aten_ops, time_call
 
 #: Implementations, in the order they run within a pair.
 IMPLS = {"torchmetrics": torchmetrics, "accelerated": torchmetrics_async}
@@ -62,12 +58,6 @@ DISABLE_CALLS = ("update(0-dim)", "forward(0-dim)")
 #: Constructor kwargs per variant.
 VARIANTS: dict[str, dict[str, Any]] = {"default": {}, "disable": {"nan_strategy": "disable"}}
 
-#: Timed wall-clock budget per case in seconds (override with ``TORCHMETRICS_ASYNC_BENCH_SECONDS``).
-BUDGET_S = float(os.environ.get("TORCHMETRICS_ASYNC_BENCH_SECONDS", "0.25"))
-ITERATIONS = 10
-MIN_ROUNDS = 100
-MAX_ROUNDS = 2000
-WARMUP_CALLS = 20
 #: CatMetric keeps every update, so its state (and torchmetrics' forward, which concatenates the state lists) grows
 #: with the number of calls. Both implementations are reset every RESET_EVERY timed calls, in the pedantic
 #: ``teardown`` (run after each round, outside the timed region; ``setup`` would force ``iterations=1``): each timed
@@ -132,17 +122,8 @@ def test_aggregation(benchmark: Any, metric_name: str, call: str, variant: str, 
     benchmark.group = f"{metric_name}.{call}[{variant}]"
     benchmark.extra_info.update({"impl": impl, "metric": metric_name, "call": call, "variant": variant})
 
-    # Warm up (first calls allocate states, build caches), then estimate the per-call cost to size the rounds.
-    for _ in range(WARMUP_CALLS):
-        fn()
-    start = time.perf_counter()
-    for _ in range(WARMUP_CALLS):
-        fn()
-    per_call = (time.perf_counter() - start) / WARMUP_CALLS
-    rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(BUDGET_S / (per_call * ITERATIONS))))
-
-    teardown = None
+    benchmark.extra_info["aten_ops"] = count_aten_ops(fn)
+    teardown = _periodic_reset(metric, RESET_EVERY // ITERATIONS) if metric_name in GROWING else None
+    time_call(benchmark, fn, teardown)
     if metric_name in GROWING:
         metric.reset()
-        teardown = _periodic_reset(metric, RESET_EVERY // ITERATIONS)
-    benchmark.pedantic(fn, teardown=teardown, rounds=rounds, iterations=ITERATIONS)

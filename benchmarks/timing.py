@@ -1,0 +1,70 @@
+"""The timing method both benchmark suites share, so torchmetrics and accelerated are measured identically.
+
+Build the metric, warm it up with :data:`WARMUP_CALLS` calls, estimate the cost of one call, then time rounds of
+:data:`ITERATIONS` calls for as many rounds as fit in :data:`BUDGET_S` (clamped to ``[MIN_ROUNDS, MAX_ROUNDS]``).
+pytest-benchmark stores each round's time per call; the report uses the median round, so a burst of load from other
+processes moves only the rounds it hits.
+
+Example:
+    >>> import torch
+    >>> count_aten_ops(lambda: torch.ones(2).add_(1))
+    2
+"""
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["BUDGET_S", "ITERATIONS", "WARMUP_CALLS", "count_aten_ops", "time_call"]
+
+#: Timed wall-clock budget per case in seconds (override with ``TORCHMETRICS_ASYNC_BENCH_SECONDS``).
+BUDGET_S = float(os.environ.get("TORCHMETRICS_ASYNC_BENCH_SECONDS", "0.25"))
+ITERATIONS = 10
+MIN_ROUNDS = 100
+MAX_ROUNDS = 2000
+WARMUP_CALLS = 20
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_aten_ops(fn: Callable[[], Any]) -> int:
+    """How many ATen ops one call of ``fn`` dispatches (deterministic, unlike its time).
+
+    Args:
+        fn: the call.
+
+    Returns:
+        The number of ops the dispatcher saw.
+    """
+    with _OpCounter() as counter:
+        fn()
+    return counter.count
+
+
+def time_call(benchmark: Any, fn: Callable[[], Any], teardown: Callable[[], None] | None = None) -> None:
+    """Warm up ``fn``, size the rounds to the budget and time it with ``benchmark.pedantic``.
+
+    Args:
+        benchmark: the pytest-benchmark fixture.
+        fn: the call to time.
+        teardown: run after each round, untimed (pytest-benchmark's pedantic ``teardown``).
+    """
+    for _ in range(WARMUP_CALLS):
+        fn()
+    start = time.perf_counter()
+    for _ in range(WARMUP_CALLS):
+        fn()
+    per_call = (time.perf_counter() - start) / WARMUP_CALLS
+    rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(BUDGET_S / (per_call * ITERATIONS))))
+    benchmark.pedantic(fn, teardown=teardown, rounds=rounds, iterations=ITERATIONS)
