@@ -26,6 +26,7 @@ from torchmetrics import classification as tmc
 
 import torchmetrics_async
 from benchmarks.timing import count_aten_ops, time_call
+from torchmetrics_async.demo import build_metrics, update_metrics
 
 IMPLS: dict[str, Callable[[Any], Any]] = {"torchmetrics": lambda m: m, "accelerated": torchmetrics_async.accelerate}
 
@@ -43,28 +44,8 @@ def _batch() -> dict[str, torch.Tensor]:
     }
 
 
-def _article(average: str | None) -> dict[str, torchmetrics.Metric]:
-    task: dict[str, Any] = {"task": "multiclass", "num_classes": 1000}
-    if average:
-        task["average"] = average
-    return {
-        "avg_loss": torchmetrics.MeanMetric(),
-        "accuracy": torchmetrics.Accuracy(**task),
-        "precision": torchmetrics.Precision(**task),
-        "recall": torchmetrics.Recall(**task),
-        "f1_score": torchmetrics.F1Score(**task),
-    }
-
-
 def _article_step(metrics: dict[str, torchmetrics.Metric], b: dict[str, torch.Tensor]) -> Callable[[], None]:
-    def step() -> None:
-        for name, metric in metrics.items():
-            if name == "avg_loss":
-                metric.update(b["loss"])
-            else:
-                metric.update(b["logits"], b["labels"])
-
-    return step
+    return lambda: update_metrics(metrics, b["loss"], b["logits"], b["labels"])
 
 
 #: (metric label, call label) -> builds (object to convert, the call given the converted object and the batch).
@@ -77,8 +58,8 @@ CASES: dict[tuple[str, str], Callable[[], tuple[Any, Callable[[Any, dict], Calla
         tmc.MulticlassF1Score(num_classes=1000),
         lambda m, b: lambda: m(b["logits"], b["labels"]),
     ),
-    ("article step", "5 updates, micro (as the article)"): lambda: (_article(None), _article_step),
-    ("article step", "5 updates, macro"): lambda: (_article("macro"), _article_step),
+    ("article step", "5 updates, micro (as the article)"): lambda: (build_metrics(1000), _article_step),
+    ("article step", "5 updates, macro"): lambda: (build_metrics(1000, "macro"), _article_step),
     ("BinaryAccuracy", "update(128 probs)"): lambda: (
         tmc.BinaryAccuracy(),
         lambda m, b: lambda: m.update(b["probs"], b["binary"]),

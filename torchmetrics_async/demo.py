@@ -33,7 +33,7 @@ from torch import nn
 from torchmetrics_async import accelerate
 from torchmetrics_async.testing import count_host_syncs
 
-__all__ = ["MODES", "build_metrics", "main", "run"]
+__all__ = ["MODES", "build_metrics", "main", "run", "update_metrics"]
 
 MODES: dict[str, Callable[[dict], dict]] = {
     "torchmetrics": lambda metrics: metrics,
@@ -67,9 +67,23 @@ def build_metrics(num_classes: int = 1000, average: str | None = None) -> dict[s
     }
 
 
-def _update_metrics(
+def update_metrics(
     metrics: dict[str, torchmetrics.Metric], loss: torch.Tensor, output: torch.Tensor, target: torch.Tensor
 ) -> None:
+    """One training step's metric updates, as the article makes them: the loss mean, and the scores on the logits.
+
+    Args:
+        metrics: what :func:`build_metrics` returned (possibly accelerated).
+        loss: the step's loss.
+        output: the model's logits ``(N, C)``.
+        target: the labels ``(N,)``.
+
+    Example:
+        >>> metrics = build_metrics(4)
+        >>> update_metrics(metrics, torch.tensor(1.2), torch.randn(8, 4), torch.randint(0, 4, (8,)))
+        >>> metrics["avg_loss"].compute()
+        tensor(1.2000)
+    """
     for name, metric in metrics.items():
         if name == "avg_loss":
             metric.update(loss.detach())
@@ -177,7 +191,7 @@ def _run_mode(mode: str, device: torch.device, steps: int, log_every: int, cfg: 
         loss.backward()
         optimizer.step()
         with count_host_syncs(record_events=False) as syncs:
-            _update_metrics(metrics, loss, output, target)
+            update_metrics(metrics, loss, output, target)
         step_syncs += syncs.total
         if (idx + 1) % log_every == 0 or idx + 1 == steps:
             with count_host_syncs(record_events=False) as syncs:

@@ -70,18 +70,7 @@ class SyncFreeMixin:
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             state["_computed"] = None
             state["_update_count"] += 1
-            grad = state["_enable_grad"]
-            previous = torch.is_grad_enabled()
-            if previous != grad:
-                torch._C._set_grad_enabled(grad)
-            try:
-                update(*args, **kwargs)
-            except RuntimeError as err:
-                _reword_device_mismatch(self, err)
-                raise
-            finally:
-                if previous != grad:
-                    torch._C._set_grad_enabled(previous)
+            self._run_guarded(state["_enable_grad"], update, args, kwargs)
             if state["compute_on_cpu"]:
                 self._move_list_states_to_cpu()
 
