@@ -116,3 +116,17 @@ def test_options_that_sync_are_announced_once(option):
         ta.CatMetric(**{option: True})
         ta.CatMetric(**{option: True})
     assert sum(option in str(w.message) for w in record) == 1
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_reloaded_metric_computes_without_compute_before_update_warning(cls):
+    source = cls()
+    source.persistent(True)
+    source.update(torch.tensor([1.0, 2.0]))
+    target = cls()
+    target.persistent(True)
+    target.load_state_dict(source.state_dict())
+    assert target.update_count == source.update_count == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(target.compute(), source.compute())

@@ -51,6 +51,8 @@ _SYNCING_OPTIONS = (
     ("compute_on_cpu", "list", "copies list states to the CPU after every update, a blocking device-to-host copy"),
 )
 _ANNOUNCED: set[tuple[str, str]] = set()
+# state_dict key of the update count (persisted with the states: "mean" merges and compute's warning depend on it).
+_UPDATE_COUNT_KEY = "_update_count"
 
 
 class SyncFreeMixin:
@@ -144,6 +146,39 @@ class SyncFreeMixin:
             if attr not in incoming_state:
                 incoming_state[attr] = self._missing_extra_state(attr, incoming_state)
         super()._reduce_states(incoming_state)
+
+    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
+        """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent.
+
+        A metric restored from it computes exactly what the saved one would, ``"mean"`` states and the
+        "compute before update" warning included.
+
+        Args:
+            destination: as ``torch.nn.Module.state_dict``.
+            prefix: as ``torch.nn.Module.state_dict``.
+            keep_vars: as ``torch.nn.Module.state_dict``.
+
+        Returns:
+            The state dict.
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> metric.persistent(True)
+            >>> metric.update(1.0)
+            >>> sorted(metric.state_dict())
+            ['_update_count', 'sum_value']
+        """
+        destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
+        if any(self._persistent.values()):
+            destination[prefix + _UPDATE_COUNT_KEY] = torch.tensor(self._update_count)
+        return destination
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        count = state_dict.pop(prefix + _UPDATE_COUNT_KEY, None)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if count is not None:
+            self.__dict__["_update_count"] = int(count)
 
     def _apply(self, fn: Callable, exclude_state: Any = "") -> Any:
         fixed = self._extra_states()
