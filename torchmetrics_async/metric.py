@@ -163,7 +163,7 @@ class SyncFreeMixin:
 
         Example:
             >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
+            >>> metric = SumMetric(nan_strategy="ignore")
             >>> metric.persistent(True)
             >>> metric.update(1.0)
             >>> sorted(metric.state_dict())
