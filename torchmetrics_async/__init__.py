@@ -21,11 +21,13 @@ from torchmetrics_async.aggregation import (
     SumMetric,
 )
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
+from torchmetrics_async.distributed import MetricCollection, sync_metrics
 
 __all__ = [
     "CatMetric",
     "MaxMetric",
     "MeanMetric",
+    "MetricCollection",
     "MinMetric",
     "RunningMean",
     "RunningSum",
@@ -36,5 +38,6 @@ __all__ = [
     "scalar_to_tensor_updates",
     "suppress_nan_check",
     "sync_free",
+    "sync_metrics",
     "unpatch",
 ]

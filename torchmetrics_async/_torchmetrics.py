@@ -11,7 +11,8 @@ Example:
 """
 
 from torchmetrics.aggregation import BaseAggregator
-from torchmetrics.metric import Metric
+from torchmetrics.collections import MetricCollection
+from torchmetrics.metric import Metric, jit_distributed_available
 from torchmetrics.utilities import rank_zero_warn
 from torchmetrics.utilities.data import (
     _squeeze_if_scalar,
@@ -21,6 +22,7 @@ from torchmetrics.utilities.data import (
     dim_zero_min,
     dim_zero_sum,
 )
+from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
 from torchmetrics.wrappers.running import Running
 
@@ -32,6 +34,9 @@ NAN_WARN_MESSAGE = "Encountered `nan` values in tensor. Will be removed."
 FORWARD_WHILE_SYNCED_MESSAGE = (
     "The Metric shouldn't be synced when performing ``forward``. HINT: Did you forget to call ``unsync`` ?."
 )
+
+# Restated from torchmetrics.metric.Metric.sync, which raises it when a synced metric is synced again.
+ALREADY_SYNCED_MESSAGE = "The Metric has already been synced."
 
 # Restated from torchmetrics.metric.Metric._wrap_update: the hint it gives when inputs sit on another device.
 DEVICE_MISMATCH_MARKER = "Expected all tensors to be on"
@@ -60,12 +65,14 @@ def device_mismatch_message(class_name: str) -> str:
 
 
 __all__ = [
+    "ALREADY_SYNCED_MESSAGE",
     "DEVICE_MISMATCH_MARKER",
     "FORWARD_WHILE_SYNCED_MESSAGE",
     "NAN_ERROR_MESSAGE",
     "NAN_WARN_MESSAGE",
     "BaseAggregator",
     "Metric",
+    "MetricCollection",
     "Running",
     "TorchMetricsUserError",
     "_squeeze_if_scalar",
@@ -75,5 +82,7 @@ __all__ = [
     "dim_zero_mean",
     "dim_zero_min",
     "dim_zero_sum",
+    "gather_all_tensors",
+    "jit_distributed_available",
     "rank_zero_warn",
 ]

@@ -19,6 +19,7 @@ from torchmetrics import MetricCollection
 
 from torchmetrics_async import aggregation, classification
 from torchmetrics_async._torchmetrics import Metric
+from torchmetrics_async.distributed import fused_collection_class
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = ["accelerate", "accelerated_class_for", "is_patched", "patch", "register", "registry", "unpatch"]
@@ -170,6 +171,8 @@ def accelerate(obj: T, strict: bool = False) -> T:
     if isinstance(obj, MetricCollection):
         for member in obj.values(copy_state=False):
             _convert_instance(member, strict)
+        # compute() then syncs every member in one fused round (a subclass of the collection's own class).
+        obj.__class__ = fused_collection_class(type(obj))
         return obj
     if isinstance(obj, Metric):
         return _convert_instance(obj, strict)

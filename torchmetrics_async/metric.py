@@ -33,6 +33,7 @@ from torchmetrics_async._torchmetrics import (
     TorchMetricsUserError,
     _squeeze_if_scalar,
     device_mismatch_message,
+    gather_all_tensors,
     rank_zero_warn,
 )
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
@@ -77,6 +78,31 @@ class SyncFreeMixin:
                 self._move_list_states_to_cpu()
 
         return wrapped_func
+
+    def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
+        """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`).
+
+        torchmetrics gathers state by state (a barrier and up to two all_gathers each). With torchmetrics' default
+        ``gather_all_tensors`` the states are synced fused instead, with the same results; a user's own
+        ``dist_sync_fn`` is used exactly as torchmetrics uses it.
+
+        Args:
+            dist_sync_fn: the gather function ``sync()`` was given (torchmetrics' default unless the user chose one).
+            process_group: the group (``None``: the metric's ``process_group``, else the world).
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> metric.sync()  # not distributed: torchmetrics' sync() does nothing, so neither does this
+            >>> metric._is_synced
+            False
+        """
+        if dist_sync_fn is not gather_all_tensors:
+            super()._sync_dist(dist_sync_fn, process_group=process_group)
+            return
+        from torchmetrics_async.distributed import sync_states  # distributed.py looks this method up: import late
+
+        sync_states(self, process_group=process_group or self.process_group)
 
     def _run_guarded(self, grad: bool, fn: Callable, args: tuple, kwargs: dict) -> Any:
         """Run ``fn`` with grad mode ``grad``, rewording a device mismatch the way torchmetrics does."""

@@ -1,0 +1,156 @@
+"""Spawn gloo workers, run a function on every rank, bring each rank's result (or traceback) back to the parent.
+
+A worker process costs seconds (interpreter, torch import, rendezvous), so a test module spawns once and runs many
+scenarios per spawn; :func:`run_scenarios` keeps going after a failing scenario and reports it by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import socket
+import tempfile
+import threading
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+#: Every collective the counters watch (torch's deprecated names included: one may call another).
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_single",
+    "all_gather_object",
+    "barrier",
+    "monitored_barrier",
+    "broadcast",
+    "broadcast_object_list",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "gather",
+    "scatter",
+    "all_to_all",
+)
+ERROR = "__error__"
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (bound to port 0, read back, closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _worker(fn: Callable[[int, int], Any], rank: int, world_size: int, port: int, out: str) -> None:
+    result: Any
+    try:
+        # A failing scenario can leave the other rank waiting in a collective: fail in seconds, not half an hour.
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=30),
+        )
+        result = fn(rank, world_size)
+    except BaseException:  # the parent reports it with the rank
+        result = {ERROR: traceback.format_exc()}
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    torch.save(result, out)
+
+
+def run(fn: Callable[[int, int], Any], world_size: int = 2, timeout: float = 120.0) -> list[Any]:
+    """Run ``fn(rank, world_size)`` in ``world_size`` spawned gloo processes; return their results in rank order.
+
+    Raises:
+        AssertionError: if a worker raised (with its traceback), died, or ran past ``timeout`` seconds.
+    """
+    context = mp.get_context("spawn")
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, f"rank{rank}.pt") for rank in range(world_size)]
+        processes = [
+            context.Process(target=_worker, args=(fn, rank, world_size, port, paths[rank]), daemon=True)
+            for rank in range(world_size)
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout)
+        hung = [rank for rank, process in enumerate(processes) if process.is_alive()]
+        for rank in hung:
+            processes[rank].kill()  # only the processes this call started
+            processes[rank].join()
+        assert not hung, f"ranks {hung} still running after {timeout} s"
+        results = []
+        for rank, (process, path) in enumerate(zip(processes, paths, strict=True)):
+            assert os.path.exists(path), f"rank {rank} died (exit code {process.exitcode}) without a result"
+            result = torch.load(path, weights_only=False)
+            if isinstance(result, dict) and ERROR in result:
+                raise AssertionError(f"rank {rank} failed:\n{result[ERROR]}")
+            results.append(result)
+    return results
+
+
+def run_scenarios(scenarios: dict[str, Callable[[int, int], Any]], rank: int, world_size: int) -> dict[str, Any]:
+    """Run every scenario in order on this rank; a failure is recorded as ``{ERROR: traceback}`` under its name."""
+    results: dict[str, Any] = {}
+    for name, scenario in scenarios.items():
+        try:
+            results[name] = scenario(rank, world_size)
+        except BaseException:
+            results[name] = {ERROR: traceback.format_exc()}
+    return results
+
+
+class CollectiveCounter:
+    """Counts the ``torch.distributed`` collectives called while active (outermost calls only) and their groups."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.groups: list[tuple[str, Any]] = []
+        self._depth = threading.local()
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.counts)
+
+    def _wrap(self, name: str, original: Callable) -> Callable:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            depth = getattr(self._depth, "value", 0)
+            if depth == 0:
+                self.counts[name] += 1
+                self.groups.append((name, kwargs.get("group")))
+            self._depth.value = depth + 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._depth.value = depth
+
+        return counted
+
+
+@contextlib.contextmanager
+def count_collectives() -> Iterator[CollectiveCounter]:
+    """Patch every collective of :data:`COLLECTIVES` on ``torch.distributed`` to count calls; restore on exit."""
+    counter = CollectiveCounter()
+    originals = {name: getattr(dist, name) for name in COLLECTIVES if hasattr(dist, name)}
+    for name, original in originals.items():
+        setattr(dist, name, counter._wrap(name, original))
+    try:
+        yield counter
+    finally:
+        for name, original in originals.items():
+            setattr(dist, name, original)
