@@ -1,0 +1,519 @@
+"""Sync-free binary classification metrics with torchmetrics' names, arguments and values.
+
+torchmetrics' binary ``update`` reads the device four ways: ``torch.unique`` of ``target`` (and of integer ``preds``)
+to validate values, ``if not torch.all(...)`` to decide whether ``preds`` are logits (on the CPU branch of
+``normalize_logits_if_needed``), ``target[idx] = -1`` for ``ignore_index``, and ``bincount`` for the confusion matrix.
+Here the statistics come from sums of boolean conditions, the logit decision is a ``torch.where`` on the device, ignored
+targets are masked with ``masked_fill`` and confusion-matrix bins are added with ``scatter_add_``. Value checks are
+recorded on the device and raised by ``compute()`` (see :class:`~.base.DeferredChecks`).
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.classification.binary import BinaryF1Score
+    >>> metric = BinaryF1Score()
+    >>> metric.update(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
+    >>> metric.compute()
+    tensor(0.5000)
+"""
+
+from typing import Any, Literal, Optional
+
+import torch
+import torchmetrics.classification as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    BINARY_SAMPLEWISE_NDIM_MESSAGE,
+    _check_same_shape,
+    binary_target_values_message,
+    label_preds_values_message,
+)
+from torchmetrics_async.classification.base import SyncFreeClassification
+
+__all__ = [
+    "BinaryAccuracy",
+    "BinaryConfusionMatrix",
+    "BinaryF1Score",
+    "BinaryFBetaScore",
+    "BinaryHammingDistance",
+    "BinaryNegativePredictiveValue",
+    "BinaryPrecision",
+    "BinaryRecall",
+    "BinarySpecificity",
+    "BinaryStatScores",
+]
+
+# Deferred-check state names (bool metric states, see DeferredChecks).
+INVALID_TARGET = "invalid_target"
+INVALID_PREDS = "invalid_preds"
+
+MultidimAverage = Literal["global", "samplewise"]
+Normalize = Optional[Literal["true", "pred", "all", "none"]]
+
+
+def probs_to_labels(preds: Tensor, threshold: float, keep: Tensor | None = None) -> Tensor:
+    """``preds > threshold``, after a sigmoid iff any (kept) prediction lies outside [0, 1], decided on the device.
+
+    torchmetrics' ``normalize_logits_if_needed`` decides with ``if not torch.all(...)`` on the CPU (a host read) and
+    with ``torch.where`` on other devices; this is always the ``torch.where`` form. NaN counts as outside [0, 1], as in
+    torchmetrics' CPU branch (its device branch tests ``(x < 0) | (x > 1)``, which a NaN fails).
+
+    Args:
+        preds: floating-point predictions, any shape.
+        threshold: the metric's threshold.
+        keep: entries that take part in the decision (the binary confusion matrix drops ignored entries first).
+
+    Returns:
+        A bool tensor shaped like ``preds``.
+
+    Example:
+        >>> probs_to_labels(torch.tensor([0.2, 0.7]), 0.5), probs_to_labels(torch.tensor([-1.0, 0.2]), 0.5)
+        (tensor([False,  True]), tensor([False,  True]))
+    """
+    # Outside [0, 1] iff clamping changes the value; NaN != NaN, so a NaN counts as outside too (two ops, not four).
+    outside = preds.clamp(0, 1) != preds
+    logits = outside.any() if keep is None else (outside & keep).any()
+    return torch.where(logits, preds.sigmoid(), preds) > threshold
+
+
+def not_binary(values: Tensor, ignored: Tensor | None = None) -> Tensor:
+    """Mask of the entries that are neither 0 nor 1 (nor ignored): what torchmetrics finds with ``torch.unique``."""
+    valid = (values == 0) | (values == 1)
+    if ignored is not None:
+        valid |= ignored
+    return torch.logical_not(valid)
+
+
+def stat_counts(preds: Tensor, target: Tensor, dim: int | tuple[int, ...]) -> tuple[Tensor, ...]:
+    """``tp, fp, tn, fn`` summed over ``dim`` exactly as torchmetrics' boolean conditions count them, plus ``n0 + n1``.
+
+    torchmetrics counts ``tp = (target == preds) & (target == 1)``, ``fn = (target != preds) & (target == 1)`` and
+    likewise for 0; ``fn`` and ``fp`` are the complements within ``target == 1`` / ``target == 0``, so two masked sums
+    and two plain sums give all four. Ignored targets are -1 (or not 0/1) and fall in none of them. The last value,
+    the number of targets that are 0 or 1, lets the caller check the targets without another pass over them.
+    """
+    hit = target == preds
+    t1 = target == 1
+    t0 = target == 0
+    n1 = t1.sum(dim)
+    n0 = t0.sum(dim)
+    tp = (hit & t1).sum(dim)
+    tn = (hit & t0).sum(dim)
+    return tp, n0 - tn, tn, n1 - tp, n0 + n1
+
+
+def targets_outside(binary_count: Tensor, target: Tensor, ignored: Tensor | None) -> Tensor:
+    """0-dim flag: some target is neither 0, 1 nor ignored, from the count of 0/1 targets (no extra full-size mask)."""
+    counted = binary_count.sum() if binary_count.dim() else binary_count
+    if ignored is not None:
+        counted = counted + ignored.sum()
+    return counted != target.numel()
+
+
+def normalize_confmat(confmat: Tensor, normalize: Normalize) -> Tensor:
+    """The ``_confusion_matrix_reduce`` of torchmetrics without its host read: 0/0 entries become 0 on the device.
+
+    torchmetrics counts the NaNs (``confmat[torch.isnan(confmat)].nelement()``) to warn about them; ``forward()`` cannot
+    read that count without a host sync, so its batch value is the same matrix without the warning (``compute()``
+    keeps torchmetrics' path and its warning).
+    """
+    if normalize is None or normalize == "none":
+        return confmat
+    confmat = confmat if confmat.is_floating_point() else confmat.float()
+    if normalize == "true":
+        confmat = confmat / confmat.sum(dim=-1, keepdim=True)
+    elif normalize == "pred":
+        confmat = confmat / confmat.sum(dim=-2, keepdim=True)
+    elif normalize == "all":
+        confmat = confmat / confmat.sum(dim=[-2, -1], keepdim=True)
+    return confmat.masked_fill(torch.isnan(confmat), 0)
+
+
+class _SyncFreeBinaryStatScores(SyncFreeClassification):
+    """Sync-free ``update`` of torchmetrics' ``BinaryStatScores`` family (states ``tp, fp, tn, fn``)."""
+
+    def _deferred_checks(self) -> dict[str, str]:
+        if not self.validate_args:
+            return {}
+        return {
+            INVALID_TARGET: binary_target_values_message(self.ignore_index),
+            INVALID_PREDS: label_preds_values_message(quoted=True),
+        }
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+        validate = self.validate_args
+        samplewise = self.multidim_average == "samplewise"
+        violations: dict[str, Tensor] = {}
+        if validate:
+            _check_same_shape(preds, target)
+            if samplewise and preds.ndim < 2:
+                raise ValueError(BINARY_SAMPLEWISE_NDIM_MESSAGE)
+        if preds.is_floating_point():
+            preds = probs_to_labels(preds, self.threshold)
+        elif validate and preds.dtype != torch.bool:
+            violations[INVALID_PREDS] = not_binary(preds)
+        # The same reshapes as torchmetrics, so malformed inputs (0-dim, empty batch dimension) fail the same way.
+        preds = preds.reshape(preds.shape[0], -1)
+        target = target.reshape(target.shape[0], -1)
+        ignored = None
+        if self.ignore_index is not None:
+            ignored = target == self.ignore_index
+            # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
+            target = target.masked_fill(ignored, -1)
+        tp, fp, tn, fn, binary_count = stat_counts(preds, target, 1 if samplewise else (0, 1))
+        if validate:
+            violations[INVALID_TARGET] = targets_outside(binary_count, target, ignored)
+        if samplewise:  # torchmetrics squeezes: a batch of one sample gives 0-dim statistics
+            tp, fp, tn, fn = tp.squeeze(), fp.squeeze(), tn.squeeze(), fn.squeeze()
+        return (tp, fp, tn, fn), violations
+
+
+class BinaryStatScores(_SyncFreeBinaryStatScores, tm.BinaryStatScores):
+    """``[tp, fp, tn, fn, support]`` for binary tasks; ``torchmetrics.classification.BinaryStatScores`` without syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryStatScores()
+        >>> metric(torch.tensor([0.11, 0.22, 0.84, 0.73, 0.33, 0.92]), torch.tensor([0, 1, 0, 1, 0, 1]))
+        tensor([2, 1, 2, 1, 3])
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryAccuracy(_SyncFreeBinaryStatScores, tm.BinaryAccuracy):
+    """Binary accuracy; ``torchmetrics.classification.BinaryAccuracy`` without host syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryAccuracy()
+        >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
+        >>> metric.compute()
+        tensor(0.7500)
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryPrecision(_SyncFreeBinaryStatScores, tm.BinaryPrecision):
+    """Binary precision; ``torchmetrics.classification.BinaryPrecision`` without host syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryPrecision()
+        >>> metric.update(torch.tensor([1, 1, 0, 1]), torch.tensor([1, 0, 0, 1]))
+        >>> metric.compute()
+        tensor(0.6667)
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryRecall(_SyncFreeBinaryStatScores, tm.BinaryRecall):
+    """Binary recall; ``torchmetrics.classification.BinaryRecall`` without host syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryRecall()
+        >>> metric.update(torch.tensor([2.0, -1.0, 0.5, -3.0]), torch.tensor([1, 1, 0, 1]))  # logits
+        >>> metric.compute()
+        tensor(0.3333)
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryFBetaScore(_SyncFreeBinaryStatScores, tm.BinaryFBetaScore):
+    """Binary F-beta score; ``torchmetrics.classification.BinaryFBetaScore`` without host syncs.
+
+    Args:
+        beta: weight of recall against precision.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        zero_division: value returned for 0/0 (0 or 1).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryFBetaScore(beta=2.0)
+        >>> metric.update(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
+        >>> metric.compute()
+        tensor(0.5000)
+    """
+
+    def __init__(
+        self,
+        beta: float,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        zero_division: float = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(beta, threshold, multidim_average, ignore_index, validate_args, zero_division, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryF1Score(_SyncFreeBinaryStatScores, tm.BinaryF1Score):
+    """Binary F1 score; ``torchmetrics.classification.BinaryF1Score`` without host syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        zero_division: value returned for 0/0 (0 or 1).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryF1Score(multidim_average="samplewise")
+        >>> metric(torch.tensor([[0.9, 0.2], [0.7, 0.6]]), torch.tensor([[1, 0], [0, 1]]))
+        tensor([1.0000, 0.6667])
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        zero_division: float = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, zero_division, **kwargs)
+        self._init_sync_free()
+
+
+class BinarySpecificity(_SyncFreeBinaryStatScores, tm.BinarySpecificity):
+    """Binary specificity; ``torchmetrics.classification.BinarySpecificity`` without host syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinarySpecificity()
+        >>> metric.update(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
+        >>> metric.compute()
+        tensor(0.6667)
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryHammingDistance(_SyncFreeBinaryStatScores, tm.BinaryHammingDistance):
+    """Binary Hamming distance; ``torchmetrics.classification.BinaryHammingDistance`` without host syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryHammingDistance(ignore_index=-1)
+        >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, -1, 0, 0]))
+        >>> metric.compute()
+        tensor(0.3333)
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryNegativePredictiveValue(_SyncFreeBinaryStatScores, tm.BinaryNegativePredictiveValue):
+    """Binary negative predictive value; ``torchmetrics.classification.BinaryNegativePredictiveValue`` without syncs.
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryNegativePredictiveValue()
+        >>> metric.update(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
+        >>> metric.compute()
+        tensor(0.6667)
+    """
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
+    """2x2 confusion matrix; ``torchmetrics.classification.BinaryConfusionMatrix`` without host syncs.
+
+    The bins are added with ``scatter_add_`` instead of ``bincount``; entries whose target is ignored, or whose target
+    or label is neither 0 nor 1, get weight 0 (with ``validate_args=True`` the latter make ``compute()`` raise).
+
+    Args:
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        ignore_index: target value that does not count.
+        normalize: ``None``/``"none"``, ``"true"``, ``"pred"`` or ``"all"``, as in torchmetrics.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryConfusionMatrix()
+        >>> metric.update(torch.tensor([0.35, 0.85, 0.48, 0.01]), torch.tensor([1, 1, 0, 0]))
+        >>> metric.compute()
+        tensor([[2, 0],
+                [1, 1]])
+    """
+
+    _stat_states = ("confmat",)
+
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        ignore_index: Optional[int] = None,
+        normalize: Normalize = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(threshold, ignore_index, normalize, validate_args, **kwargs)
+        self._init_sync_free()
+
+    def _deferred_checks(self) -> dict[str, str]:
+        if not self.validate_args:
+            return {}
+        return {
+            INVALID_TARGET: binary_target_values_message(self.ignore_index),
+            INVALID_PREDS: label_preds_values_message(quoted=False),
+        }
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+        validate = self.validate_args
+        if validate:
+            _check_same_shape(preds, target)
+        preds = preds.flatten()
+        target = target.flatten()
+        ignored = keep = None
+        if self.ignore_index is not None:
+            ignored = target == self.ignore_index
+            keep = torch.logical_not(ignored)
+        violations: dict[str, Tensor] = {}
+        target_bad = not_binary(target)
+        if validate:
+            violations[INVALID_TARGET] = target_bad if ignored is None else target_bad & keep
+        valid = torch.logical_not(target_bad)
+        if preds.is_floating_point():
+            # torchmetrics drops ignored entries before deciding whether preds are logits.
+            preds = probs_to_labels(preds, self.threshold, keep)
+        elif preds.dtype != torch.bool:
+            preds_bad = not_binary(preds)
+            if validate:
+                violations[INVALID_PREDS] = preds_bad
+            valid &= torch.logical_not(preds_bad)
+        if keep is not None:
+            valid &= keep
+        # Dropped entries go to bin 0 with weight 0: no out-of-range index whatever the values (validate_args=False).
+        bins = torch.where(valid, target * 2 + preds, 0).long()
+        confmat = torch.zeros(4, dtype=torch.long, device=bins.device).scatter_add_(0, bins, valid.long())
+        return (confmat.view(2, 2),), violations
+
+    def _batch_value(self, stats: tuple | None) -> Tensor:
+        return normalize_confmat(stats[0][0], self.normalize)

@@ -1,0 +1,606 @@
+"""Sync-free multilabel classification metrics with torchmetrics' names, arguments and values.
+
+The same kernels as :mod:`torchmetrics_async.classification.binary`, per label: statistics from sums of boolean
+conditions over the sample (and extra) dimensions, logit detection as a ``torch.where`` on the device, ignored targets
+masked with ``masked_fill``, confusion-matrix bins added with ``scatter_add_``, value checks deferred to ``compute()``.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.classification.multilabel import MultilabelF1Score
+    >>> metric = MultilabelF1Score(num_labels=3, average=None)
+    >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+    >>> metric.compute()
+    tensor([1.0000, 0.0000, 0.6667])
+"""
+
+from typing import Any, Literal, Optional
+
+import torch
+import torchmetrics.classification as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    MULTILABEL_SAMPLEWISE_NDIM_MESSAGE,
+    _check_same_shape,
+    binary_target_values_message,
+    label_preds_values_message,
+    num_labels_mismatch_message,
+)
+from torchmetrics_async.classification.base import SyncFreeClassification
+from torchmetrics_async.classification.binary import (
+    INVALID_PREDS,
+    INVALID_TARGET,
+    MultidimAverage,
+    Normalize,
+    normalize_confmat,
+    not_binary,
+    probs_to_labels,
+    stat_counts,
+    targets_outside,
+)
+
+__all__ = [
+    "MultilabelAccuracy",
+    "MultilabelConfusionMatrix",
+    "MultilabelExactMatch",
+    "MultilabelF1Score",
+    "MultilabelFBetaScore",
+    "MultilabelHammingDistance",
+    "MultilabelNegativePredictiveValue",
+    "MultilabelPrecision",
+    "MultilabelRecall",
+    "MultilabelSpecificity",
+    "MultilabelStatScores",
+]
+
+Average = Optional[Literal["micro", "macro", "weighted", "none"]]
+
+
+class _MultilabelChecks(SyncFreeClassification):
+    """The multilabel tensor validation: shapes eager, values deferred (torchmetrics' order and messages)."""
+
+    def _deferred_checks(self) -> dict[str, str]:
+        if not self.validate_args:
+            return {}
+        return {
+            INVALID_TARGET: binary_target_values_message(self.ignore_index),
+            INVALID_PREDS: label_preds_values_message(quoted=False),
+        }
+
+    def _check_shapes(self, preds: Tensor, target: Tensor, samplewise: bool) -> None:
+        _check_same_shape(preds, target)
+        if preds.shape[1] != self.num_labels:
+            raise ValueError(num_labels_mismatch_message(preds.shape[1], self.num_labels))
+        if samplewise and preds.ndim < 3:
+            raise ValueError(MULTILABEL_SAMPLEWISE_NDIM_MESSAGE)
+
+    def _labels(self, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
+        """Threshold float ``preds`` (sigmoid first if any is outside [0, 1]); record non-binary integer ``preds``."""
+        if preds.is_floating_point():
+            return probs_to_labels(preds, self.threshold)
+        if self.validate_args and preds.dtype != torch.bool:
+            violations[INVALID_PREDS] = not_binary(preds)
+        return preds
+
+    def _format(self, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
+        """Input format as in torchmetrics, without syncs: thresholded labels, ``(N, C, -1)``, ignored -> -1."""
+        violations: dict[str, Tensor] = {}
+        if self.validate_args:
+            self._check_shapes(preds, target, samplewise)
+        preds = self._labels(preds, violations)
+        preds = preds.reshape(*preds.shape[:2], -1)
+        target = target.reshape(*target.shape[:2], -1)
+        ignored = None
+        if self.ignore_index is not None:
+            ignored = target == self.ignore_index
+            # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
+            target = target.masked_fill(ignored, -1)
+        return preds, target, ignored, violations
+
+
+class _SyncFreeMultilabelStatScores(_MultilabelChecks):
+    """Sync-free ``update`` of torchmetrics' ``MultilabelStatScores`` family (states ``tp, fp, tn, fn``)."""
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+        samplewise = self.multidim_average == "samplewise"
+        preds, target, ignored, violations = self._format(preds, target, samplewise)
+        dim: int | tuple[int, int] = -1 if samplewise else (0, -1)
+        if not samplewise and preds.ndim == target.ndim == 3 and preds.shape[-1] == target.shape[-1] == 1:
+            # (N, C) inputs: a reduction over one dimension is faster than over (0, -1) with a trailing 1.
+            preds, target, dim = preds.squeeze(-1), target.squeeze(-1), 0
+        tp, fp, tn, fn, binary_count = stat_counts(preds, target, dim)
+        if self.validate_args:
+            violations[INVALID_TARGET] = targets_outside(binary_count, target, ignored)
+        if samplewise:  # torchmetrics squeezes: a batch of one sample gives (C,) statistics
+            tp, fp, tn, fn = tp.squeeze(), fp.squeeze(), tn.squeeze(), fn.squeeze()
+        elif tp.shape != (self.num_labels,):
+            # Malformed input let through by validate_args=False: torchmetrics adds it to its (C,) states with
+            # broadcasting (or fails there), which forward's batch value must see too.
+            zeros = torch.zeros(self.num_labels, dtype=tp.dtype, device=tp.device)
+            tp, fp, tn, fn = zeros + tp, zeros + fp, zeros + tn, zeros + fn
+        return (tp, fp, tn, fn), violations
+
+
+class MultilabelStatScores(_SyncFreeMultilabelStatScores, tm.MultilabelStatScores):
+    """``[tp, fp, tn, fn, support]`` per label; ``torchmetrics.classification.MultilabelStatScores`` without syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelStatScores(num_labels=3, average="micro")
+        >>> metric(torch.tensor([[0.11, 0.22, 0.84], [0.73, 0.33, 0.92]]), torch.tensor([[0, 1, 0], [1, 0, 1]]))
+        tensor([2, 1, 2, 1, 3])
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class MultilabelAccuracy(_SyncFreeMultilabelStatScores, tm.MultilabelAccuracy):
+    """Multilabel accuracy; ``torchmetrics.classification.MultilabelAccuracy`` without host syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelAccuracy(num_labels=3)
+        >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.6667)
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class MultilabelPrecision(_SyncFreeMultilabelStatScores, tm.MultilabelPrecision):
+    """Multilabel precision; ``torchmetrics.classification.MultilabelPrecision`` without host syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelPrecision(num_labels=3, average="micro")
+        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.5000)
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class MultilabelRecall(_SyncFreeMultilabelStatScores, tm.MultilabelRecall):
+    """Multilabel recall; ``torchmetrics.classification.MultilabelRecall`` without host syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelRecall(num_labels=3, average="micro")
+        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.6667)
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class MultilabelFBetaScore(_SyncFreeMultilabelStatScores, tm.MultilabelFBetaScore):
+    """Multilabel F-beta score; ``torchmetrics.classification.MultilabelFBetaScore`` without host syncs.
+
+    Args:
+        beta: weight of recall against precision.
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        zero_division: value returned for 0/0 (0 or 1).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelFBetaScore(beta=2.0, num_labels=3, average="micro")
+        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.6250)
+    """
+
+    def __init__(
+        self,
+        beta: float,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        zero_division: float = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            beta,
+            num_labels,
+            threshold,
+            average,
+            multidim_average,
+            ignore_index,
+            validate_args,
+            zero_division,
+            **kwargs,
+        )
+        self._init_sync_free()
+
+
+class MultilabelF1Score(_SyncFreeMultilabelStatScores, tm.MultilabelF1Score):
+    """Multilabel F1 score; ``torchmetrics.classification.MultilabelF1Score`` without host syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        zero_division: value returned for 0/0 (0 or 1).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelF1Score(num_labels=3)
+        >>> metric(torch.tensor([[2.0, -1.0, 0.5], [-2.0, 1.5, -0.5]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        tensor(0.5556)
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        zero_division: float = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            num_labels, threshold, average, multidim_average, ignore_index, validate_args, zero_division, **kwargs
+        )
+        self._init_sync_free()
+
+
+class MultilabelSpecificity(_SyncFreeMultilabelStatScores, tm.MultilabelSpecificity):
+    """Multilabel specificity; ``torchmetrics.classification.MultilabelSpecificity`` without host syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelSpecificity(num_labels=3, average="micro")
+        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.3333)
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class MultilabelHammingDistance(_SyncFreeMultilabelStatScores, tm.MultilabelHammingDistance):
+    """Multilabel Hamming distance; ``torchmetrics.classification.MultilabelHammingDistance`` without host syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelHammingDistance(num_labels=3, average="micro")
+        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.5000)
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class MultilabelNegativePredictiveValue(_SyncFreeMultilabelStatScores, tm.MultilabelNegativePredictiveValue):
+    """Multilabel negative predictive value; torchmetrics' ``MultilabelNegativePredictiveValue`` without host syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelNegativePredictiveValue(num_labels=3, average="micro")
+        >>> metric.update(torch.tensor([[1, 1, 0], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.3333)
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        average: Average = "macro",
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+
+class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
+    """Share of samples with every label right; ``torchmetrics.classification.MultilabelExactMatch`` without syncs.
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
+        ignore_index: target value that does not count (an ignored label counts as right, as in torchmetrics).
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelExactMatch(num_labels=3)
+        >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        >>> metric.compute()
+        tensor(0.5000)
+    """
+
+    _stat_states = ("correct", "total")
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        multidim_average: MultidimAverage = "global",
+        ignore_index: Optional[int] = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, multidim_average, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+        samplewise = self.multidim_average == "samplewise"
+        preds, target, ignored, violations = self._format(preds, target, samplewise)
+        if self.validate_args:
+            violations[INVALID_TARGET] = not_binary(target, ignored)
+        if ignored is not None:
+            # torchmetrics' _multilabel_exact_match_update: an ignored (-1) target takes the prediction's value.
+            target = torch.where(target == -1, preds.long(), target)
+        if not samplewise:
+            preds = torch.movedim(preds, 1, -1).reshape(-1, self.num_labels)
+            target = torch.movedim(target, 1, -1).reshape(-1, self.num_labels)
+        correct = ((preds == target).sum(1) == self.num_labels).sum(dim=-1)
+        # torchmetrics builds this count with torch.tensor(n, device=...), a host-to-device copy; a fill kernel is not.
+        total = torch.full((), preds.shape[2 if samplewise else 0], dtype=torch.long, device=correct.device)
+        return (correct, total), violations
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """As torchmetrics' ``forward``: accumulate the batch and return the metric on it alone.
+
+        Args:
+            args: ``preds`` and ``target``, as for ``update``.
+            kwargs: as for ``update``.
+
+        Returns:
+            The exact match of this batch.
+
+        Example:
+            >>> import torch
+            >>> MultilabelExactMatch(num_labels=2)(torch.tensor([[1, 0], [1, 1]]), torch.tensor([[1, 0], [0, 1]]))
+            tensor(0.5000)
+        """
+        self.__dict__["_in_forward"] = True
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            self.__dict__["_in_forward"] = False
+
+    def _merge_stats(self, stats: tuple) -> None:
+        if self.multidim_average != "samplewise":
+            super()._merge_stats(stats)
+            return
+        (correct, total), violations = stats
+        self.correct.append(correct)
+        # torchmetrics' samplewise "total" (a "mean" state) is the last batch's per-sample element count after
+        # update(), and forward() merges it as torchmetrics merges "mean" states: a float running mean over calls.
+        if self.__dict__.get("_in_forward", False):
+            count = self._update_count
+            total = ((count - 1) * self.total + total).float() / count
+        self.total = total
+        for name, violated in violations.items():
+            self._record_violation(name, violated)
+
+
+class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix):
+    """One 2x2 confusion matrix per label; ``torchmetrics.classification.MultilabelConfusionMatrix`` without syncs.
+
+    The bins are added with ``scatter_add_`` instead of ``bincount``; entries whose target is ignored, or whose target
+    or label is neither 0 nor 1, get weight 0 (with ``validate_args=True`` the latter make ``compute()`` raise).
+
+    Args:
+        num_labels: number of labels.
+        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
+        ignore_index: target value that does not count.
+        normalize: ``None``/``"none"``, ``"true"``, ``"pred"`` or ``"all"``, as in torchmetrics.
+        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
+        kwargs: torchmetrics ``Metric`` keyword arguments.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelConfusionMatrix(num_labels=2)
+        >>> metric.update(torch.tensor([[0.9, 0.1], [0.2, 0.7]]), torch.tensor([[1, 0], [0, 0]]))
+        >>> metric.compute()
+        tensor([[[1, 0],
+                 [0, 1]],
+        <BLANKLINE>
+                [[1, 1],
+                 [0, 0]]])
+    """
+
+    _stat_states = ("confmat",)
+
+    def __init__(
+        self,
+        num_labels: int,
+        threshold: float = 0.5,
+        ignore_index: Optional[int] = None,
+        normalize: Normalize = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(num_labels, threshold, ignore_index, normalize, validate_args, **kwargs)
+        self._init_sync_free()
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+        num_labels = self.num_labels
+        violations: dict[str, Tensor] = {}
+        if self.validate_args:
+            _check_same_shape(preds, target)
+            if preds.shape[1] != num_labels:
+                raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
+        preds_bad = None
+        if not preds.is_floating_point() and preds.dtype != torch.bool:
+            preds_bad = not_binary(preds)
+            if self.validate_args:
+                violations[INVALID_PREDS] = preds_bad
+        preds = self._labels(preds, {})
+        preds = torch.movedim(preds, 1, -1).reshape(-1, num_labels)
+        target = torch.movedim(target, 1, -1).reshape(-1, num_labels)
+        target_bad = not_binary(target)
+        valid = torch.logical_not(target_bad)
+        if self.ignore_index is not None:
+            ignored = target == self.ignore_index
+            target_bad &= torch.logical_not(ignored)
+            valid &= torch.logical_not(ignored)
+        if self.validate_args:
+            violations[INVALID_TARGET] = target_bad
+        if preds_bad is not None:
+            valid &= torch.logical_not(torch.movedim(preds_bad, 1, -1).reshape(-1, num_labels))
+        # Bin 4 * label + 2 * target + pred, as torchmetrics; dropped entries go to bin 0 with weight 0, so no index is
+        # ever out of range whatever the values (torchmetrics' negative sentinel wraps around for unsigned targets).
+        offsets = torch.arange(0, 4 * num_labels, 4, device=preds.device)
+        bins = torch.where(valid, 2 * target + preds + offsets, 0).long().flatten()
+        confmat = torch.zeros(4 * num_labels, dtype=torch.long, device=bins.device)
+        confmat.scatter_add_(0, bins, valid.flatten().long())
+        return (confmat.view(num_labels, 2, 2),), violations
+
+    def _batch_value(self, stats: tuple | None) -> Tensor:
+        return normalize_confmat(stats[0][0], self.normalize)
