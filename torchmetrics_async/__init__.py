@@ -20,17 +20,41 @@ from torchmetrics_async.aggregation import (
     RunningSum,
     SumMetric,
 )
+from torchmetrics_async.classification.tasks import (
+    Accuracy,
+    ConfusionMatrix,
+    ExactMatch,
+    F1Score,
+    FBetaScore,
+    HammingDistance,
+    NegativePredictiveValue,
+    Precision,
+    Recall,
+    Specificity,
+    StatScores,
+)
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 
 __all__ = [
+    "Accuracy",
     "CatMetric",
+    "ConfusionMatrix",
+    "ExactMatch",
+    "F1Score",
+    "FBetaScore",
+    "HammingDistance",
     "MaxMetric",
     "MeanMetric",
     "MetricCollection",
     "MinMetric",
+    "NegativePredictiveValue",
+    "Precision",
+    "Recall",
     "RunningMean",
     "RunningSum",
+    "Specificity",
+    "StatScores",
     "SumMetric",
     "accelerate",
     "is_patched",

@@ -1,0 +1,175 @@
+"""Task wrappers (``Accuracy(task=...)``, ...) that return the accelerated task metric.
+
+Each wrapper subclasses the torchmetrics wrapper of the same name, whose ``__new__`` returns a task-specific instance
+(``BinaryAccuracy``, ``MulticlassAccuracy``, ``MultilabelAccuracy``). Ours lets torchmetrics build that instance, with
+torchmetrics' own argument handling and errors, then converts it in place with :func:`torchmetrics_async.accelerate`.
+Under :func:`torchmetrics_async.patch` torchmetrics' wrappers already build accelerated instances: they look the task
+classes up in their module's globals, which ``patch()`` rebinds.
+
+Example:
+    >>> import torchmetrics
+    >>> from torchmetrics_async.classification.tasks import Accuracy
+    >>> metric = Accuracy(task="binary")
+    >>> type(metric).__module__, isinstance(metric, torchmetrics.classification.BinaryAccuracy)
+    ('torchmetrics_async.classification.binary', True)
+"""
+
+import inspect
+from typing import Any
+
+import torchmetrics
+
+from torchmetrics_async._torchmetrics import Metric
+
+__all__ = [
+    "Accuracy",
+    "ConfusionMatrix",
+    "ExactMatch",
+    "F1Score",
+    "FBetaScore",
+    "HammingDistance",
+    "NegativePredictiveValue",
+    "Precision",
+    "Recall",
+    "Specificity",
+    "StatScores",
+]
+
+
+class _AcceleratedTaskWrapper:
+    """``__new__``: torchmetrics' wrapper builds the task metric, :func:`accelerate` converts it in place."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Same constructor arguments as the torchmetrics wrapper, for help() and inspect.signature().
+        wrapper = next(base for base in cls.__mro__ if base.__module__.startswith("torchmetrics."))
+        cls.__signature__ = inspect.signature(wrapper)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Metric:
+        metric = super().__new__(cls, *args, **kwargs)
+        # Imported here: torchmetrics_async.accelerate registers this module's classes when it is imported.
+        from torchmetrics_async.accelerate import accelerate
+
+        return accelerate(metric)
+
+
+class StatScores(_AcceleratedTaskWrapper, torchmetrics.StatScores):
+    """``torchmetrics.StatScores`` returning the accelerated ``BinaryStatScores``/``Multiclass...``/``Multilabel...``.
+
+    Example:
+        >>> import torch
+        >>> metric = StatScores(task="multilabel", num_labels=3)
+        >>> type(metric).__name__, metric(torch.tensor([[1, 0, 1]]), torch.tensor([[1, 1, 1]]))
+        ('MultilabelStatScores', tensor([2, 0, 0, 1, 3]))
+    """
+
+
+class Accuracy(_AcceleratedTaskWrapper, torchmetrics.Accuracy):
+    """``torchmetrics.Accuracy`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = Accuracy(task="binary")
+        >>> metric(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
+        tensor(0.7500)
+    """
+
+
+class Precision(_AcceleratedTaskWrapper, torchmetrics.Precision):
+    """``torchmetrics.Precision`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = Precision(task="binary")
+        >>> metric(torch.tensor([1, 1, 0, 1]), torch.tensor([1, 0, 0, 1]))
+        tensor(0.6667)
+    """
+
+
+class Recall(_AcceleratedTaskWrapper, torchmetrics.Recall):
+    """``torchmetrics.Recall`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = Recall(task="multilabel", num_labels=3, average="micro")
+        >>> metric(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        tensor(0.6667)
+    """
+
+
+class FBetaScore(_AcceleratedTaskWrapper, torchmetrics.FBetaScore):
+    """``torchmetrics.FBetaScore`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = FBetaScore(task="binary", beta=2.0)
+        >>> metric(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
+        tensor(0.5000)
+    """
+
+
+class F1Score(_AcceleratedTaskWrapper, torchmetrics.F1Score):
+    """``torchmetrics.F1Score`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = F1Score(task="multilabel", num_labels=3)
+        >>> metric(torch.tensor([[2.0, -1.0, 0.5], [-2.0, 1.5, -0.5]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        tensor(0.6667)
+    """
+
+
+class Specificity(_AcceleratedTaskWrapper, torchmetrics.Specificity):
+    """``torchmetrics.Specificity`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = Specificity(task="binary")
+        >>> metric(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
+        tensor(0.6667)
+    """
+
+
+class HammingDistance(_AcceleratedTaskWrapper, torchmetrics.HammingDistance):
+    """``torchmetrics.HammingDistance`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = HammingDistance(task="binary")
+        >>> metric(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
+        tensor(0.2500)
+    """
+
+
+class NegativePredictiveValue(_AcceleratedTaskWrapper, torchmetrics.NegativePredictiveValue):
+    """``torchmetrics.NegativePredictiveValue`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = NegativePredictiveValue(task="binary")
+        >>> metric(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
+        tensor(0.6667)
+    """
+
+
+class ExactMatch(_AcceleratedTaskWrapper, torchmetrics.ExactMatch):
+    """``torchmetrics.ExactMatch`` returning the accelerated task metric (torchmetrics has no binary exact match).
+
+    Example:
+        >>> import torch
+        >>> metric = ExactMatch(task="multilabel", num_labels=3)
+        >>> metric(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        tensor(0.5000)
+    """
+
+
+class ConfusionMatrix(_AcceleratedTaskWrapper, torchmetrics.ConfusionMatrix):
+    """``torchmetrics.ConfusionMatrix`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = ConfusionMatrix(task="binary")
+        >>> metric(torch.tensor([0.35, 0.85, 0.48, 0.01]), torch.tensor([1, 1, 0, 0]))
+        tensor([[2, 0],
+                [1, 1]])
+    """
