@@ -31,10 +31,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import numbers
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -69,6 +70,7 @@ __all__ = [
     "reduce_mean",
     "reduce_min",
     "reduce_sum",
+    "sync_context",
     "sync_metrics",
     "sync_states",
 ]
@@ -1153,6 +1155,49 @@ def _syncs_in_compute(metric: Metric) -> bool:
     )
 
 
+@contextlib.contextmanager
+def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
+    """Compute many metrics on states synced in one fused round: ``compute()`` inside the block does not sync again.
+
+    On entry, every metric whose ``compute()`` would sync now (``sync_on_compute``, no cached value, distributed,
+    torchmetrics' default ``dist_sync_fn``; not wrappers such as ``Running``, which sync inside) is synced, fused, as
+    ``sync()`` syncs it. Inside, their ``compute()`` uses the synced states and restores the local ones afterwards,
+    as torchmetrics' compute does; on exit every metric still synced is restored. Other metrics keep torchmetrics'
+    behaviour. A ``MetricCollection`` from :func:`~torchmetrics_async.accelerate` does this in ``compute()``.
+
+    Args:
+        metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
+        process_group: the group for all of them (``None``: each metric's ``process_group``, else the world).
+
+    Yields:
+        Nothing; compute inside the block.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric, MaxMetric
+        >>> metrics = {"loss": MeanMetric(), "peak": MaxMetric()}
+        >>> for metric in metrics.values():
+        ...     metric.update(torch.tensor([1.0, 3.0]))
+        >>> with sync_context(metrics):
+        ...     values = {name: metric.compute() for name, metric in metrics.items()}
+        >>> values
+        {'loss': tensor(2.), 'peak': tensor(3.)}
+    """
+    members = [metric for metric in _collect_metrics(metrics, {}).values() if _syncs_in_compute(metric)]
+    previous = [(metric, metric._to_sync) for metric in members]
+    try:
+        if members:
+            _start_metric_sync(members, process_group, async_op=False).wait()
+        for metric in members:
+            metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
+        yield
+    finally:
+        for metric, to_sync in previous:
+            metric._to_sync = to_sync
+            if metric._is_synced and metric._should_unsync:  # not computed, or its compute raised before unsync
+                metric.unsync()
+
+
 class _FusedSyncCollection:
     """``compute()`` syncs every member that would sync in one fused round, then computes each on synced states."""
 
@@ -1174,20 +1219,8 @@ class _FusedSyncCollection:
             >>> collection.compute()
             {'mean': tensor(1.5000), 'sum': tensor(3.)}
         """
-        members = [metric for metric in self.values(copy_state=False) if _syncs_in_compute(metric)]
-        if not members:
+        with sync_context(self):
             return super().compute()
-        previous = [(metric, metric._to_sync) for metric in members]
-        try:
-            _start_metric_sync(members, None, async_op=False).wait()
-            for metric in members:
-                metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
-            return super().compute()
-        finally:
-            for metric, to_sync in previous:
-                metric._to_sync = to_sync
-                if metric._is_synced and metric._should_unsync:  # a member's compute raised before its unsync
-                    metric.unsync()
 
 
 class MetricCollection(_FusedSyncCollection, _TorchMetricsCollection):

@@ -314,6 +314,20 @@ def collection(rank: int, world_size: int) -> dict[str, Any]:
     ours.update(torch.tensor(float(rank + 1)))
     with count_collectives() as our_count:
         out["options"] = {"ours": ours.compute(), "calls": calls, "our_count": our_count.as_dict()}
+    # A plain dict of metrics: fused.sync_context syncs them in one round for the computes inside.
+    metrics = {"mean": tma.MeanMetric(), "cat": tma.CatMetric(), "max": torchmetrics.MaxMetric()}
+    twins = {"mean": torchmetrics.MeanMetric(), "cat": torchmetrics.CatMetric(), "max": torchmetrics.MaxMetric()}
+    for batch in batches(rank):
+        for metric in (*metrics.values(), *twins.values()):
+            metric.update(batch)
+    with count_collectives() as our_count, fused.sync_context(metrics):
+        got = {name: metric.compute() for name, metric in metrics.items()}
+    out["dict"] = {
+        "ours": got,
+        "theirs": {name: metric.compute() for name, metric in twins.items()},
+        "our_count": our_count.as_dict(),
+        "synced after": [metric._is_synced for metric in metrics.values()],
+    }
     return out
 
 

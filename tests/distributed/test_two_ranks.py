@@ -141,6 +141,16 @@ def test_collection_keeps_sync_on_compute_and_user_dist_sync_fn(ranks):
         assert options["our_count"] == {"all_reduce": 1, "barrier": 2, "all_gather": 2}
 
 
+def test_sync_context_computes_a_dict_of_metrics_on_one_fused_sync(ranks):
+    for rank, results in enumerate(scenario(ranks, "collection")):
+        result = results["dict"]
+        assert_same(result["ours"], result["theirs"], f"rank {rank}")
+        # mean + the flags of mean and cat (counted in the sum buffer), max (a plain torchmetrics metric) in its own
+        # buffer; cat's values and keep-masks in the two gathers
+        assert result["our_count"] == {"all_reduce": 2, "all_gather_single": 2}
+        assert result["synced after"] == [False, False, False]
+
+
 def test_deferred_nan_error_on_one_rank_raises_on_every_rank(ranks):
     for results in scenario(ranks, "nan_error"):
         assert results["metric"] == "Encountered `nan` values in tensor"
