@@ -10,11 +10,24 @@ Example:
     'Encountered `nan` values in tensor'
 """
 
+from torch import Tensor
 from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.collections import MetricCollection
+from torchmetrics.functional.classification.accuracy import _accuracy_reduce
+from torchmetrics.functional.classification.confusion_matrix import _multiclass_confusion_matrix_format
+from torchmetrics.functional.classification.f_beta import _fbeta_reduce
+from torchmetrics.functional.classification.hamming import _hamming_distance_reduce
+from torchmetrics.functional.classification.negative_predictive_value import _negative_predictive_value_reduce
+from torchmetrics.functional.classification.precision_recall import _precision_recall_reduce
+from torchmetrics.functional.classification.specificity import _specificity_reduce
+from torchmetrics.functional.classification.stat_scores import (
+    _multiclass_stat_scores_format,
+    _multiclass_stat_scores_tensor_validation,
+)
 from torchmetrics.metric import Metric, jit_distributed_available
 from torchmetrics.utilities import rank_zero_warn
 from torchmetrics.utilities.checks import _check_same_shape
+from torchmetrics.utilities.compute import _safe_divide
 from torchmetrics.utilities.data import (
     _squeeze_if_scalar,
     dim_zero_cat,
@@ -135,11 +148,106 @@ def label_preds_values_message(quoted: bool) -> str:
     )
 
 
+# Restated from torchmetrics.functional.classification.stat_scores/confusion_matrix (multiclass tensor validation): the
+# shape checks, which stay eager (ValueError) because they read only metadata. The value checks behind them count the
+# unique values (a host read in update); multiclass_values_message words their deferred replacement.
+MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE = (
+    "If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes."
+)
+
+
+def multiclass_shape_validation(
+    preds: Tensor,
+    target: Tensor,
+    num_classes: int | None,
+    multidim_average: str = "global",
+    confusion_matrix: bool = False,
+) -> None:
+    """Run torchmetrics' multiclass tensor validation without its value checks: same errors, same order.
+
+    Args:
+        preds: the predictions.
+        target: the targets.
+        num_classes: the metric's ``num_classes`` (``None``: not checked against ``preds.shape[1]``).
+        multidim_average: the metric's ``multidim_average`` (``"samplewise"`` needs extra dimensions).
+        confusion_matrix: word the errors as ``MulticlassConfusionMatrix`` does instead of the stat scores.
+
+    Raises:
+        ValueError: where torchmetrics raises it, with its message.
+
+    Example:
+        >>> import torch
+        >>> multiclass_shape_validation(torch.rand(4, 3), torch.tensor([0, 1, 2, 0]), num_classes=3)
+        >>> try:
+        ...     multiclass_shape_validation(torch.rand(4, 2), torch.tensor([0, 1, 2, 0]), num_classes=3)
+        ... except ValueError as err:
+        ...     print(err)
+        If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes.
+    """
+    extra_dim = preds.ndim == target.ndim + 1
+    if extra_dim and preds.is_floating_point() and num_classes is not None and preds.shape[1] != num_classes:
+        raise ValueError(MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE)
+    if confusion_matrix and preds.ndim == target.ndim and preds.shape != target.shape:
+        # MulticlassConfusionMatrix gives ValueError two arguments (the message prints as a tuple); kept as it is.
+        raise ValueError(
+            "The `preds` and `target` should have the same shape,",
+            f" got `preds` with shape={preds.shape} and `target` with shape={target.shape}.",
+        )
+    # num_classes=None skips the unique-value counts (host reads): what is left are the shape checks.
+    _multiclass_stat_scores_tensor_validation(preds, target, None, multidim_average)
+
+
+def multiclass_values_message(name: str, num_classes: int, ignore_index: int | None) -> str:
+    """The multiclass "unique values" error, deferred to ``compute()``.
+
+    torchmetrics counts the unique values of ``target`` (and of label ``preds``) and prints them, a host read in
+    ``update``; the deferred check tests the range instead and names it, keeping the rest of the wording.
+
+    Args:
+        name: ``"target"`` or ``"preds"``.
+        num_classes: the number of classes the values index.
+        ignore_index: the metric's ``ignore_index``.
+
+    Returns:
+        The message.
+
+    Example:
+        >>> multiclass_values_message("target", 3, -1)
+        'Detected more unique values in `target` than expected. Expected only values in {0, ..., 2} or the \
+`ignore_index` -1 but found other values in `target`.'
+    """
+    allowed = "{0}" if num_classes == 1 else f"{{0, ..., {num_classes - 1}}}"
+    if name == "target" and ignore_index is not None and not 0 <= ignore_index < num_classes:
+        allowed += f" or the `ignore_index` {ignore_index}"
+    where = " where `target` is not `ignore_index`" if name == "preds" and ignore_index is not None else ""
+    return (
+        f"Detected more unique values in `{name}` than expected. Expected only values in {allowed}{where} but found"
+        f" other values in `{name}`."
+    )
+
+
+def confusion_matrix_nan_message(count: int) -> str:
+    """Return the warning torchmetrics gives when normalizing a confusion matrix produced NaNs (set to zero).
+
+    Args:
+        count: how many entries were NaN.
+
+    Returns:
+        The message, as ``_confusion_matrix_reduce`` words it.
+
+    Example:
+        >>> confusion_matrix_nan_message(2)
+        '2 NaN values found in confusion matrix have been replaced with zeros.'
+    """
+    return f"{count} NaN values found in confusion matrix have been replaced with zeros."
+
+
 __all__ = [
     "ALREADY_SYNCED_MESSAGE",
     "BINARY_SAMPLEWISE_NDIM_MESSAGE",
     "DEVICE_MISMATCH_MARKER",
     "FORWARD_WHILE_SYNCED_MESSAGE",
+    "MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE",
     "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
     "NAN_ERROR_MESSAGE",
     "NAN_WARN_MESSAGE",
@@ -148,9 +256,20 @@ __all__ = [
     "MetricCollection",
     "Running",
     "TorchMetricsUserError",
+    "_accuracy_reduce",
     "_check_same_shape",
+    "_fbeta_reduce",
+    "_hamming_distance_reduce",
+    "_multiclass_confusion_matrix_format",
+    "_multiclass_stat_scores_format",
+    "_multiclass_stat_scores_tensor_validation",
+    "_negative_predictive_value_reduce",
+    "_precision_recall_reduce",
+    "_safe_divide",
+    "_specificity_reduce",
     "_squeeze_if_scalar",
     "binary_target_values_message",
+    "confusion_matrix_nan_message",
     "device_mismatch_message",
     "dim_zero_cat",
     "dim_zero_max",
@@ -160,6 +279,8 @@ __all__ = [
     "gather_all_tensors",
     "jit_distributed_available",
     "label_preds_values_message",
+    "multiclass_shape_validation",
+    "multiclass_values_message",
     "num_labels_mismatch_message",
     "rank_zero_warn",
 ]
