@@ -92,6 +92,16 @@ def as_index(labels: Tensor, num_classes: int) -> Tensor:
     return labels.clamp(0, num_classes - 1)
 
 
+def ones_like_index(index: Tensor) -> Tensor:
+    """Weight 1 for every entry of a 1-D index: one element expanded (no batch-sized allocation).
+
+    Example:
+        >>> ones_like_index(torch.tensor([3, 1, 2])).tolist()
+        [1, 1, 1]
+    """
+    return torch.ones((), dtype=torch.long, device=index.device).expand(index.shape)
+
+
 def top_k_labels(preds: Tensor, target: Tensor, top_k: int) -> Tensor:
     """The label torchmetrics' top-k one-hot form counts: the target where it is among the top k scores, else the top 1.
 
@@ -147,7 +157,7 @@ def class_counts(
     target = target.reshape(-1)
     preds = preds.reshape(-1)
     if keep is None:
-        weight = torch.ones(target.shape, dtype=torch.long, device=target.device)
+        weight = ones_like_index(target)
         kept: Tensor | int = m if samplewise else n * m
     else:
         weight = keep.reshape(-1).long()
@@ -809,7 +819,7 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
             if label_preds:
                 violations[INVALID_PREDS] = outside(preds, preds_index, num_classes, keep)
         bins = target_index * num_classes + preds_index
-        weight = torch.ones(bins.shape, dtype=torch.long, device=bins.device) if keep is None else keep.long()
+        weight = ones_like_index(bins) if keep is None else keep.long()
         # Sparse statistics: update adds them into the state (no num_classes**2 batch matrix to fill and add).
         return ((bins, weight),), violations
 
