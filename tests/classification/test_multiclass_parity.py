@@ -408,6 +408,25 @@ def test_confusion_matrix_edge_table(config: dict[str, Any]) -> None:
         compare("MulticlassConfusionMatrix", {"num_classes": 4, **config}, _three_steps(*batch))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("MulticlassStatScores", {"average": None}),
+        ("MulticlassStatScores", {"average": "micro", "multidim_average": "samplewise"}),
+        ("MulticlassAccuracy", {"top_k": 2}),
+        ("MulticlassExactMatch", {}),
+        ("MulticlassConfusionMatrix", {}),
+        ("MulticlassConfusionMatrix", {"normalize": "all"}),
+    ],
+)
+def test_set_dtype_matches_torchmetrics(name: str, kwargs: dict[str, Any], dtype: torch.dtype) -> None:
+    reference, accelerated = make_pair(name, {"num_classes": 4, **kwargs})
+    reference.set_dtype(dtype)
+    accelerated.set_dtype(dtype)
+    assert run_pair(reference, accelerated, _three_steps(*EDGE_BATCHES["extra-dims"])) == "ok"
+
+
 def test_confusion_matrix_0_dim_inputs() -> None:
     assert (
         compare("MulticlassConfusionMatrix", {"num_classes": 3}, [("forward", torch.tensor(1), torch.tensor(2))])

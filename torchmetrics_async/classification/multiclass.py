@@ -269,6 +269,18 @@ class _SyncFreeMulticlass(SyncFreeClassification):
     def _keep(self, target: Tensor) -> Tensor | None:
         return None if self.ignore_index is None else target != self.ignore_index
 
+    def _batch_value(self, stats: tuple | None) -> Any:
+        # torchmetrics computes the batch value from fresh states, which set_dtype() may have made floating point.
+        values, violations = stats
+        state = self.__dict__
+        values = tuple(
+            value.to(state[name].dtype)
+            if isinstance(state[name], Tensor) and isinstance(value, Tensor) and value.dtype != state[name].dtype
+            else value
+            for name, value in zip(self._stat_states, values, strict=True)
+        )
+        return super()._batch_value((values, violations))
+
 
 class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
     """Sync-free ``update`` of torchmetrics' ``MulticlassStatScores`` family (states ``tp, fp, tn, fn``)."""
@@ -835,8 +847,9 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
     def _batch_value(self, stats: tuple | None) -> Tensor:
         ((bins, weight),), _ = stats
         num_classes = self.num_classes
-        confmat = torch.zeros(num_classes * num_classes, dtype=torch.long, device=bins.device)
-        confmat.index_add_(0, bins, weight)
+        dtype = self.confmat.dtype  # long, unless set_dtype() changed it (torchmetrics' batch matrix follows)
+        confmat = torch.zeros(num_classes * num_classes, dtype=dtype, device=bins.device)
+        confmat.index_add_(0, bins, weight if weight.dtype == dtype else weight.to(dtype))
         return normalize_confmat(confmat.view(num_classes, num_classes), self.normalize)[0]
 
     def compute(self) -> Tensor:
