@@ -21,6 +21,7 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_WARN_MESSAGE, rank_zero_warn
 
 __all__ = [
+    "DEFERRED_RAISE_OWNED",
     "NAN_FLAG_STATE",
     "NAN_KEPT_STATE",
     "DeferredNanFlag",
@@ -35,6 +36,11 @@ NanStrategy = Union[Literal["error", "warn", "ignore", "disable"], float]
 NAN_FLAG_STATE = "nan_seen"
 #: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"`` (bool, concatenated).
 NAN_KEPT_STATE = "nan_kept"
+#: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the deferred flags unread
+#: (:meth:`DeferredNanFlag._raise_deferred_nan` and ``DeferredChecks._raise_deferred_checks`` return at once) and
+#: whoever set it reads the flag states and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it
+#: computes off the critical path, where reading a flag would make the host wait for the device.
+DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
 
 
 def apply_nan_strategy(
@@ -156,6 +162,8 @@ class DeferredNanFlag:
 
     def _raise_deferred_nan(self) -> None:
         """Raise or warn, with torchmetrics' message, if a NaN was recorded (one host read of the flag)."""
+        if self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            return
         if self.nan_strategy not in ("error", "warn") or not bool(getattr(self, NAN_FLAG_STATE)):
             return
         if self.nan_strategy == "error":

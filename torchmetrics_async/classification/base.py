@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
+from torchmetrics_async.nan import DEFERRED_RAISE_OWNED
 
 __all__ = ["DeferredChecks", "SyncFreeClassification"]
 
@@ -69,9 +70,12 @@ class DeferredChecks:
             getattr(self, name).logical_or_(violated if violated.dim() == 0 else violated.any())
 
     def _raise_deferred_checks(self) -> None:
-        """Raise the first violated check's message; reads every flag in one host transfer."""
+        """Raise the first violated check's message; reads every flag in one host transfer.
+
+        Skipped when the ``DEFERRED_RAISE_OWNED`` attribute is set (see :mod:`torchmetrics_async.nan`).
+        """
         messages = self.__dict__.get("_check_messages")
-        if not messages:
+        if not messages or self.__dict__.get(DEFERRED_RAISE_OWNED, False):
             return
         names = list(messages)
         violated = torch.stack([getattr(self, name) for name in names]).tolist()
