@@ -15,6 +15,7 @@ import torch
 import torchmetrics.classification as tmc
 
 import torchmetrics_async.classification.multiclass as mc
+from torchmetrics_async.nan import DEFERRED_RAISE_OWNED
 from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
 
 C = 4
@@ -164,3 +165,13 @@ def test_the_sanitizer_sees_torchmetrics_syncs(reference: Any, call: Any) -> Non
     metric = reference()
     with pytest.raises(HostSyncError), no_host_sync():
         call(metric)
+
+
+def test_compute_reads_nothing_when_the_caller_owns_the_reads() -> None:
+    """Under AsyncMetricCollector (the DEFERRED_RAISE_OWNED hook) compute() leaves flags and the NaN count unread."""
+    for name, kwargs in [("MulticlassAccuracy", {}), ("MulticlassConfusionMatrix", {"normalize": "true"})]:
+        metric = getattr(mc, name)(num_classes=C, **kwargs)
+        metric.update(torch.randint(0, C, (8,)), torch.randint(0, C, (8,)))
+        metric.__dict__[DEFERRED_RAISE_OWNED] = True
+        with no_host_sync():
+            metric.compute()

@@ -47,6 +47,7 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.classification.base import SyncFreeClassification
+from torchmetrics_async.nan import DEFERRED_RAISE_OWNED
 
 __all__ = [
     "MulticlassAccuracy",
@@ -782,7 +783,8 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
 
     ``update`` adds its entries into the ``num_classes**2`` bins of the state with ``index_add_`` instead of building
     a ``bincount``; ignored entries get weight 0. With ``normalize``, ``compute()`` reads the count of 0/0 entries it
-    warns about (as torchmetrics does); ``forward()``'s batch value is the same matrix without that warning.
+    warns about (as torchmetrics does); ``forward()``'s batch value, and ``compute()`` under
+    ``AsyncMetricCollector``, give the same matrix without that warning (the count would be a host read).
 
     Args:
         num_classes: number of classes.
@@ -870,8 +872,10 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
             return super().compute()  # torchmetrics' ValueError (only reachable with validate_args=False)
         self._raise_deferred_checks()
         confmat, nan_count = normalize_confmat(self.confmat, self.normalize)
-        if nan_count is not None:
-            count = int(nan_count)  # the one read torchmetrics' warning needs (it reads the count too)
+        # The one read torchmetrics' warning needs (it reads the count too); skipped, like the flags, where the
+        # caller owns the host reads (AsyncMetricCollector computes off the critical path and must not wait).
+        if nan_count is not None and not self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            count = int(nan_count)
             if count:
                 rank_zero_warn(confusion_matrix_nan_message(count))
         return confmat
