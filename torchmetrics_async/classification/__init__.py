@@ -1,22 +1,106 @@
 """Sync-free classification metrics with torchmetrics' names (``torchmetrics.classification``).
 
 Example:
-    >>> import torchmetrics_async.classification as classification
-    >>> isinstance(classification.__all__, list)
+    >>> import torch, torchmetrics
+    >>> from torchmetrics_async.classification import MulticlassAccuracy
+    >>> isinstance(MulticlassAccuracy(num_classes=3), torchmetrics.classification.MulticlassAccuracy)
     True
 """
 
-import importlib
+from torchmetrics_async.classification.binary import (
+    BinaryAccuracy,
+    BinaryConfusionMatrix,
+    BinaryF1Score,
+    BinaryFBetaScore,
+    BinaryHammingDistance,
+    BinaryNegativePredictiveValue,
+    BinaryPrecision,
+    BinaryRecall,
+    BinarySpecificity,
+    BinaryStatScores,
+)
+from torchmetrics_async.classification.multiclass import (
+    MulticlassAccuracy,
+    MulticlassConfusionMatrix,
+    MulticlassExactMatch,
+    MulticlassF1Score,
+    MulticlassFBetaScore,
+    MulticlassHammingDistance,
+    MulticlassNegativePredictiveValue,
+    MulticlassPrecision,
+    MulticlassRecall,
+    MulticlassSpecificity,
+    MulticlassStatScores,
+)
+from torchmetrics_async.classification.multilabel import (
+    MultilabelAccuracy,
+    MultilabelConfusionMatrix,
+    MultilabelExactMatch,
+    MultilabelF1Score,
+    MultilabelFBetaScore,
+    MultilabelHammingDistance,
+    MultilabelNegativePredictiveValue,
+    MultilabelPrecision,
+    MultilabelRecall,
+    MultilabelSpecificity,
+    MultilabelStatScores,
+)
+from torchmetrics_async.classification.tasks import (
+    Accuracy,
+    ConfusionMatrix,
+    ExactMatch,
+    F1Score,
+    FBetaScore,
+    HammingDistance,
+    NegativePredictiveValue,
+    Precision,
+    Recall,
+    Specificity,
+    StatScores,
+)
 
-# TEMPORARY while the task modules are being written in parallel: import those that exist. Replaced by explicit
-# imports once binary, multiclass, multilabel and tasks have all landed.
-__all__: list[str] = []
-for _name in ("binary", "multiclass", "multilabel", "tasks"):
-    try:
-        _module = importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _err:
-        if _err.name != f"{__name__}.{_name}":
-            raise
-        continue
-    globals().update({_n: getattr(_module, _n) for _n in _module.__all__})
-    __all__ += _module.__all__
+__all__ = [
+    "Accuracy",
+    "BinaryAccuracy",
+    "BinaryConfusionMatrix",
+    "BinaryF1Score",
+    "BinaryFBetaScore",
+    "BinaryHammingDistance",
+    "BinaryNegativePredictiveValue",
+    "BinaryPrecision",
+    "BinaryRecall",
+    "BinarySpecificity",
+    "BinaryStatScores",
+    "ConfusionMatrix",
+    "ExactMatch",
+    "F1Score",
+    "FBetaScore",
+    "HammingDistance",
+    "MulticlassAccuracy",
+    "MulticlassConfusionMatrix",
+    "MulticlassExactMatch",
+    "MulticlassF1Score",
+    "MulticlassFBetaScore",
+    "MulticlassHammingDistance",
+    "MulticlassNegativePredictiveValue",
+    "MulticlassPrecision",
+    "MulticlassRecall",
+    "MulticlassSpecificity",
+    "MulticlassStatScores",
+    "MultilabelAccuracy",
+    "MultilabelConfusionMatrix",
+    "MultilabelExactMatch",
+    "MultilabelF1Score",
+    "MultilabelFBetaScore",
+    "MultilabelHammingDistance",
+    "MultilabelNegativePredictiveValue",
+    "MultilabelPrecision",
+    "MultilabelRecall",
+    "MultilabelSpecificity",
+    "MultilabelStatScores",
+    "NegativePredictiveValue",
+    "Precision",
+    "Recall",
+    "Specificity",
+    "StatScores",
+]

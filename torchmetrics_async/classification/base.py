@@ -92,8 +92,8 @@ class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
     ``_deferred_checks()`` returns check name -> message for this metric's configuration.
 
     Example:
-        >>> from torchmetrics_async.metric import SyncFreeMixin
-        >>> issubclass(SyncFreeClassification, SyncFreeMixin)
+        >>> from torchmetrics_async.classification import MulticlassAccuracy
+        >>> isinstance(MulticlassAccuracy(num_classes=3), SyncFreeClassification)
         True
     """
 
@@ -122,8 +122,9 @@ class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
             target: targets, as the torchmetrics class accepts them.
 
         Example:
-            >>> SyncFreeClassification._stat_states
-            ('tp', 'fp', 'tn', 'fn')
+            >>> import torch
+            >>> from torchmetrics_async.classification import MulticlassAccuracy
+            >>> MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 2]), torch.tensor([0, 1]))
         """
         self._update_from_stats(preds, target)
 
@@ -156,8 +157,12 @@ class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
             The metric value.
 
         Example:
-            >>> callable(SyncFreeClassification.compute)
-            True
+            >>> import torch
+            >>> from torchmetrics_async.classification import BinaryAccuracy
+            >>> metric = BinaryAccuracy()
+            >>> metric.update(torch.tensor([0.9, 0.1]), torch.tensor([1, 1]))
+            >>> metric.compute()
+            tensor(0.5000)
         """
         self._raise_deferred_checks()
         return super().compute()
