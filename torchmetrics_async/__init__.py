@@ -33,11 +33,13 @@ from torchmetrics_async.classification.tasks import (
     Specificity,
     StatScores,
 )
+from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 
 __all__ = [
     "Accuracy",
+    "AsyncMetricCollector",
     "CatMetric",
     "ConfusionMatrix",
     "ExactMatch",

@@ -1,0 +1,238 @@
+"""AsyncMetricCollector on 2 real gloo ranks: uneven updates, updates while a window is in flight, collectives counted.
+
+One spawn for the module; every rank runs :func:`run_all` (the scenarios below) and each test checks one scenario.
+The expected values are torchmetrics' own: the same per-rank data fed to torchmetrics' classes, computed with
+torchmetrics' sync, window by window.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+import torchmetrics
+
+import torchmetrics_async as ta
+from tests.distributed import harness
+from torchmetrics_async import AsyncMetricCollector
+from torchmetrics_async.testing import count_host_syncs
+
+try:
+    from torchmetrics_async.classification import MulticlassAccuracy
+except ImportError:  # classification is being finished elsewhere
+    MulticlassAccuracy = None
+
+pytestmark = pytest.mark.skipif(
+    not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="needs gloo"
+)
+
+CLASSES = 4
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# What every rank runs
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _data(rank: int, window: int, batches: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(100 * window + rank)
+    return [
+        (
+            torch.randn(3 + rank + i, generator=generator),
+            torch.randint(0, CLASSES, (5,), generator=generator),
+            torch.randint(0, CLASSES, (5,), generator=generator),
+        )
+        for i in range(batches)
+    ]
+
+
+def _members(module: Any) -> dict[str, Any]:
+    members = {"mean": module.MeanMetric(), "sum": module.SumMetric(), "max": module.MaxMetric()}
+    if MulticlassAccuracy is not None:
+        classes = torchmetrics.classification if module is torchmetrics else ta.classification
+        members["acc"] = classes.MulticlassAccuracy(num_classes=CLASSES)
+    return members
+
+
+def _update(collection: Any, batches: list) -> None:
+    for x, preds, target in batches:
+        for name, metric in collection.items(keep_base=True, copy_state=False):
+            if name == "acc":
+                metric.update(preds, target)
+            else:
+                metric.update(x)
+
+
+def _python(tree: Any) -> Any:
+    if isinstance(tree, torch.Tensor):
+        return tree.tolist()
+    if isinstance(tree, dict):
+        return {key: _python(value) for key, value in tree.items()}
+    return tree
+
+
+def _torchmetrics_window(batches: list) -> Any:
+    reference = torchmetrics.MetricCollection(_members(torchmetrics))
+    _update(reference, batches)
+    return _python(reference.compute())  # torchmetrics syncs inside compute()
+
+
+# Uneven updates: batches per rank, per window (a rank may see nothing in a window).
+_COUNTS = ((3, 1), (1, 2), (0, 2))
+
+
+def windows(rank: int, world_size: int) -> dict[str, Any]:
+    live = ta.MetricCollection(_members(ta))
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    data = [_data(rank, window, counts[rank]) for window, counts in enumerate(_COUNTS)]
+    out: dict[str, Any] = {"ours": [], "theirs": [], "schedule": [], "collect": [], "schedule host syncs": []}
+    _update(live, data[0])
+    for window in range(len(_COUNTS)):
+        with harness.count_collectives() as scheduled, count_host_syncs() as syncs:
+            collector.schedule_collection()
+        out["schedule"].append(scheduled.as_dict())
+        out["schedule host syncs"].append(syncs.total)
+        if window + 1 < len(_COUNTS):
+            _update(live, data[window + 1])  # the next window, while this one is in flight
+        with harness.count_collectives() as collected:
+            out["ours"].append(collector.collect_results())
+        out["collect"].append(collected.as_dict())
+    for window in range(len(_COUNTS)):
+        out["theirs"].append(_torchmetrics_window(data[window]))
+    with harness.count_collectives() as theirs:
+        _torchmetrics_window(data[0])
+    out["torchmetrics count"] = theirs.as_dict()
+    return out
+
+
+def checkpoint(rank: int, world_size: int) -> dict[str, Any]:
+    """A window in flight saved, loaded into a fresh collector, collected there: the same results."""
+    live = ta.MetricCollection(_members(ta))
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    _update(live, _data(rank, 7, 2 - rank))
+    collector.schedule_collection()
+    _update(live, _data(rank, 8, 1 + rank))
+    state = collector.state_dict()
+    fresh_live = ta.MetricCollection(_members(ta))
+    fresh = AsyncMetricCollector(fresh_live)
+    fresh.load_state_dict(state)
+    fresh.bind()
+    # every rank finishes the original window first, then the reloaded one: collectives in the same order
+    first = collector.collect_results()
+    reloaded = fresh.collect_results()
+    collector.schedule_collection()
+    fresh.schedule_collection()
+    second = collector.collect_results()
+    reloaded_second = fresh.collect_results()
+    return {"first": first, "reloaded": reloaded, "second": second, "reloaded second": reloaded_second}
+
+
+def list_states(rank: int, world_size: int) -> dict[str, Any]:
+    """List states: the shape exchange is launched at schedule, its host read and the data gather wait for collect."""
+    live = ta.MetricCollection({"cat": ta.CatMetric(), "sum": ta.SumMetric()})
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    values = [torch.arange(3.0 + rank) + 10 * rank, torch.tensor([float(rank)])]
+    for value in values[: 1 + rank]:
+        live.update(value)
+    with harness.count_collectives() as scheduled, count_host_syncs() as syncs:
+        collector.schedule_collection()
+    live.update(torch.tensor(99.0))
+    with harness.count_collectives() as collected:
+        ours = collector.collect_results()
+    reference = torchmetrics.MetricCollection({"cat": torchmetrics.CatMetric(), "sum": torchmetrics.SumMetric()})
+    for value in values[: 1 + rank]:
+        reference.update(value)
+    return {
+        "ours": ours,
+        "theirs": _python(reference.compute()),
+        "schedule": scheduled.as_dict(),
+        "collect": collected.as_dict(),
+        "schedule host syncs": syncs.total,
+    }
+
+
+def nan_error(rank: int, world_size: int) -> dict[str, Any]:
+    """A NaN on rank 1 only: the synced flag makes collect_results() raise on both ranks, torchmetrics' message."""
+    live = ta.MetricCollection({"sum": ta.SumMetric(nan_strategy="error")})
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    live.update(torch.tensor([1.0, math.nan if rank == 1 else 2.0]))
+    collector.schedule_collection()
+    try:
+        collector.collect_results()
+    except RuntimeError as err:
+        return {"error": str(err)}
+    return {"error": None}
+
+
+def run_all(rank: int, world_size: int) -> dict[str, Any]:
+    scenarios = {"windows": windows, "checkpoint": checkpoint, "list_states": list_states, "nan_error": nan_error}
+    return harness.run_scenarios(scenarios, rank, world_size)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The tests
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ranks() -> list[dict[str, Any]]:
+    return harness.run(run_all, world_size=2)
+
+
+def scenario(ranks: list[dict[str, Any]], name: str) -> list[Any]:
+    per_rank = [results[name] for results in ranks]
+    for rank, result in enumerate(per_rank):
+        if isinstance(result, dict) and harness.ERROR in result:
+            pytest.fail(f"scenario {name!r} failed on rank {rank}:\n{result[harness.ERROR]}")
+    return per_rank
+
+
+def _close(got: Any, expected: Any) -> bool:
+    if isinstance(expected, dict):
+        return isinstance(got, dict) and got.keys() == expected.keys() and all(_close(got[k], expected[k]) for k in got)
+    return type(got) is type(expected) and got == pytest.approx(expected, rel=1e-6, abs=1e-6)
+
+
+def test_windows_equal_torchmetrics_computing_the_same_windows(ranks):
+    for rank, results in enumerate(scenario(ranks, "windows")):
+        assert len(results["ours"]) == len(_COUNTS)
+        for window, (ours, theirs) in enumerate(zip(results["ours"], results["theirs"], strict=True)):
+            assert _close(ours, theirs), f"rank {rank} window {window}: {ours} != {theirs}"
+    first, second = (results["ours"] for results in scenario(ranks, "windows"))
+    assert first == second  # every rank gets the global values
+
+
+def test_one_fused_round_per_schedule_without_barrier_and_nothing_at_collect(ranks):
+    for results in scenario(ranks, "windows"):
+        # f32 sums (mean value and weight, sum), f32 max (+ the bool NaN and value-check flags), int64 stat scores
+        expected = {"all_reduce": 3 if MulticlassAccuracy is not None else 2}
+        assert results["schedule"] == [expected] * len(_COUNTS)
+        assert results["collect"] == [{}] * len(_COUNTS)
+        assert results["schedule host syncs"] == [0] * len(_COUNTS)
+        assert results["torchmetrics count"]["barrier"] > 0  # torchmetrics: a barrier and gathers per state
+
+
+def test_window_in_flight_survives_a_checkpoint(ranks):
+    for rank, results in enumerate(scenario(ranks, "checkpoint")):
+        assert results["reloaded"] == results["first"], f"rank {rank}"
+        assert results["reloaded second"] == results["second"], f"rank {rank}"
+
+
+def test_list_states_exchange_shapes_at_schedule_and_data_at_collect(ranks):
+    for rank, results in enumerate(scenario(ranks, "list_states")):
+        assert _close(results["ours"], results["theirs"]), f"rank {rank}"
+        assert results["ours"]["cat"] == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0, 13.0, 1.0]
+        assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 1}
+        assert results["collect"] == {"all_gather_single": 1}
+        assert results["schedule host syncs"] == 0  # the shapes are read in collect_results()
+
+
+def test_nan_on_one_rank_raises_at_collect_on_every_rank(ranks):
+    for results in scenario(ranks, "nan_error"):
+        assert results["error"] == "Encountered `nan` values in tensor"

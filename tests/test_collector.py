@@ -1,0 +1,781 @@
+"""AsyncMetricCollector in one process: lifecycle, errors, windows, PyTrees, deferred errors, host syncs, buffers,
+checkpoints at every lifecycle point, and the accelerator path driven by a fake stream object that records calls."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import warnings
+from typing import Any
+
+import pytest
+import torch
+import torchmetrics
+from torchmetrics import Metric
+
+import torchmetrics_async as ta
+from torchmetrics_async import AsyncMetricCollector
+from torchmetrics_async import collector as collector_module
+from torchmetrics_async.testing import no_host_sync
+
+try:
+    from torchmetrics_async.classification import MulticlassAccuracy
+except ImportError:  # classification is being finished elsewhere; the aggregators are enough for most tests
+    MulticlassAccuracy = None
+
+NAN_ERROR = "Encountered `nan` values in tensor"
+NAN_WARNING = "Encountered `nan` values in tensor. Will be removed."
+needs_classification = pytest.mark.skipif(MulticlassAccuracy is None, reason="classification not importable")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class FakeStreamOps:
+    """StreamOps on the CPU that records every call; ``on_record`` sees the collector when an event is recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.current = "main"
+        self.events = 0
+        self.on_record = None
+
+    def current_stream(self) -> Any:
+        return self.current
+
+    def new_stream(self) -> Any:
+        self.calls.append(("new_stream",))
+        return "side"
+
+    def record_event(self, stream: Any) -> Any:
+        self.events += 1
+        event = f"event{self.events}"
+        self.calls.append(("record_event", stream, event))
+        if self.on_record is not None:
+            self.on_record(stream)
+        return event
+
+    def wait_event(self, stream: Any, event: Any) -> None:
+        self.calls.append(("wait_event", stream, event))
+
+    @contextlib.contextmanager
+    def use(self, stream: Any) -> Any:
+        previous, self.current = self.current, stream
+        self.calls.append(("enter", stream))
+        try:
+            yield
+        finally:
+            self.current = previous
+            self.calls.append(("exit", stream))
+
+    def to_host(self, tensor: torch.Tensor) -> torch.Tensor:
+        self.calls.append(("to_host", self.current, tensor.dtype))
+        return tensor.clone()
+
+    def synchronize(self, event: Any) -> None:
+        self.calls.append(("synchronize", event))
+
+    def names(self) -> list[str]:
+        return [call[0] for call in self.calls]
+
+
+def values(n: int, seed: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(3 + i % 2, generator=generator) for i in range(n)]
+
+
+def labels(n: int, seed: int, classes: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        (torch.randint(0, classes, (6,), generator=generator), torch.randint(0, classes, (6,), generator=generator))
+        for _ in range(n)
+    ]
+
+
+def aggregators(module: Any = ta) -> dict[str, Metric]:
+    return {
+        "mean": module.MeanMetric(),
+        "sum": module.SumMetric(),
+        "max": module.MaxMetric(),
+        "min": module.MinMetric(),
+    }
+
+
+def feed(metrics: Any, xs: list[torch.Tensor], pairs: list | None = None) -> None:
+    """Update every metric of a dict/collection: aggregators with ``xs``, classification metrics with ``pairs``."""
+    members = (
+        metrics.values(copy_state=False) if isinstance(metrics, torchmetrics.MetricCollection) else metrics.values()
+    )
+    for metric in members:
+        if isinstance(metric, torchmetrics.MetricCollection):
+            feed(metric, xs, pairs)
+        elif isinstance(metric, torchmetrics.classification.MulticlassStatScores):
+            for preds, target in pairs or []:
+                metric.update(preds, target)
+        else:
+            for x in xs:
+                metric.update(x)
+
+
+def python(tree: Any) -> Any:
+    """torchmetrics' output as the Python values the collector returns."""
+    if isinstance(tree, torch.Tensor):
+        return tree.tolist()
+    if isinstance(tree, dict):
+        return {key: python(value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(python(value) for value in tree)
+    return tree
+
+
+def assert_close(got: Any, expected: Any) -> None:
+    if isinstance(expected, dict):
+        assert isinstance(got, dict)
+        assert list(got) == list(expected)
+        for key in expected:
+            assert_close(got[key], expected[key])
+    elif isinstance(expected, (list, tuple)):
+        assert type(got) is type(expected)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            assert_close(g, e)
+    elif isinstance(expected, float) and math.isnan(expected):
+        assert isinstance(got, float)
+        assert math.isnan(got)
+    else:
+        assert type(got) is type(expected), (got, expected)
+        assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)
+
+
+def collection(with_classification: bool = True) -> ta.MetricCollection:
+    metrics = aggregators()
+    if with_classification and MulticlassAccuracy is not None:
+        metrics["acc"] = MulticlassAccuracy(num_classes=4)
+    return ta.MetricCollection(metrics)
+
+
+def reference(with_classification: bool = True) -> torchmetrics.MetricCollection:
+    metrics = aggregators(torchmetrics)
+    if with_classification and MulticlassAccuracy is not None:
+        metrics["acc"] = torchmetrics.classification.MulticlassAccuracy(num_classes=4)
+    return torchmetrics.MetricCollection(metrics)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Lifecycle and windows
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_updates_after_schedule_belong_to_the_next_window(fake):
+    live = collection()
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    windows = [(values(3, 1), labels(2, 1)), (values(2, 2), labels(3, 2)), (values(4, 3), labels(1, 3))]
+    feed(live, *windows[0])
+    collector.schedule_collection()
+    results = []
+    for xs, pairs in windows[1:]:
+        feed(live, xs, pairs)  # while the previous window is in flight
+        results.append(collector.collect_results())
+        collector.schedule_collection()
+    results.append(collector.collect_results())
+    for (xs, pairs), got in zip(windows, results, strict=True):
+        expected = reference()
+        feed(expected, xs, pairs)
+        assert_close(got, python(expected.compute()))
+    assert live["sum"]._update_count == 0  # everything went into windows
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_pytree_mirrors_metric_collection_and_dict(fake):
+    ops = FakeStreamOps() if fake else None
+    # a single Metric: a Python scalar
+    metric = ta.MeanMetric()
+    single = AsyncMetricCollector(metric, stream_ops=ops)
+    single.bind()
+    metric.update(torch.tensor([1.0, 2.0]))
+    single.schedule_collection()
+    assert single.collect_results() == 1.5
+    # a collection with a prefix: its compute() keys; a non-scalar result: nested lists of floats
+    members = {"cat": ta.CatMetric(), "sum": ta.SumMetric()}
+    if MulticlassAccuracy is not None:
+        members["per_class"] = MulticlassAccuracy(num_classes=3, average=None)
+    coll = ta.MetricCollection(members, prefix="train/")
+    # a dict: the same keys, a collection inside gives its dict
+    tree = {"train": coll, "loss": ta.SumMetric()}
+    collector = AsyncMetricCollector(tree, stream_ops=ops)
+    collector.bind()
+    coll["cat"].update(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    coll["sum"].update(torch.tensor(2.0))
+    if MulticlassAccuracy is not None:
+        coll["per_class"].update(torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2]))
+    tree["loss"].update(torch.tensor(7.0))
+    collector.schedule_collection()
+    got = collector.collect_results()
+    expected = {"train": {"train/cat": [[1.0, 2.0], [3.0, 4.0]], "train/sum": 2.0}, "loss": 7.0}
+    if MulticlassAccuracy is not None:
+        expected["train"]["train/per_class"] = [1.0, 0.5, 1.0]
+    assert got == expected
+    assert isinstance(got["loss"], float)
+
+
+class _Typed(Metric):
+    """Returns a bool, an int vector and a float in a named tuple: the PyTree keeps types and structure."""
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("count", torch.zeros((), dtype=torch.int64), dist_reduce_fx="sum")
+        self.add_state("hist", torch.zeros(3, dtype=torch.int64), dist_reduce_fx="sum")
+
+    def update(self, x: torch.Tensor) -> None:
+        self.count += x.numel()
+        self.hist += torch.stack([(x == i).sum() for i in range(3)])
+
+    def compute(self) -> Any:
+        return torch.return_types.aminmax((self.count > 2, self.hist)), {"share": self.hist.float() / self.count}
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_pytree_keeps_python_types_and_tuples(fake):
+    metric = _Typed()
+    collector = AsyncMetricCollector(metric, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    metric.update(torch.tensor([0, 2, 2, 1]))
+    collector.schedule_collection()
+    got = collector.collect_results()
+    flag, hist = got[0]
+    assert flag is True
+    assert hist == [1, 1, 2]
+    assert type(got[0]) is torch.return_types.aminmax
+    assert got[1] == {"share": [0.25, 0.25, 0.5]}
+
+
+def test_plain_torchmetrics_metrics_work_too():
+    live = aggregators(torchmetrics)
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    xs = values(3, 5)
+    feed(live, xs)
+    collector.schedule_collection()
+    expected = aggregators(torchmetrics)
+    feed(expected, xs)
+    assert_close(collector.collect_results(), {key: python(m.compute()) for key, m in expected.items()})
+
+
+@needs_classification
+def test_compute_groups_of_the_live_collection():
+    classes = torchmetrics.classification
+    live = torchmetrics.MetricCollection(
+        {"p": classes.MulticlassPrecision(num_classes=4), "r": classes.MulticlassRecall(num_classes=4)}
+    )
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    for window in range(3):
+        pairs = labels(3, 10 + window)
+        for preds, target in pairs:
+            live.update(preds, target)
+        assert live.compute_groups == {0: ["p", "r"]}
+        collector.schedule_collection()
+        expected = torchmetrics.MetricCollection(
+            {"p": classes.MulticlassPrecision(num_classes=4), "r": classes.MulticlassRecall(num_classes=4)}
+        )
+        for preds, target in pairs:
+            expected.update(preds, target)
+        assert_close(collector.collect_results(), python(expected.compute()))
+
+
+def test_window_without_updates_warns_as_compute_does():
+    collector = AsyncMetricCollector(ta.SumMetric())
+    collector.bind()
+    collector.schedule_collection()
+    with pytest.warns(UserWarning, match="was called before the ``update`` method"):
+        assert collector.collect_results() == 0.0
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_lifecycle_errors():
+    metric = ta.SumMetric()
+    collector = AsyncMetricCollector(metric)
+    with pytest.raises(RuntimeError, match=r"not bound: call bind\(\) before schedule_collection\(\)"):
+        collector.schedule_collection()
+    with pytest.raises(RuntimeError, match=r"not bound: call bind\(\) before collect_results\(\)"):
+        collector.collect_results()
+    collector.bind()
+    with pytest.raises(RuntimeError, match="already bound"):
+        collector.bind()
+    with pytest.raises(RuntimeError, match=r"nothing scheduled: call schedule_collection\(\) first"):
+        collector.collect_results()
+    metric.update(torch.tensor(1.0))
+    collector.schedule_collection()
+    metric.update(torch.tensor(2.0))
+    with pytest.raises(RuntimeError, match=r"already scheduled: call collect_results\(\) first"):
+        collector.schedule_collection()
+    with pytest.raises(RuntimeError, match="in flight"):
+        collector.unbind()
+    assert collector.collect_results() == 1.0  # the refused calls changed nothing
+    collector.unbind()
+    with pytest.raises(RuntimeError, match="not bound"):
+        collector.schedule_collection()
+    collector.bind()
+    collector.schedule_collection()
+    assert collector.collect_results() == 2.0
+
+
+@pytest.mark.parametrize("bad", [[ta.SumMetric()], {}, {"a": [ta.SumMetric()]}, torch.nn.Linear(1, 1)])
+def test_rejects_other_structures(bad):
+    with pytest.raises(TypeError, match="torchmetrics Metric"):
+        AsyncMetricCollector(bad)
+
+
+class _Failing(ta.SumMetric):
+    fail = True
+
+    def compute(self) -> Any:
+        if self.fail:
+            raise ValueError("compute failed")
+        return super().compute()
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_compute_exception_is_raised_at_collect_and_ends_the_window(fake):
+    live = ta.MetricCollection({"a": ta.SumMetric(), "b": _Failing()})
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    live.update(torch.tensor(1.0))
+    collector.schedule_collection()  # on the stream path compute ran here: its error waits for collect
+    with pytest.raises(ValueError, match="compute failed"):
+        collector.collect_results()
+    with pytest.raises(RuntimeError, match="nothing scheduled"):
+        collector.collect_results()
+    collector._slots[1].shadow.fail = False  # the next window works
+    live.update(torch.tensor(3.0))
+    collector.schedule_collection()
+    assert collector.collect_results() == {"a": 3.0, "b": 3.0}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Deferred errors
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_deferred_nan_error_and_warning_are_raised_at_collect(fake):
+    live = ta.MetricCollection({"a": ta.SumMetric(nan_strategy="warn"), "b": ta.MeanMetric(nan_strategy="error")})
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    live.update(torch.tensor([1.0, math.nan]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is raised or warned before collect
+        collector.schedule_collection()
+    with pytest.warns(UserWarning, match=f"^{NAN_WARNING}$"), pytest.raises(RuntimeError, match=f"^{NAN_ERROR}$"):
+        collector.collect_results()
+    # the next window is clean: the live flags were reset at schedule
+    live.update(torch.tensor([2.0]))
+    collector.schedule_collection()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert collector.collect_results() == {"a": 2.0, "b": 2.0}
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_deferred_warning_alone_returns_the_values(fake):
+    metric = ta.MeanMetric(nan_strategy="warn")
+    collector = AsyncMetricCollector(metric, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    metric.update(torch.tensor([1.0, math.nan, 3.0]))
+    collector.schedule_collection()
+    with pytest.warns(UserWarning, match=f"^{NAN_WARNING}$"):
+        assert collector.collect_results() == 2.0
+
+
+@needs_classification
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_deferred_value_check_is_raised_at_collect_as_compute_raises_it(fake):
+    metric = MulticlassAccuracy(num_classes=3)
+    collector = AsyncMetricCollector(metric, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    preds, target = torch.tensor([0, 1, 2, 0]), torch.tensor([0, 1, 2, 5])
+    metric.update(preds, target)
+    collector.schedule_collection()
+    # the message compute() raises for these updates (the deferred form of torchmetrics' value check)
+    direct = MulticlassAccuracy(num_classes=3)
+    direct.update(preds, target)
+    with pytest.raises(RuntimeError) as computed:
+        direct.compute()
+    assert str(computed.value).startswith("Detected more unique values in `target` than expected.")
+    with pytest.raises(RuntimeError) as collected:
+        collector.collect_results()
+    assert str(collected.value) == str(computed.value)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Host syncs and buffers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_schedule_collection_has_no_host_sync():
+    live = collection()
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    for cycle in range(2):
+        feed(live, values(2, cycle), labels(2, cycle))
+        with no_host_sync():
+            collector.schedule_collection()
+        collector.collect_results()
+
+
+def test_schedule_collection_on_the_stream_path_has_no_host_sync():
+    live = collection()
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps())
+    collector.bind()
+    feed(live, values(2, 0), labels(2, 0))
+    with no_host_sync():  # snapshot, reset, sync, compute (flags unread) and the host copies are all enqueued
+        collector.schedule_collection()
+    collector.collect_results()
+
+
+def _buffer_pointers(collector: AsyncMetricCollector) -> dict[tuple[str, str], int]:
+    return {(slot.name, attr): buffer.data_ptr() for slot in collector._slots for attr, buffer in slot.buffers.items()}
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_snapshot_buffers_are_not_reallocated(fake):
+    live = collection()
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    pointers = []
+    for cycle in range(3):
+        feed(live, values(2, cycle), labels(2, cycle))
+        collector.schedule_collection()
+        pointers.append(_buffer_pointers(collector))
+        for slot in collector._slots:  # the shadow holds the snapshot in the buffers themselves
+            for attr, buffer in slot.buffers.items():
+                if not fake:  # (on the stream path the shadow is synced already)
+                    assert getattr(slot.shadow, attr) is buffer
+        collector.collect_results()
+        for slot in collector._slots:  # and is back on them after collect, unsynced
+            assert not slot.shadow._is_synced
+            for attr, buffer in slot.buffers.items():
+                assert getattr(slot.shadow, attr) is buffer
+    assert len(pointers[0]) >= 10
+    assert pointers[0] == pointers[1] == pointers[2]
+
+
+def test_list_states_are_taken_by_reference_before_the_reset():
+    metric = ta.CatMetric()
+    collector = AsyncMetricCollector(metric)
+    collector.bind()
+    first, second = torch.tensor([1.0, 2.0]), torch.tensor([3.0])
+    metric.update(first)
+    metric.update(second)
+    elements = list(metric.value)
+    collector.schedule_collection()
+    assert metric.value == []  # reset in place
+    window = collector._slots[0].lists["value"]
+    assert all(a is b for a, b in zip(window, elements, strict=True))
+    metric.update(torch.tensor([9.0]))
+    assert collector.collect_results() == [1.0, 2.0, 3.0]
+    assert collector._slots[0].shadow.value == []  # released
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The accelerator path, with a fake stream
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_stream_path_orders_snapshot_event_wait_sync_compute_copies(monkeypatch):
+    ops = FakeStreamOps()
+    live = ta.MetricCollection({"sum": ta.SumMetric(), "max": ta.MaxMetric(nan_strategy="error")})
+    collector = AsyncMetricCollector(live, stream_ops=ops)
+    collector.bind()
+    assert ops.calls == [("new_stream",)]
+    ops.calls.clear()
+
+    def logged_sync(metrics: Any, process_group: Any = None, async_op: bool = False) -> Any:
+        ops.calls.append(("sync", ops.current, async_op, process_group))
+        return real_sync(metrics, process_group, async_op)
+
+    real_sync = collector_module.sync_metrics
+    monkeypatch.setattr(collector_module, "sync_metrics", logged_sync)
+    snapshots = []
+
+    def on_record(stream: Any) -> None:
+        if stream == "main":  # the snapshot is in the buffers when the event is recorded
+            snapshots.append({slot.name: float(slot.buffers[next(iter(slot.buffers))]) for slot in collector._slots})
+
+    ops.on_record = on_record
+    live.update(torch.tensor([2.0, 5.0]))
+    collector.schedule_collection("group")
+    assert snapshots == [{"metric.max": 5.0, "metric.sum": 7.0}]
+    names = ops.names()
+    assert names[:4] == ["record_event", "wait_event", "enter", "sync"]
+    ready = ops.calls[0][2]
+    assert ops.calls[0][1] == "main"
+    assert ops.calls[1] == ("wait_event", "side", ready)
+    assert ops.calls[3] == ("sync", "side", True, "group")
+    # every result and flag leaves in one copy per dtype (float32 results, the bool flag), on the side stream
+    copies = [call for call in ops.calls if call[0] == "to_host"]
+    assert sorted(str(call[2]) for call in copies) == ["torch.bool", "torch.float32"]
+    assert all(call[1] == "side" for call in copies)
+    assert names[-2:] == ["record_event", "exit"]
+    done = ops.calls[-2][2]
+    assert ops.calls[-2][1] == "side"
+    assert "synchronize" not in names  # schedule never waits
+    ops.calls.clear()
+    live.update(torch.tensor(100.0))  # next window
+    assert collector.collect_results() == {"max": 5.0, "sum": 7.0}
+    assert ops.calls == [("synchronize", done)]  # one host wait per collect, and nothing else
+
+
+def test_stream_path_without_process_group_matches_cpu_path():
+    results = []
+    for ops in (None, FakeStreamOps()):
+        live = collection()
+        collector = AsyncMetricCollector(live, stream_ops=ops)
+        collector.bind()
+        feed(live, values(3, 7), labels(2, 7))
+        collector.schedule_collection()
+        results.append(collector.collect_results())
+    assert results[0] == results[1]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _checkpointed_collection() -> ta.MetricCollection:
+    members = {"mean": ta.MeanMetric(), "max": ta.MaxMetric(), "cat": ta.CatMetric(nan_strategy="ignore")}
+    if MulticlassAccuracy is not None:
+        members["acc"] = MulticlassAccuracy(num_classes=4)
+    return ta.MetricCollection(members)
+
+
+def _step(live: Any, seed: int) -> None:
+    feed(live, values(2, seed), labels(1, seed))
+
+
+# Each script is a list of actions; a checkpoint is taken after ``cut`` actions.
+_SCRIPT = ["update", "bind", "update", "schedule", "update", "collect", "update", "schedule", "update", "collect"]
+_POINTS = {"not bound": 1, "bound": 2, "in flight": 5, "after collect": 6, "in flight again": 9}
+
+
+def _run(collector: AsyncMetricCollector, live: Any, actions: list[str], seed: int) -> list[Any]:
+    results = []
+    for index, action in enumerate(actions):
+        if action == "update":
+            _step(live, seed + index)
+        elif action == "bind":
+            collector.bind()
+        elif action == "schedule":
+            collector.schedule_collection()
+        else:
+            results.append(collector.collect_results())
+    return results
+
+
+def _roundtrip(state: dict[str, Any]) -> dict[str, Any]:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+@pytest.mark.parametrize("point", list(_POINTS))
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_state_dict_roundtrip_at_every_lifecycle_point(point, fake):
+    cut = _POINTS[point]
+    live = _checkpointed_collection()
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    before = _run(collector, live, _SCRIPT[:cut], seed=0)
+    state = _roundtrip(collector.state_dict())
+    assert state["in_flight"] is point.startswith("in flight")
+
+    fresh_live = _checkpointed_collection()
+    fresh = AsyncMetricCollector(fresh_live, stream_ops=FakeStreamOps() if fake else None)
+    fresh.load_state_dict(state)
+    rest = _SCRIPT[cut:]
+    if collector.is_bound:
+        fresh.bind()
+    # the restored collector's own state_dict is the checkpoint (also while its window waits for bind/collect)
+    assert_close(python(fresh.state_dict()), python(state))
+
+    after = _run(collector, live, rest, seed=100)
+    restored = _run(fresh, fresh_live, rest, seed=100)
+    assert restored == after
+    # and the whole run equals one without a checkpoint
+    reference_live = _checkpointed_collection()
+    uninterrupted = AsyncMetricCollector(reference_live)
+    expected = _run(uninterrupted, reference_live, _SCRIPT[:cut], seed=0)
+    expected += _run(uninterrupted, reference_live, rest, seed=100)
+    assert before + after == expected
+
+
+def test_state_dict_holds_every_state_whatever_persistent_and_the_local_window():
+    metric = ta.SumMetric()
+    assert not any(metric._persistent.values())
+    collector = AsyncMetricCollector(metric)
+    collector.bind()
+    metric.update(torch.tensor(2.0))
+    collector.schedule_collection()
+    metric.update(torch.tensor(5.0))
+    state = collector.state_dict()
+    assert state["in_flight"] is True
+    assert state["metrics"]["metric"]["states"]["sum_value"] == 5.0
+    assert state["metrics"]["metric"]["update_count"] == 1
+    assert state["window"]["metric"]["states"]["sum_value"] == 2.0
+    assert set(state["window"]["metric"]["states"]) == {"sum_value", "nan_seen"}
+    assert collector.collect_results() == 2.0
+    state = collector.state_dict()
+    assert state["in_flight"] is False
+    assert state["window"]["metric"]["states"]["sum_value"] == 0.0  # defaults: the same layout at every point
+
+
+def test_loaded_window_survives_unbind_and_bind():
+    metric = ta.SumMetric()
+    saved = AsyncMetricCollector(metric)
+    saved.bind()
+    metric.update(torch.tensor(3.0))
+    saved.schedule_collection()
+    restored = AsyncMetricCollector(ta.SumMetric())
+    restored.bind()
+    restored.load_state_dict(saved.state_dict())
+    assert restored.is_scheduled
+    restored.unbind()  # not launched yet: allowed, the window is kept
+    restored.bind()
+    assert restored.collect_results() == saved.collect_results() == 3.0
+
+
+def test_load_while_in_flight_finishes_the_old_window_and_replaces_it():
+    metric = ta.SumMetric()
+    collector = AsyncMetricCollector(metric)
+    collector.bind()
+    metric.update(torch.tensor(1.0))
+    collector.schedule_collection()
+    other = AsyncMetricCollector(ta.SumMetric())
+    state = other.state_dict()
+    collector.load_state_dict(state)
+    assert not collector.is_scheduled
+    with pytest.raises(RuntimeError, match="nothing scheduled"):
+        collector.collect_results()
+
+
+def test_load_rejects_a_checkpoint_of_other_metrics():
+    state = AsyncMetricCollector(ta.SumMetric()).state_dict()
+    with pytest.raises(KeyError, match=r"no entry for metric 'metric\.a'"):
+        AsyncMetricCollector(ta.MetricCollection({"a": ta.SumMetric()})).load_state_dict(state)
+
+
+def test_distributed_checkpoint_save_and_load(tmp_path):
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    live = ta.MetricCollection(aggregators())
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    feed(live, values(2, 1))
+    collector.schedule_collection()
+    feed(live, values(1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DCP warns that it runs without a process group
+        dcp.save({"collector": collector}, checkpoint_id=str(tmp_path))
+        fresh_live = ta.MetricCollection(aggregators())
+        fresh = AsyncMetricCollector(fresh_live)
+        fresh.bind()
+        dcp.load({"collector": fresh}, checkpoint_id=str(tmp_path))
+    assert fresh.collect_results() == collector.collect_results()
+    fresh.schedule_collection()
+    collector.schedule_collection()
+    assert fresh.collect_results() == collector.collect_results()
+
+
+def test_unbind_releases_the_buffers_and_the_stream():
+    ops = FakeStreamOps()
+    collector = AsyncMetricCollector(ta.SumMetric(), stream_ops=ops)
+    collector.bind()
+    assert collector._side == "side"
+    assert collector._slots
+    collector.unbind()
+    assert collector._side is None
+    assert collector._shadow is None
+    assert collector._slots == []
+
+
+def test_the_live_metric_keeps_its_own_compute_and_sync():
+    metric = ta.SumMetric(nan_strategy="error")
+    collector = AsyncMetricCollector(metric)
+    collector.bind()
+    shadow = collector._slots[0].shadow
+    assert shadow is not metric
+    assert (shadow._to_sync, metric._to_sync) == (False, True)
+    metric.update(torch.tensor(math.nan))
+    with pytest.raises(RuntimeError, match=NAN_ERROR):  # the deferred-raise hook is on the shadow only
+        metric.compute()
+
+
+def _running() -> tuple[ta.MetricCollection, torchmetrics.MetricCollection]:
+    ours = ta.MetricCollection({"running": ta.RunningMean(window=2), "sum": ta.SumMetric()})
+    theirs = torchmetrics.MetricCollection(
+        {"running": torchmetrics.RunningMean(window=2), "sum": torchmetrics.SumMetric()}
+    )
+    return ours, theirs
+
+
+def test_wrapper_metrics_run_their_own_compute_and_say_so(monkeypatch):
+    monkeypatch.setattr(collector_module, "_ANNOUNCED", set())
+    live, _ = _running()
+    collector = AsyncMetricCollector(live)
+    with pytest.warns(UserWarning, match="RunningMean has its own compute"):
+        collector.bind()
+    for xs in ([1.0, 2.0, 3.0], [10.0]):
+        for x in xs:
+            live.update(torch.tensor(x))
+        collector.schedule_collection()
+        _, expected = _running()
+        for x in xs:
+            expected.update(torch.tensor(x))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the window's position is in the snapshot: no "compute before update"
+            assert_close(collector.collect_results(), python(expected.compute()))
+
+
+def test_running_window_position_survives_a_checkpoint():
+    live, _ = _running()
+    collector = AsyncMetricCollector(live)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        collector.bind()
+    for x in (1.0, 2.0, 3.0):
+        live.update(torch.tensor(x))
+    state = _roundtrip(collector.state_dict())
+    assert state["metrics"]["metric.running"]["counters"] == {"_num_vals_seen": 3}
+    fresh_live, _ = _running()
+    fresh = AsyncMetricCollector(fresh_live)
+    fresh.load_state_dict(state)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fresh.bind()
+    results = []
+    for metrics, owner in ((live, collector), (fresh_live, fresh)):
+        metrics.update(torch.tensor(7.0))  # overwrites the oldest slot: (3 + 7) / 2 only if the position was kept
+        owner.schedule_collection()
+        results.append(owner.collect_results())
+    assert results[0] == results[1] == {"running": 5.0, "sum": 13.0}
+
+
+def test_the_same_metric_under_two_keys():
+    metric = ta.SumMetric()
+    collector = AsyncMetricCollector({"a": metric, "b": metric})
+    collector.bind()
+    metric.update(torch.tensor(2.0))
+    collector.schedule_collection()
+    assert collector.collect_results() == {"a": 2.0, "b": 2.0}
+    assert len(collector._slots) == 1
