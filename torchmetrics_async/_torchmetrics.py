@@ -56,6 +56,30 @@ ALREADY_SYNCED_MESSAGE = "The Metric has already been synced."
 DEVICE_MISMATCH_MARKER = "Expected all tensors to be on"
 
 
+def torchmetrics_origin(cls: type) -> type | None:
+    """The torchmetrics class of the same name that ``cls`` subclasses (what an accelerated class stands in for).
+
+    Args:
+        cls: a class.
+
+    Returns:
+        The torchmetrics base class, or ``None``.
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> torchmetrics_origin(MeanMetric).__module__
+        'torchmetrics.aggregation'
+    """
+    return next(
+        (
+            base
+            for base in cls.__mro__[1:]
+            if base.__module__.split(".")[0] == "torchmetrics" and base.__name__ == cls.__name__
+        ),
+        None,
+    )
+
+
 def device_mismatch_message(class_name: str) -> str:
     """Return the message torchmetrics raises when an update mixes devices.
 
@@ -283,4 +307,5 @@ __all__ = [
     "multiclass_values_message",
     "num_labels_mismatch_message",
     "rank_zero_warn",
+    "torchmetrics_origin",
 ]

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from torchmetrics import MetricCollection
 
 from torchmetrics_async import aggregation, classification
-from torchmetrics_async._torchmetrics import Metric
+from torchmetrics_async._torchmetrics import Metric, torchmetrics_origin
 from torchmetrics_async.distributed import fused_collection_class
 from torchmetrics_async.metric import SyncFreeMixin
 
@@ -47,14 +47,7 @@ def register(accelerated: type) -> type:
         >>> register(MeanMetric) is MeanMetric and registry()[torchmetrics.MeanMetric] is MeanMetric
         True
     """
-    origin = next(
-        (
-            base
-            for base in accelerated.__mro__[1:]
-            if base.__module__.split(".")[0] == "torchmetrics" and base.__name__ == accelerated.__name__
-        ),
-        None,
-    )
+    origin = torchmetrics_origin(accelerated)
     if origin is None:
         raise TypeError(f"{accelerated.__qualname__} does not subclass a torchmetrics class of the same name.")
     _REGISTRY[origin] = accelerated

@@ -18,11 +18,13 @@ Example:
     True
 """
 
+import inspect
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import DEFERRED_RAISE_OWNED
 
@@ -84,6 +86,17 @@ class DeferredChecks:
                 raise RuntimeError(messages[name])
 
 
+def _forwarding_init(cls: type, origin: type) -> Any:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        super(cls, self).__init__(*args, **kwargs)
+        self._init_sync_free()
+
+    __init__.__signature__ = inspect.signature(origin.__init__)  # type: ignore[attr-defined]
+    __init__.__doc__ = f"Same arguments as ``{origin.__module__}.{origin.__name__}``."
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
 class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
     """Mixin for torchmetrics classification metrics; a task mixin adds ``_batch_stats`` and ``_deferred_checks``.
 
@@ -98,6 +111,13 @@ class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
     """
 
     _stat_states: tuple[str, ...] = ("tp", "fp", "tn", "fn")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give an accelerated class torchmetrics' constructor (signature included), then the sync-free setup."""
+        super().__init_subclass__(**kwargs)
+        origin = torchmetrics_origin(cls)
+        if origin is not None and "__init__" not in cls.__dict__:
+            cls.__init__ = _forwarding_init(cls, origin)
 
     def _deferred_checks(self) -> dict[str, str]:
         return {}

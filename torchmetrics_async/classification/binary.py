@@ -16,7 +16,7 @@ Example:
     tensor(0.5000)
 """
 
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import torch
 import torchmetrics.classification as tm
@@ -185,17 +185,6 @@ class BinaryStatScores(_SyncFreeBinaryStatScores, tm.BinaryStatScores):
         tensor([2, 1, 2, 1, 3])
     """
 
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class BinaryAccuracy(_SyncFreeBinaryStatScores, tm.BinaryAccuracy):
     """Binary accuracy; ``torchmetrics.classification.BinaryAccuracy`` without host syncs.
@@ -214,17 +203,6 @@ class BinaryAccuracy(_SyncFreeBinaryStatScores, tm.BinaryAccuracy):
         >>> metric.compute()
         tensor(0.7500)
     """
-
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
 
 class BinaryPrecision(_SyncFreeBinaryStatScores, tm.BinaryPrecision):
@@ -245,17 +223,6 @@ class BinaryPrecision(_SyncFreeBinaryStatScores, tm.BinaryPrecision):
         tensor(0.6667)
     """
 
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class BinaryRecall(_SyncFreeBinaryStatScores, tm.BinaryRecall):
     """Binary recall; ``torchmetrics.classification.BinaryRecall`` without host syncs.
@@ -274,17 +241,6 @@ class BinaryRecall(_SyncFreeBinaryStatScores, tm.BinaryRecall):
         >>> metric.compute()
         tensor(0.3333)
     """
-
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
 
 class BinaryFBetaScore(_SyncFreeBinaryStatScores, tm.BinaryFBetaScore):
@@ -307,19 +263,6 @@ class BinaryFBetaScore(_SyncFreeBinaryStatScores, tm.BinaryFBetaScore):
         tensor(0.5000)
     """
 
-    def __init__(
-        self,
-        beta: float,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        zero_division: float = 0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(beta, threshold, multidim_average, ignore_index, validate_args, zero_division, **kwargs)
-        self._init_sync_free()
-
 
 class BinaryF1Score(_SyncFreeBinaryStatScores, tm.BinaryF1Score):
     """Binary F1 score; ``torchmetrics.classification.BinaryF1Score`` without host syncs.
@@ -338,18 +281,6 @@ class BinaryF1Score(_SyncFreeBinaryStatScores, tm.BinaryF1Score):
         >>> metric(torch.tensor([[0.9, 0.2], [0.7, 0.6]]), torch.tensor([[1, 0], [0, 1]]))
         tensor([1.0000, 0.6667])
     """
-
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        zero_division: float = 0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, zero_division, **kwargs)
-        self._init_sync_free()
 
 
 class BinarySpecificity(_SyncFreeBinaryStatScores, tm.BinarySpecificity):
@@ -370,17 +301,6 @@ class BinarySpecificity(_SyncFreeBinaryStatScores, tm.BinarySpecificity):
         tensor(0.6667)
     """
 
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class BinaryHammingDistance(_SyncFreeBinaryStatScores, tm.BinaryHammingDistance):
     """Binary Hamming distance; ``torchmetrics.classification.BinaryHammingDistance`` without host syncs.
@@ -400,17 +320,6 @@ class BinaryHammingDistance(_SyncFreeBinaryStatScores, tm.BinaryHammingDistance)
         tensor(0.3333)
     """
 
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class BinaryNegativePredictiveValue(_SyncFreeBinaryStatScores, tm.BinaryNegativePredictiveValue):
     """Binary negative predictive value; ``torchmetrics.classification.BinaryNegativePredictiveValue`` without syncs.
@@ -429,17 +338,6 @@ class BinaryNegativePredictiveValue(_SyncFreeBinaryStatScores, tm.BinaryNegative
         >>> metric.compute()
         tensor(0.6667)
     """
-
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
 
 class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
@@ -465,17 +363,6 @@ class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
     """
 
     _stat_states = ("confmat",)
-
-    def __init__(
-        self,
-        threshold: float = 0.5,
-        ignore_index: Optional[int] = None,
-        normalize: Normalize = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(threshold, ignore_index, normalize, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _deferred_checks(self) -> dict[str, str]:
         if not self.validate_args:

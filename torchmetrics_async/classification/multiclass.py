@@ -373,19 +373,6 @@ class MulticlassStatScores(_SyncFreeMulticlassStatScores, tm.MulticlassStatScore
                 [1, 0, 3, 0, 1]])
     """
 
-    def __init__(
-        self,
-        num_classes: Optional[int] = None,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, top_k, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class MulticlassAccuracy(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassAccuracy):
     """Multiclass accuracy; ``torchmetrics.classification.MulticlassAccuracy`` without host syncs.
@@ -408,19 +395,6 @@ class MulticlassAccuracy(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, t
     """
 
     _macro_top_k = True
-
-    def __init__(
-        self,
-        num_classes: Optional[int] = None,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, top_k, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _accuracy_reduce(tp, fp, tn, fn, "none", self.multidim_average, top_k=self.top_k)
@@ -447,19 +421,6 @@ class MulticlassPrecision(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, 
     """
 
     _macro_top_k = True
-
-    def __init__(
-        self,
-        num_classes: Optional[int] = None,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, top_k, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _precision_recall_reduce(
@@ -497,19 +458,6 @@ class MulticlassRecall(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.
 
     _macro_top_k = True
 
-    def __init__(
-        self,
-        num_classes: Optional[int] = None,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, top_k, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _precision_recall_reduce(
             "recall", tp, fp, tn, fn, "none", self.multidim_average, top_k=self.top_k, zero_division=self.zero_division
@@ -538,23 +486,6 @@ class MulticlassFBetaScore(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage,
         tensor(0.7963)
     """
 
-    def __init__(
-        self,
-        beta: float,
-        num_classes: int,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        zero_division: float = 0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            beta, num_classes, top_k, average, multidim_average, ignore_index, validate_args, zero_division, **kwargs
-        )
-        self._init_sync_free()
-
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _fbeta_reduce(tp, fp, tn, fn, self.beta, "none", self.multidim_average, zero_division=self.zero_division)
 
@@ -579,22 +510,6 @@ class MulticlassF1Score(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm
         tensor(0.7778)
     """
 
-    def __init__(
-        self,
-        num_classes: int,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        zero_division: float = 0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            num_classes, top_k, average, multidim_average, ignore_index, validate_args, zero_division, **kwargs
-        )
-        self._init_sync_free()
-
     _class_scores = MulticlassFBetaScore._class_scores
 
 
@@ -617,19 +532,6 @@ class MulticlassSpecificity(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage
         >>> metric.compute()
         tensor(0.8889)
     """
-
-    def __init__(
-        self,
-        num_classes: Optional[int] = None,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, top_k, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _specificity_reduce(tp, fp, tn, fn, "none", self.multidim_average)
@@ -654,19 +556,6 @@ class MulticlassHammingDistance(_SyncFreeMulticlassStatScores, _SyncFreeMacroAve
         >>> metric.compute()
         tensor(0.1667)
     """
-
-    def __init__(
-        self,
-        num_classes: Optional[int] = None,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, top_k, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _hamming_distance_reduce(tp, fp, tn, fn, "none", self.multidim_average)
@@ -696,19 +585,6 @@ class MulticlassNegativePredictiveValue(
 
     _macro_top_k = True
 
-    def __init__(
-        self,
-        num_classes: Optional[int] = None,
-        top_k: int = 1,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, top_k, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _negative_predictive_value_reduce(tp, fp, tn, fn, "none", self.multidim_average, top_k=self.top_k)
 
@@ -732,17 +608,6 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
     """
 
     _stat_states = ("correct", "total")
-
-    def __init__(
-        self,
-        num_classes: int,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
         if self.validate_args:
@@ -804,17 +669,6 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
     """
 
     _stat_states = ("confmat",)
-
-    def __init__(
-        self,
-        num_classes: int,
-        ignore_index: Optional[int] = None,
-        normalize: Normalize = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_classes, ignore_index, normalize, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
         num_classes = self.num_classes

@@ -30,8 +30,6 @@ from torchmetrics_async.classification.base import SyncFreeClassification
 from torchmetrics_async.classification.binary import (
     INVALID_PREDS,
     INVALID_TARGET,
-    MultidimAverage,
-    Normalize,
     normalize_confmat,
     not_binary,
     probs_to_labels,
@@ -140,19 +138,6 @@ class MultilabelStatScores(_SyncFreeMultilabelStatScores, tm.MultilabelStatScore
         tensor([2, 1, 2, 1, 3])
     """
 
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class MultilabelAccuracy(_SyncFreeMultilabelStatScores, tm.MultilabelAccuracy):
     """Multilabel accuracy; ``torchmetrics.classification.MultilabelAccuracy`` without host syncs.
@@ -173,19 +158,6 @@ class MultilabelAccuracy(_SyncFreeMultilabelStatScores, tm.MultilabelAccuracy):
         >>> metric.compute()
         tensor(0.6667)
     """
-
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
 
 class MultilabelPrecision(_SyncFreeMultilabelStatScores, tm.MultilabelPrecision):
@@ -208,19 +180,6 @@ class MultilabelPrecision(_SyncFreeMultilabelStatScores, tm.MultilabelPrecision)
         tensor(0.5000)
     """
 
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class MultilabelRecall(_SyncFreeMultilabelStatScores, tm.MultilabelRecall):
     """Multilabel recall; ``torchmetrics.classification.MultilabelRecall`` without host syncs.
@@ -241,19 +200,6 @@ class MultilabelRecall(_SyncFreeMultilabelStatScores, tm.MultilabelRecall):
         >>> metric.compute()
         tensor(0.6667)
     """
-
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
 
 class MultilabelFBetaScore(_SyncFreeMultilabelStatScores, tm.MultilabelFBetaScore):
@@ -278,31 +224,6 @@ class MultilabelFBetaScore(_SyncFreeMultilabelStatScores, tm.MultilabelFBetaScor
         tensor(0.6250)
     """
 
-    def __init__(
-        self,
-        beta: float,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        zero_division: float = 0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            beta,
-            num_labels,
-            threshold,
-            average,
-            multidim_average,
-            ignore_index,
-            validate_args,
-            zero_division,
-            **kwargs,
-        )
-        self._init_sync_free()
-
 
 class MultilabelF1Score(_SyncFreeMultilabelStatScores, tm.MultilabelF1Score):
     """Multilabel F1 score; ``torchmetrics.classification.MultilabelF1Score`` without host syncs.
@@ -323,22 +244,6 @@ class MultilabelF1Score(_SyncFreeMultilabelStatScores, tm.MultilabelF1Score):
         >>> metric(torch.tensor([[2.0, -1.0, 0.5], [-2.0, 1.5, -0.5]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
         tensor(0.5556)
     """
-
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        zero_division: float = 0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            num_labels, threshold, average, multidim_average, ignore_index, validate_args, zero_division, **kwargs
-        )
-        self._init_sync_free()
 
 
 class MultilabelSpecificity(_SyncFreeMultilabelStatScores, tm.MultilabelSpecificity):
@@ -361,19 +266,6 @@ class MultilabelSpecificity(_SyncFreeMultilabelStatScores, tm.MultilabelSpecific
         tensor(0.3333)
     """
 
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class MultilabelHammingDistance(_SyncFreeMultilabelStatScores, tm.MultilabelHammingDistance):
     """Multilabel Hamming distance; ``torchmetrics.classification.MultilabelHammingDistance`` without host syncs.
@@ -394,19 +286,6 @@ class MultilabelHammingDistance(_SyncFreeMultilabelStatScores, tm.MultilabelHamm
         >>> metric.compute()
         tensor(0.5000)
     """
-
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
 
 class MultilabelNegativePredictiveValue(_SyncFreeMultilabelStatScores, tm.MultilabelNegativePredictiveValue):
@@ -429,19 +308,6 @@ class MultilabelNegativePredictiveValue(_SyncFreeMultilabelStatScores, tm.Multil
         tensor(0.3333)
     """
 
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        average: Average = "macro",
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, average, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
-
 
 class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
     """Share of samples with every label right; ``torchmetrics.classification.MultilabelExactMatch`` without syncs.
@@ -463,18 +329,6 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
     """
 
     _stat_states = ("correct", "total")
-
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        multidim_average: MultidimAverage = "global",
-        ignore_index: Optional[int] = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, multidim_average, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
         samplewise = self.multidim_average == "samplewise"
@@ -556,18 +410,6 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
     """
 
     _stat_states = ("confmat",)
-
-    def __init__(
-        self,
-        num_labels: int,
-        threshold: float = 0.5,
-        ignore_index: Optional[int] = None,
-        normalize: Normalize = None,
-        validate_args: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(num_labels, threshold, ignore_index, normalize, validate_args, **kwargs)
-        self._init_sync_free()
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
         num_labels = self.num_labels
