@@ -51,7 +51,7 @@ import torch.multiprocessing as mp
 import torchmetrics
 from torch import nn
 
-from torchmetrics_async import accelerate
+from torchmetrics_async import AsyncMetricCollector, accelerate
 from torchmetrics_async.testing import count_host_syncs
 
 __all__ = ["ASYNC_MODE", "MODES", "build_metrics", "format_report", "main", "run", "update_metrics"]
@@ -274,11 +274,8 @@ class _Logging:
             logged = torchmetrics.MetricCollection(metrics, compute_groups=False)
         # In place: the members of `metrics`, which the loop updates, are the converted objects.
         self.logged = MODES["accelerated" if mode == ASYNC_MODE else mode](logged)
-        self.collector: Any = None
+        self.collector: AsyncMetricCollector | None = None
         if mode == ASYNC_MODE:
-            # Imported here: the synchronous modes do not need the collector.
-            from torchmetrics_async.collector import AsyncMetricCollector
-
             self.collector = AsyncMetricCollector(self.logged)
             self.collector.bind()
         self.last: dict[str, float] = {}
