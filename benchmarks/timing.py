@@ -18,7 +18,7 @@ from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["BUDGET_S", "ITERATIONS", "WARMUP_CALLS", "count_aten_ops", "time_call"]
+__all__ = ["BUDGET_S", "ITERATIONS", "WARMUP_CALLS", "count_aten_ops", "plan_rounds", "time_call"]
 
 #: Timed wall-clock budget per case in seconds (override with ``TORCHMETRICS_ASYNC_BENCH_SECONDS``).
 BUDGET_S = float(os.environ.get("TORCHMETRICS_ASYNC_BENCH_SECONDS", "0.25"))
@@ -52,6 +52,33 @@ def count_aten_ops(fn: Callable[[], Any]) -> int:
     return counter.count
 
 
+def plan_rounds(
+    per_call_s: float,
+    iterations: int = ITERATIONS,
+    budget_s: float | None = None,
+    min_rounds: int = MIN_ROUNDS,
+    max_rounds: int = MAX_ROUNDS,
+) -> int:
+    """How many rounds of ``iterations`` calls fit in the timed budget, clamped to ``[min_rounds, max_rounds]``.
+
+    Args:
+        per_call_s: estimated seconds per call (after warm-up).
+        iterations: calls per round.
+        budget_s: timed budget in seconds (``None``: :data:`BUDGET_S`).
+        min_rounds: fewest rounds, however slow the call.
+        max_rounds: most rounds, however fast the call.
+
+    Returns:
+        The number of rounds.
+
+    Example:
+        >>> plan_rounds(1e-3, iterations=10, budget_s=0.25), plan_rounds(1e-9), plan_rounds(1.0)
+        (100, 2000, 100)
+    """
+    budget = BUDGET_S if budget_s is None else budget_s
+    return max(min_rounds, min(max_rounds, int(budget / (max(per_call_s, 1e-12) * iterations))))
+
+
 def time_call(benchmark: Any, fn: Callable[[], Any], teardown: Callable[[], None] | None = None) -> None:
     """Warm up ``fn``, size the rounds to the budget and time it with ``benchmark.pedantic``.
 
@@ -66,5 +93,5 @@ def time_call(benchmark: Any, fn: Callable[[], Any], teardown: Callable[[], None
     for _ in range(WARMUP_CALLS):
         fn()
     per_call = (time.perf_counter() - start) / WARMUP_CALLS
-    rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(BUDGET_S / (per_call * ITERATIONS))))
+    rounds = plan_rounds(per_call)
     benchmark.pedantic(fn, teardown=teardown, rounds=rounds, iterations=ITERATIONS)
