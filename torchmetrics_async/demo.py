@@ -576,6 +576,13 @@ def _spawn(world_size: int, kwargs: dict, json_path: str | None) -> int:
     return status
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of steps, got {value}")
+    return value
+
+
 def main(argv: Sequence[str] = ()) -> int:
     """Command line entry point: ``python -m torchmetrics_async.demo [--steps N] [--world-size N] [--json PATH]``.
 
@@ -592,7 +599,7 @@ def main(argv: Sequence[str] = ()) -> int:
         0
     """
     parser = argparse.ArgumentParser(prog="python -m torchmetrics_async.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=200, help="training steps per mode (default 200)")
+    parser.add_argument("--steps", type=_positive_int, default=200, help="training steps per mode (default 200)")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     parser.add_argument("--log-every", type=int, default=50, help="compute/log/reset interval in steps (default 50)")
     parser.add_argument(
