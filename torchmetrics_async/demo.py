@@ -40,7 +40,6 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -52,7 +51,7 @@ import torchmetrics
 from torch import nn
 
 from torchmetrics_async import AsyncMetricCollector, accelerate
-from torchmetrics_async.testing import count_host_syncs
+from torchmetrics_async.testing import count_collectives, count_host_syncs
 
 __all__ = ["ASYNC_MODE", "MODES", "build_metrics", "format_report", "main", "run", "update_metrics"]
 
@@ -63,25 +62,6 @@ MODES: dict[str, Callable[[dict], dict]] = {
 #: The mode that logs the accelerated metrics through an ``AsyncMetricCollector`` (a default only with several ranks,
 #: so the single-process comparison stays the two modes of :data:`MODES`).
 ASYNC_MODE = "accelerated_async"
-#: The ``torch.distributed`` collectives counted in the logging calls (torch's deprecated names too: one may call
-#: another, and only the outermost call counts).
-_COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "all_gather_single",
-    "all_gather_object",
-    "barrier",
-    "monitored_barrier",
-    "broadcast",
-    "broadcast_object_list",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "gather",
-    "scatter",
-    "all_to_all",
-)
 
 
 def build_metrics(num_classes: int = 1000, average: str | None = None) -> dict[str, torchmetrics.Metric]:
@@ -218,44 +198,6 @@ def _batches(
     return shard
 
 
-class _CollectiveCount:
-    """How many ``torch.distributed`` collectives were called (outermost calls only) while the wrappers were in."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self._depth = threading.local()
-
-    def wrap(self, original: Callable) -> Callable:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            depth = getattr(self._depth, "value", 0)
-            self.total += depth == 0
-            self._depth.value = depth + 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self._depth.value = depth
-
-        return counted
-
-
-@contextlib.contextmanager
-def _count_collectives() -> Iterator[_CollectiveCount]:
-    """Wrap the collectives of :data:`_COLLECTIVES` on ``torch.distributed`` to count calls; restore them on exit.
-
-    torchmetrics and the fused sync look the functions up on the module at call time, so the wrappers see their
-    calls; DDP's gradient reductions go to the process group directly and are not counted (nor made while logging).
-    """
-    counter = _CollectiveCount()
-    originals = {name: getattr(dist, name) for name in _COLLECTIVES if hasattr(dist, name)}
-    for name, original in originals.items():
-        setattr(dist, name, counter.wrap(original))
-    try:
-        yield counter
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
-
-
 class _Logging:
     """The logging step of one mode and what it costs (host syncs, collectives, host time, summed over the run).
 
@@ -286,7 +228,7 @@ class _Logging:
 
     @contextlib.contextmanager
     def _measure(self) -> Iterator[None]:
-        collectives = _count_collectives() if self.distributed else contextlib.nullcontext(None)
+        collectives = count_collectives() if self.distributed else contextlib.nullcontext(None)
         with count_host_syncs(record_events=False) as syncs, collectives as counted:
             start = time.perf_counter()
             yield

@@ -6,39 +6,20 @@ scenarios per spawn; :func:`run_scenarios` keeps going after a failing scenario 
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import socket
 import tempfile
-import threading
 import traceback
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-#: Every collective the counters watch (torch's deprecated names included: one may call another).
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "all_gather_single",
-    "all_gather_object",
-    "barrier",
-    "monitored_barrier",
-    "broadcast",
-    "broadcast_object_list",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "gather",
-    "scatter",
-    "all_to_all",
-)
+from torchmetrics_async.testing import COLLECTIVES, CollectiveCounter, count_collectives  # noqa: F401  (re-exported)
+
 ERROR = "__error__"
 
 
@@ -111,46 +92,3 @@ def run_scenarios(scenarios: dict[str, Callable[[int, int], Any]], rank: int, wo
         except BaseException:
             results[name] = {ERROR: traceback.format_exc()}
     return results
-
-
-class CollectiveCounter:
-    """Counts the ``torch.distributed`` collectives called while active (outermost calls only) and their groups."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self.groups: list[tuple[str, Any]] = []
-        self._depth = threading.local()
-
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.counts)
-
-    def _wrap(self, name: str, original: Callable) -> Callable:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            depth = getattr(self._depth, "value", 0)
-            if depth == 0:
-                self.counts[name] += 1
-                self.groups.append((name, kwargs.get("group")))
-            self._depth.value = depth + 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self._depth.value = depth
-
-        return counted
-
-
-@contextlib.contextmanager
-def count_collectives() -> Iterator[CollectiveCounter]:
-    """Patch every collective of :data:`COLLECTIVES` on ``torch.distributed`` to count calls; restore on exit."""
-    counter = CollectiveCounter()
-    originals = {name: getattr(dist, name) for name in COLLECTIVES if hasattr(dist, name)}
-    for name, original in originals.items():
-        setattr(dist, name, counter._wrap(name, original))
-    try:
-        yield counter
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
