@@ -16,7 +16,7 @@ Example:
     tensor(0.5000)
 """
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import torch
 import torchmetrics.classification as tm
@@ -129,16 +129,29 @@ def normalize_confmat(confmat: Tensor, normalize: Normalize) -> Tensor:
     return confmat.masked_fill(torch.isnan(confmat), 0)
 
 
+def zero_one_checks(metric: Any, quoted_preds: bool) -> dict[str, str]:
+    """The deferred value checks of binary and multilabel inputs: targets and label preds in {0, 1}.
+
+    Args:
+        metric: the metric (its ``validate_args`` and ``ignore_index``).
+        quoted_preds: torchmetrics' stat-score messages put `preds` in backticks, the others do not.
+
+    Returns:
+        Check name -> message; empty when ``validate_args`` is off.
+    """
+    if not metric.validate_args:
+        return {}
+    return {
+        INVALID_TARGET: binary_target_values_message(metric.ignore_index),
+        INVALID_PREDS: label_preds_values_message(quoted=quoted_preds),
+    }
+
+
 class _SyncFreeBinaryStatScores(SyncFreeClassification):
     """Sync-free ``update`` of torchmetrics' ``BinaryStatScores`` family (states ``tp, fp, tn, fn``)."""
 
     def _deferred_checks(self) -> dict[str, str]:
-        if not self.validate_args:
-            return {}
-        return {
-            INVALID_TARGET: binary_target_values_message(self.ignore_index),
-            INVALID_PREDS: label_preds_values_message(quoted=True),
-        }
+        return zero_one_checks(self, quoted_preds=True)
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
         validate = self.validate_args
@@ -365,12 +378,7 @@ class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
     _stat_states = ("confmat",)
 
     def _deferred_checks(self) -> dict[str, str]:
-        if not self.validate_args:
-            return {}
-        return {
-            INVALID_TARGET: binary_target_values_message(self.ignore_index),
-            INVALID_PREDS: label_preds_values_message(quoted=False),
-        }
+        return zero_one_checks(self, quoted_preds=False)
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
         validate = self.validate_args

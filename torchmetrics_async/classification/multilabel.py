@@ -22,8 +22,6 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import (
     MULTILABEL_SAMPLEWISE_NDIM_MESSAGE,
     _check_same_shape,
-    binary_target_values_message,
-    label_preds_values_message,
     num_labels_mismatch_message,
 )
 from torchmetrics_async.classification.base import SyncFreeClassification
@@ -35,6 +33,7 @@ from torchmetrics_async.classification.binary import (
     probs_to_labels,
     stat_counts,
     targets_outside,
+    zero_one_checks,
 )
 
 __all__ = [
@@ -58,12 +57,7 @@ class _MultilabelChecks(SyncFreeClassification):
     """The multilabel tensor validation: shapes eager, values deferred (torchmetrics' order and messages)."""
 
     def _deferred_checks(self) -> dict[str, str]:
-        if not self.validate_args:
-            return {}
-        return {
-            INVALID_TARGET: binary_target_values_message(self.ignore_index),
-            INVALID_PREDS: label_preds_values_message(quoted=False),
-        }
+        return zero_one_checks(self, quoted_preds=False)
 
     def _check_shapes(self, preds: Tensor, target: Tensor, samplewise: bool) -> None:
         _check_same_shape(preds, target)
