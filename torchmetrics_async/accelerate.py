@@ -101,17 +101,12 @@ def _class_for_instance(cls: type) -> type | None:
     accelerated = accelerated_class_for(cls)
     if accelerated is not None:
         return accelerated
-    if any(base in _REGISTRY for base in cls.__mro__[1:]):
-        # A user subclass of a torchmetrics class we accelerate: their overrides must win, so only the generic
-        # accelerations apply (sync-free NaN handling, lean wrapper, in-place reset, scalars without copies).
-        from torchmetrics_async.decorators import sync_free
-
-        return sync_free(cls)
     from torchmetrics_async._torchmetrics import BaseAggregator
+    from torchmetrics_async.decorators import sync_free
 
-    if issubclass(cls, BaseAggregator):
-        from torchmetrics_async.decorators import sync_free
-
+    # A user subclass of a class we accelerate, or any aggregator: the user's overrides must win, so only the generic
+    # accelerations apply (sync-free NaN handling, lean wrapper, in-place reset, scalars without copies).
+    if issubclass(cls, BaseAggregator) or any(base in _REGISTRY for base in cls.__mro__[1:]):
         return sync_free(cls)
     return None
 

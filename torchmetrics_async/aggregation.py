@@ -62,8 +62,7 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
     def _init_sync_free(self) -> None:
         """Add the deferred-NaN flag state and the device-resident constants; call at the end of ``__init__``."""
         self._add_nan_flag_state()
-        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
-        self._announce_fallbacks()
+        self._setup_sync_free()
 
     def _adopt(self) -> None:
         if NAN_FLAG_STATE not in self._defaults:

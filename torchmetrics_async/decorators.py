@@ -219,8 +219,7 @@ def _sync_free_init(cls: type) -> Callable:
     @functools.wraps(inner_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         inner_init(self, *args, **kwargs)
-        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
-        self._announce_fallbacks()
+        self._setup_sync_free()
         if isinstance(self, DeferredNanFlag):
             self._add_nan_flag_state()
             if _neutral_element(self) is None and self.nan_strategy in ("ignore", "warn"):

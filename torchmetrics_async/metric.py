@@ -40,11 +40,9 @@ from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 
 __all__ = ["OnePassForward", "SyncFreeMixin"]
 
-# References to a state tensor held by the metric's __dict__, reset()'s local, _can_copy_in_place's parameter and
-# getrefcount's argument: any more means someone else holds the tensor.
+# References to a state tensor that _held_elsewhere sees when only the metric holds it: the metric's __dict__, the
+# caller's local name, _held_elsewhere's parameter and getrefcount's argument.
 _PRIVATE_REFS = 4
-# The same count in _unshare_states: the metric's __dict__, the loop's local and getrefcount's argument.
-_SHARED_REFS = 3
 
 # torchmetrics options that sync by definition: (option, "list" if it only matters for list states, what it does).
 _SYNCING_OPTIONS = (
@@ -144,7 +142,7 @@ class SyncFreeMixin:
         for attr, default in self._defaults.items():
             current = state.get(attr)
             if isinstance(default, Tensor):
-                if _can_copy_in_place(current, default):
+                if _can_copy_in_place(current, default) and not _held_elsewhere(current):
                     current.copy_(default)
                 else:
                     target = current.device if isinstance(current, Tensor) else default.device
@@ -212,9 +210,17 @@ class SyncFreeMixin:
         for key in fixed:
             this._defaults[key] = _to_device(this._defaults[key], this.device)
             setattr(this, key, _to_device(getattr(this, key), this.device))
-        # Device-resident 1 used as `state.add_(one, alpha=x)`: a Python number enters as a kernel argument.
-        this.__dict__["_one"] = torch.ones((), dtype=this.dtype, device=this.device)
+        this._set_constants()
         return this
+
+    def _set_constants(self) -> None:
+        # Device-resident 1 used as `state.add_(one, alpha=x)`: a Python number enters as a kernel argument.
+        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
+
+    def _setup_sync_free(self) -> None:
+        """What every sync-free metric needs once its states exist: the constants, and the fallback notice."""
+        self._set_constants()
+        self._announce_fallbacks()
 
     def _adopt(self) -> None:
         """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``).
@@ -226,8 +232,7 @@ class SyncFreeMixin:
         self.__dict__["_update_signature"] = inspect.signature(cls.update.__get__(self))
         self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
         self.__dict__["compute"] = self._wrap_compute(cls.compute.__get__(self))
-        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
-        self._announce_fallbacks()
+        self._setup_sync_free()
         parent = getattr(super(), "_adopt", None)
         if parent is not None:
             parent()
@@ -241,7 +246,7 @@ class SyncFreeMixin:
         state = self.__dict__
         for attr in self._defaults:
             current = state.get(attr)
-            if isinstance(current, Tensor) and sys.getrefcount(current) > _SHARED_REFS:
+            if isinstance(current, Tensor) and _held_elsewhere(current):
                 setattr(self, attr, current.clone())
 
     def _announce_fallbacks(self) -> None:
@@ -280,8 +285,12 @@ def _can_copy_in_place(current: Any, default: Tensor) -> bool:
         and current.dtype == default.dtype
         and current.device == default.device
         and not current.requires_grad
-        and sys.getrefcount(current) <= _PRIVATE_REFS
     )
+
+
+def _held_elsewhere(tensor: Tensor) -> bool:
+    """Whether something besides the metric references a state tensor (call it with the caller's local name)."""
+    return sys.getrefcount(tensor) > _PRIVATE_REFS
 
 
 def _detach(stats: Any) -> Any:

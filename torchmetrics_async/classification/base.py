@@ -126,8 +126,7 @@ class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
         """Register the checks and the constants; call at the end of ``__init__``."""
         for name, message in self._deferred_checks().items():
             self._add_deferred_check(name, message)
-        self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
-        self._announce_fallbacks()
+        self._setup_sync_free()
 
     def _adopt(self) -> None:
         for name, message in self._deferred_checks().items():
