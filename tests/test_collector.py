@@ -26,6 +26,8 @@ except ImportError:  # classification is being finished elsewhere; the aggregato
 
 NAN_ERROR = "Encountered `nan` values in tensor"
 NAN_WARNING = "Encountered `nan` values in tensor. Will be removed."
+# A deferred report names the window's first offending update (the collector hands it over with the window).
+FIRST_UPDATE = r" \(torchmetrics-async: first recorded in update 1 of this window\)$"
 needs_classification = pytest.mark.skipif(MulticlassAccuracy is None, reason="classification not importable")
 
 
@@ -377,7 +379,10 @@ def test_deferred_nan_error_and_warning_are_raised_at_collect(fake):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing is raised or warned before collect
         collector.schedule_collection()
-    with pytest.warns(UserWarning, match=f"^{NAN_WARNING}$"), pytest.raises(RuntimeError, match=f"^{NAN_ERROR}$"):
+    with (
+        pytest.warns(UserWarning, match=f"^{NAN_WARNING}{FIRST_UPDATE}"),
+        pytest.raises(RuntimeError, match=f"^{NAN_ERROR}{FIRST_UPDATE}"),
+    ):
         collector.collect_results()
     # the next window is clean: the live flags were reset at schedule
     live.update(torch.tensor([2.0]))
@@ -394,7 +399,7 @@ def test_deferred_warning_alone_returns_the_values(fake):
     collector.bind()
     metric.update(torch.tensor([1.0, math.nan, 3.0]))
     collector.schedule_collection()
-    with pytest.warns(UserWarning, match=f"^{NAN_WARNING}$"):
+    with pytest.warns(UserWarning, match=f"^{NAN_WARNING}{FIRST_UPDATE}"):
         assert collector.collect_results() == 2.0
 
 
@@ -523,9 +528,9 @@ def test_stream_path_orders_snapshot_event_wait_sync_compute_copies(monkeypatch)
     assert ops.calls[0][1] == "main"
     assert ops.calls[1] == ("wait_event", "side", ready)
     assert ops.calls[3] == ("sync", "side", True, "group")
-    # every result and flag leaves in one copy per dtype (float32 results, the bool flag), on the side stream
+    # every result and flag leaves in one copy per dtype (float32 results, int64 violation codes), on the side stream
     copies = [call for call in ops.calls if call[0] == "to_host"]
-    assert sorted(str(call[2]) for call in copies) == ["torch.bool", "torch.float32"]
+    assert sorted(str(call[2]) for call in copies) == ["torch.float32", "torch.int64"]
     assert all(call[1] == "side" for call in copies)
     assert names[-2:] == ["record_event", "exit"]
     done = ops.calls[-2][2]

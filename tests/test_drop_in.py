@@ -160,8 +160,8 @@ def expected_extra_states(name: str, nan_strategy: Any) -> set[str]:
         extra.add("nan_seen")
     if name == "CatMetric" and nan_strategy in ("ignore", "warn"):
         extra.add("nan_kept")
-    if name in RUNNING:  # the window slots of the base metric's states
-        return {f"{key}_{i}" for key in extra for i in range(WINDOW)}
+    if name in RUNNING:  # the window slots of the base metric's states, and the NaN flag of the whole window
+        return {f"{key}_{i}" for key in extra for i in range(WINDOW)} | (extra & {"nan_seen"})
     return extra | {"_update_count"}  # persisted with the states: "mean" merges and compute's warning use it
 
 

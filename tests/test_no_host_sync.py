@@ -84,8 +84,15 @@ def test_mean_weights_make_no_host_sync(nan_strategy, kind, device):
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
 def test_reset_makes_no_host_sync_and_no_copy(cls, device):
+    """reset() after compute() makes no sync and no copy; before it, one read of the deferred flags at most."""
     metric = cls().to(device)
     metric.update(torch.ones(3, device=device))
+    with count_host_syncs() as syncs:
+        metric.reset()
+    assert syncs.total == (1 if device != "meta" and metric._deferred_checks_registered() else 0), syncs.summary()
+    metric.update(torch.ones(3, device=device))
+    if device != "meta":
+        metric.compute()
     with no_host_sync():
         metric.reset()
 

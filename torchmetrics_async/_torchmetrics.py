@@ -38,6 +38,7 @@ from torchmetrics.utilities.data import (
 )
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
+from torchmetrics.wrappers.abstract import WrapperMetric
 from torchmetrics.wrappers.running import Running
 
 # Restated from torchmetrics.aggregation.BaseAggregator._cast_and_nan_check_input, which raises/warns them inline.
@@ -280,6 +281,7 @@ __all__ = [
     "MetricCollection",
     "Running",
     "TorchMetricsUserError",
+    "WrapperMetric",
     "_accuracy_reduce",
     "_check_same_shape",
     "_fbeta_reduce",

@@ -19,7 +19,9 @@ Example:
     tensor(2.2500)
 """
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any, Union
 
 import torch
@@ -27,7 +29,8 @@ import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
-from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
+from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import (
     NAN_FLAG_STATE,
     NAN_KEPT_STATE,
@@ -520,37 +523,56 @@ def _drop_unkept(values: list, kept: list) -> list:
     return [p for p in pieces if p.numel()]
 
 
-class _SyncFreeRunning:
-    """torchmetrics' ``Running`` window with copies into the window slots instead of aliases.
+class _SyncFreeRunning(SyncFreeMixin):
+    """torchmetrics' ``Running`` window over a sync-free base metric, with copies into owned window slots.
 
-    torchmetrics stores a reference to the base metric's state in the slot and then resets the base; a base metric
-    that resets in place would zero the slot. Copying in place also keeps the slots' storage stable.
+    torchmetrics stores a reference to the base metric's state in the slot and then resets the base; here the slot
+    (owned by the wrapper, see :data:`~torchmetrics_async.metric.OWNED_STATES`) receives a copy, and the base is
+    reset without reporting its checks (a host read per update): the wrapper keeps the base's deferred checks as its
+    own, over the whole window since its last reset, so a violation that has left the running window is still
+    raised by ``compute()`` or ``reset()``.
     """
+
+    # torchmetrics' Running leaves ``_update_count`` alone (its wrapper does not count); the window is its own count.
+    _window_counter = "_num_vals_seen"
+
+    def _wrap_update(self, update: Callable) -> Callable:
+        """As torchmetrics' wrappers: ``update`` unwrapped, except that the slots are made the wrapper's own first."""
+
+        @functools.wraps(update)
+        def wrapped_func(*args: Any, **kwargs: Any) -> None:
+            self._own_states()
+            update(*args, **kwargs)
+
+        return wrapped_func
+
+    def _setup_running(self) -> None:
+        self._take_over_base_checks()
+        self._setup_sync_free()
+
+    def _take_over_base_checks(self) -> None:
+        """The wrapper reports the base metric's checks (over its whole window); the base never reads them."""
+        base = self.base_metric
+        for name, (message, action) in base._deferred_checks_registered().items():
+            self._add_deferred_check(name, message, action)
+        base.__dict__[DEFERRED_RAISE_OWNED] = True
 
     def _adopt(self) -> None:
         """Finish converting a live torchmetrics ``Running`` whose base metric was converted already."""
-        cls = type(self)
-        # WrapperMetric leaves update/compute unwrapped, but Metric.__init__ bound them on the instance.
-        self.__dict__["update"] = cls.update.__get__(self)
-        self.__dict__["compute"] = cls.compute.__get__(self)
         base = self.base_metric
         for key in base._defaults:
             for slot in range(self.window):
                 if f"{key}_{slot}" not in self._defaults:
                     self.add_state(f"{key}_{slot}", default=base._defaults[key], dist_reduce_fx=base._reductions[key])
-        self._own_window_slots()
-
-    def _own_window_slots(self) -> None:
-        """Give every slot its own tensor: torchmetrics registers all slots with one shared default object."""
-        for key in self.base_metric._defaults:
-            for slot in range(self.window):
-                current = getattr(self, f"{key}_{slot}")
-                if isinstance(current, Tensor):
-                    setattr(self, f"{key}_{slot}", current.clone())
+        self._take_over_base_checks()
+        super()._adopt()
 
     def _store_window_slot(self) -> None:
         slot = self._num_vals_seen % self.window
         base = self.base_metric
+        self.__dict__["_num_vals_seen"] += 1
+        for name in self._deferred_checks_registered():
+            self._record_violation(name, getattr(base, name))
         for key in base._defaults:
             current = getattr(base, key)
             target = getattr(self, f"{key}_{slot}")
@@ -562,8 +584,8 @@ class _SyncFreeRunning:
                 target.copy_(current)
             else:
                 setattr(self, f"{key}_{slot}", current.clone() if isinstance(current, Tensor) else list(current))
-        base.reset()
-        self.__dict__["_num_vals_seen"] += 1
+                self.__dict__[OWNED_STATES][f"{key}_{slot}"] = getattr(self, f"{key}_{slot}")
+        base._reset_states()
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Update the base metric and store its state in the current window slot.
@@ -594,20 +616,40 @@ class _SyncFreeRunning:
             >>> RunningMean(window=2)(4.0)
             tensor(4.)
         """
+        state = self.__dict__
+        self._own_states()
         result = self.base_metric.forward(*args, **kwargs)
         self._store_window_slot()
-        self.__dict__["_computed"] = None
+        state["_computed"] = None
         return result
 
+    def compute(self) -> Any:
+        """Raise what the window since the last reset recorded, then compute over the running window.
+
+        Returns:
+            The base metric's value over the window.
+
+        Example:
+            >>> from torchmetrics_async import RunningSum
+            >>> metric = RunningSum(window=2)
+            >>> metric.update(1.0)
+            >>> metric.compute()
+            tensor(1.)
+        """
+        self._raise_deferred_checks()
+        return super().compute()
+
     def reset(self) -> None:
-        """Reset the window in place.
+        """Reset the window (raising what it recorded and nobody reported, as every sync-free metric does).
 
         Example:
             >>> from torchmetrics_async import RunningSum
             >>> RunningSum().reset()
         """
-        SyncFreeMixin.reset(self)
-        self.__dict__["_num_vals_seen"] = 0
+        try:
+            super().reset()
+        finally:
+            self.__dict__["_num_vals_seen"] = 0
 
 
 class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
@@ -628,7 +670,7 @@ class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=MeanMetric(nan_strategy=nan_strategy, **kwargs), window=window)
-        self._own_window_slots()
+        self._setup_running()
 
 
 class RunningSum(_SyncFreeRunning, tm_aggregation.RunningSum):
@@ -649,4 +691,4 @@ class RunningSum(_SyncFreeRunning, tm_aggregation.RunningSum):
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=SumMetric(nan_strategy=nan_strategy, **kwargs), window=window)
-        self._own_window_slots()
+        self._setup_running()

@@ -23,9 +23,9 @@ before their data, and reading those shapes is a host read. On CPU that read hap
 ``collect_results()`` reads the device exactly once on CUDA (one ``synchronize()``).
 
 Deferred errors: the shadow's ``compute()`` does not read the deferred NaN and value-check flags (the
-:data:`~torchmetrics_async.nan.DEFERRED_RAISE_OWNED` hook); the collector transfers them with the results and raises
-(``RuntimeError``) or warns at collect time with torchmetrics' messages, member by member in ``compute()`` order, as
-``compute()`` would. An exception raised by a member's ``compute()`` itself is also held and raised at collect time,
+:data:`~torchmetrics_async.deferred.DEFERRED_RAISE_OWNED` hook); the collector transfers them with the results and
+raises (``RuntimeError``) or warns at collect time with torchmetrics' messages, member by member in ``compute()`` order,
+as ``compute()`` would. An exception raised by a member's ``compute()`` itself is also held and raised at collect time,
 after the deferred errors of the members before it. Other warnings of ``compute()`` are emitted where it runs (at
 collect time on CPU, at schedule time on CUDA).
 
@@ -60,15 +60,17 @@ import torch
 from torch import Tensor
 from torch.distributed.checkpoint.stateful import Stateful
 
-from torchmetrics_async._torchmetrics import (
-    NAN_ERROR_MESSAGE,
-    NAN_WARN_MESSAGE,
-    Metric,
-    MetricCollection,
-    rank_zero_warn,
+from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero_warn
+from torchmetrics_async.deferred import (
+    DEFERRED_RAISE_OWNED,
+    DeferredChecks,
+    decode_violation,
+    first_violations,
+    report_deferred,
+    violation_code,
 )
 from torchmetrics_async.distributed import SyncHandle, sync_metrics
-from torchmetrics_async.nan import DEFERRED_RAISE_OWNED, NAN_FLAG_STATE
+from torchmetrics_async.metric import OWNED_STATES, has_stock_compute
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
@@ -288,18 +290,11 @@ def _reset_tree(tree: Any) -> None:
             _reset_tree(value)
 
 
-def _stock_compute(metric: Metric) -> bool:
-    """Whether ``compute()`` is torchmetrics' sync-compute-unsync wrapper (wrappers such as ``Running`` sync inside)."""
-    return type(metric)._wrap_compute is Metric._wrap_compute
-
-
-def _deferred_flags(metric: Metric) -> list[tuple[str, str]]:
-    """``(state, action)`` for the deferred flags ``metric.compute()`` reads, in the order it reads them."""
-    flags = [(name, "error") for name in metric.__dict__.get("_check_messages", {})]
-    strategy = getattr(metric, "nan_strategy", None)
-    if NAN_FLAG_STATE in metric._defaults and isinstance(strategy, str) and strategy in ("error", "warn"):
-        flags.append((NAN_FLAG_STATE, strategy))
-    return flags
+def _deferred_flags(metric: Metric) -> list[tuple[str, str, str]]:
+    """``(state, message, action)`` for the deferred flags ``metric.compute()`` reads, in the order it reads them."""
+    if not isinstance(metric, DeferredChecks):
+        return []
+    return [(name, message, action) for name, (message, action) in metric._deferred_checks_registered().items()]
 
 
 def _counters(metric: Metric) -> dict[str, int]:
@@ -397,7 +392,8 @@ class _Record:
     def __init__(self, metric: Metric) -> None:
         self.metric = metric
         self.error: BaseException | None = None
-        self.flags: list[tuple[str, str, Any]] = []  # (state, action, value: tensor until read, then Python)
+        # (state, message, action, violation code): a tensor until read, then (violated, first code) as Python values
+        self.flags: list[tuple] = []
 
 
 def _capturing(metric: Metric, inner: Callable, log: list[_Record]) -> Callable:
@@ -544,10 +540,10 @@ class AsyncMetricCollector(Stateful):
             self._slots.append(slot)
         self._log = []
         units = list({id(unit): unit for unit in _units(shadow)}.values())  # a metric under two keys: hook it once
-        self._checked_units = [unit for unit in units if _stock_compute(unit)]
+        self._checked_units = [unit for unit in units if has_stock_compute(unit)]
         self._sync_units = [unit for unit in self._checked_units if unit.sync_on_compute]
         for unit in units:
-            if _stock_compute(unit):
+            if has_stock_compute(unit):
                 # Synced explicitly (fused, early); compute leaves it synced until the collector restores it; the
                 # deferred flags are read by the collector, with the results, in one transfer.
                 unit._to_sync = False
@@ -697,7 +693,10 @@ class AsyncMetricCollector(Stateful):
             leaves = len(values) - sum(len(record.flags) for record in records)
             flag_values = iter(values[leaves:])
             for record in records:
-                record.flags = [(attr, action, next(flag_values)) for attr, action, _ in record.flags]
+                record.flags = [
+                    (attr, message, action, *decode_violation(next(flag_values)))
+                    for attr, message, action, _ in record.flags
+                ]
             self._report(records)
             return _to_python(tree, iter(values[:leaves]))
         finally:
@@ -726,6 +725,9 @@ class AsyncMetricCollector(Stateful):
                     # A new list of the same elements: reset() clears the live list in place.
                     slot.lists[attr] = target[attr] = list(value)
             target["_update_count"] = source["_update_count"]
+            if isinstance(slot.live, DeferredChecks):
+                # The window's flags travel in the buffers; the collector reports them, the live reset must not.
+                slot.live._hand_over_deferred(slot.shadow)
             for name in _COUNTERS:
                 if name in source:
                     target[name] = source[name]
@@ -748,6 +750,8 @@ class AsyncMetricCollector(Stateful):
                 else:
                     slot.lists[attr] = target[attr] = [piece.to(slot.shadow.device) for piece in value]
             target["_update_count"] = int(count)
+            if isinstance(slot.shadow, DeferredChecks):
+                slot.shadow._reset_deferred()  # a saved window carries its flags, not where they were first set
             target.update({name: int(value) for name, value in counters.items()})
             target["_computed"] = None
         self._scheduled = True
@@ -782,22 +786,18 @@ class AsyncMetricCollector(Stateful):
         for record in records:
             if id(record.metric) in checked:
                 metric = record.metric
-                record.flags = [(attr, action, getattr(metric, attr)) for attr, action in _deferred_flags(metric)]
-                out.extend(flag for _, _, flag in record.flags)
+                firsts = first_violations(metric)
+                record.flags = [
+                    (attr, message, action, violation_code(getattr(metric, attr), firsts[attr]))
+                    for attr, message, action in _deferred_flags(metric)
+                ]
+                out.extend(code for *_, code in record.flags)
         return out
 
     def _report(self, records: list[_Record]) -> None:
         """Warn and raise what each member's ``compute()`` would have, member by member, in compute order."""
         for record in records:
-            messages = record.metric.__dict__.get("_check_messages", {})
-            for attr, action, value in record.flags:
-                if not value:
-                    continue
-                if attr in messages:
-                    raise RuntimeError(messages[attr])
-                if action == "error":
-                    raise RuntimeError(NAN_ERROR_MESSAGE)
-                rank_zero_warn(NAN_WARN_MESSAGE, UserWarning)
+            report_deferred(record.metric, record.flags)
             if record.error is not None:
                 raise record.error
 
@@ -972,16 +972,17 @@ def _state(states: Mapping[str, Any], attr: str, name: str) -> Any:
 
 
 def _load_live_state(metric: Metric, attr: str, value: Any) -> None:
+    """Give the live metric a copy of a saved state (its own: it may be written in place from then on)."""
     current = getattr(metric, attr)
-    if isinstance(current, Tensor) and isinstance(value, Tensor):
-        if _same_layout(current, value):
-            current.copy_(value)
-        else:
-            setattr(metric, attr, value.detach().clone().to(current.device))
-    elif isinstance(value, Tensor):
-        setattr(metric, attr, value.detach().clone().to(metric.device))
+    device = current.device if isinstance(current, Tensor) else metric.device
+    if isinstance(value, Tensor):
+        loaded: Any = value.detach().clone().to(device)
     else:
-        setattr(metric, attr, [piece.detach().clone().to(metric.device) for piece in value])
+        loaded = [piece.detach().clone().to(device) for piece in value]
+    setattr(metric, attr, loaded)
+    owned = metric.__dict__.get(OWNED_STATES)
+    if owned is not None:
+        owned[attr] = loaded
 
 
 def _announce_own_sync(metric: Metric) -> None:

@@ -58,6 +58,7 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
+from torchmetrics_async.metric import has_stock_compute
 
 __all__ = [
     "MetricCollection",
@@ -1145,7 +1146,7 @@ def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False
 def _syncs_in_compute(metric: Metric) -> bool:
     """Whether ``metric.compute()`` would sync now, through the stock ``_sync_dist``: then it can be pre-synced."""
     return (
-        type(metric)._wrap_compute is Metric._wrap_compute  # wrappers and compositions sync inside, or not at all
+        has_stock_compute(metric)  # wrappers and compositions sync inside, or not at all
         and metric._computed is None  # a cached value comes back without a sync
         and metric._to_sync
         and not metric._is_synced  # compute() raises "already synced": let it

@@ -20,7 +20,7 @@ Example:
 
 import functools
 import inspect
-import sys
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -30,19 +30,34 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import (
     DEVICE_MISMATCH_MARKER,
     FORWARD_WHILE_SYNCED_MESSAGE,
+    Metric,
     TorchMetricsUserError,
+    WrapperMetric,
     _squeeze_if_scalar,
     device_mismatch_message,
     gather_all_tensors,
     rank_zero_warn,
 )
+from torchmetrics_async.deferred import (
+    DEFERRED_RAISE_OWNED,
+    FORWARD_INDEX,
+    DeferredChecks,
+    nan_where,
+    report_deferred,
+)
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 
-__all__ = ["OnePassForward", "SyncFreeMixin"]
+__all__ = ["OnePassForward", "SyncFreeMixin", "has_stock_compute", "uses_one_pass_forward"]
 
-# References to a state tensor that _held_elsewhere sees when only the metric holds it: the metric's __dict__, the
-# caller's local name, _held_elsewhere's parameter and getrefcount's argument.
-_PRIVATE_REFS = 4
+#: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
+#: out. Only those are written in place; any other (received by pickling into a spawned worker, shared with a
+#: compute-group sibling, loaded from a user's state dict, assigned by anyone) is copied first (copy on write).
+OWNED_STATES = "_owned_states"
+
+# The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
+# metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
+_ONE_PASS_METHODS: set[Callable] = set()
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # torchmetrics options that sync by definition: (option, "list" if it only matters for list states, what it does).
 _SYNCING_OPTIONS = (
@@ -54,8 +69,8 @@ _ANNOUNCED: set[tuple[str, str]] = set()
 _UPDATE_COUNT_KEY = "_update_count"
 
 
-class SyncFreeMixin:
-    """Lean update wrapper, in-place reset and adoption of live instances; first in the bases of a ``Metric``.
+class SyncFreeMixin(DeferredChecks):
+    """Lean update wrapper, owned storage, deferred checks, adoption of live instances; first in a ``Metric``'s bases.
 
     Example:
         >>> from torchmetrics_async import SumMetric
@@ -71,6 +86,7 @@ class SyncFreeMixin:
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             state["_computed"] = None
             state["_update_count"] += 1
+            self._own_states()
             self._run_guarded(state["_enable_grad"], update, args, kwargs)
             if state["compute_on_cpu"]:
                 self._move_list_states_to_cpu()
@@ -117,10 +133,17 @@ class SyncFreeMixin:
                 torch._C._set_grad_enabled(previous)
 
     def reset(self) -> None:
-        """Reset states to their defaults in place, from device-resident defaults (no host-to-device copy).
+        """Reset states to their defaults, raising first what the window recorded and nobody reported.
 
-        A state tensor that something else still references (a torchmetrics ``Running`` window slot, a compute
-        group sibling, a user's variable) is replaced by a fresh device-side clone instead, so no alias changes value.
+        A deferred error (a NaN under ``nan_strategy="error"``, a label out of range, ...) that ``compute()`` has not
+        raised since the last update is raised here, after the states are reset (one host read, only when updates
+        came since the flags were last read): an error is never dropped, even where only ``forward()``'s batch values
+        are logged. Each state becomes a fresh device-side copy of its default (no host-to-device copy); whatever
+        held the old tensor (a ``Running`` window slot, a compute-group sibling, a user's variable) keeps its value,
+        as with torchmetrics.
+
+        Raises:
+            RuntimeError: the first deferred error of the window, if ``compute()`` did not raise it.
 
         Example:
             >>> import torch
@@ -132,23 +155,116 @@ class SyncFreeMixin:
             >>> metric.sum_value is state, float(state)
             (False, 2.0)
         """
+        report = self._report_unreported_checks()
+        try:
+            if report:
+                report_deferred(self, report)
+        finally:
+            self._reset_states()
+
+    def _reset_states(self) -> None:
+        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared."""
         state = self.__dict__
         state["_update_count"] = 0
         state["_forward_cache"] = None
         state["_computed"] = None
         state["_cache"] = None
         state["_is_synced"] = False
-        state["_nan_warned"] = False
+        if state.get(FORWARD_INDEX) is None:  # forward() resets for the batch alone: the window goes on
+            self._reset_deferred()
+        owned = state[OWNED_STATES]
         for attr, default in self._defaults.items():
             current = state.get(attr)
             if isinstance(default, Tensor):
-                if _can_copy_in_place(current, default) and not _held_elsewhere(current):
-                    current.copy_(default)
-                else:
-                    target = current.device if isinstance(current, Tensor) else default.device
-                    setattr(self, attr, default.detach().clone().to(target))
+                target = current.device if isinstance(current, Tensor) else default.device
+                fresh = default.detach().clone().to(target)
+                setattr(self, attr, fresh)
+                owned[attr] = fresh
             else:
-                current.clear()
+                current.clear()  # as torchmetrics: whoever shares the list sees it emptied
+
+    def _own_states(self) -> None:
+        """Copy every state this metric does not own (see :data:`OWNED_STATES`) before it is written in place."""
+        state = self.__dict__
+        owned = state[OWNED_STATES]
+        for attr in self._defaults:
+            current = state[attr]
+            if owned.get(attr) is not current:
+                mine = current.detach().clone() if isinstance(current, Tensor) else list(current)
+                setattr(self, attr, mine)
+                owned[attr] = mine
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Torchmetrics' pickling state; pickled states are handed out, so neither side owns them any more.
+
+        Pickling a metric into a spawned worker (``mp.spawn``, Lightning's ``ddp_spawn``) moves its state tensors into
+        shared memory, where the parent and every worker would otherwise write into the same storage.
+
+        Returns:
+            The state to pickle.
+        """
+        state = super().__getstate__()
+        state[OWNED_STATES] = {}
+        self.__dict__[OWNED_STATES] = {}
+        return state
+
+    def _wrap_compute(self, compute: Callable) -> Callable:
+        """torchmetrics' compute wrapper; in a batch ``forward()`` computes: NaN where the batch violated a check."""  # noqa: D403
+        wrapped = super()._wrap_compute(compute)
+        state = self.__dict__
+
+        @functools.wraps(compute)
+        def compute_value(*args: Any, **kwargs: Any) -> Any:
+            if state.get(FORWARD_INDEX) is None:
+                return wrapped(*args, **kwargs)
+            return nan_where(self._deferred_violated(), wrapped(*args, **kwargs))
+
+        return compute_value
+
+    @torch.jit.unused
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Accumulate the batch and return the metric on it alone, without a host sync.
+
+        A class whose ``update`` and ``compute`` are this package's reduces the batch once (see
+        :class:`OnePassForward`); any other (a user's subclass overriding either, ``dist_sync_on_step=True``) gets
+        torchmetrics' forward, calling its own ``update``/``compute`` exactly as torchmetrics does. Either way a
+        batch that violated a deferred check gets NaN as its value, and the violation stays recorded for
+        ``compute()``/``reset()``.
+
+        Args:
+            args: as for ``update``.
+            kwargs: as for ``update``.
+
+        Returns:
+            What ``compute()`` would return on this batch alone.
+
+        Raises:
+            TorchMetricsUserError: if the metric is synced, as in torchmetrics.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import MeanMetric
+            >>> class Doubled(MeanMetric):
+            ...     def update(self, value, weight=1.0):
+            ...         super().update(value * 2, weight)
+            >>> Doubled()(torch.tensor([1.0, 2.0]))
+            tensor(3.)
+        """
+        if self._is_synced:
+            raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
+        if not self.dist_sync_on_step and uses_one_pass_forward(type(self)):
+            return self._forward_one_pass(*args, **kwargs)
+        state = self.__dict__
+        previous = state.get(DEFERRED_RAISE_OWNED, False)
+        # The batch's update is this update of the window; compute() must not read the flags (a host sync): its
+        # wrapper turns a violating batch's value into NaN instead.
+        state[FORWARD_INDEX] = state["_update_count"] + 1
+        state[DEFERRED_RAISE_OWNED] = True
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            state[FORWARD_INDEX] = None
+            state[DEFERRED_RAISE_OWNED] = previous
 
     def _extra_states(self) -> tuple[str, ...]:
         """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags.
@@ -169,7 +285,15 @@ class SyncFreeMixin:
         for attr in self._extra_states():
             if attr not in incoming_state:
                 incoming_state[attr] = self._missing_extra_state(attr, incoming_state)
+        state = self.__dict__
+        before = {attr: state[attr] for attr in self._defaults}
         super()._reduce_states(incoming_state)
+        # A reduction made a new tensor: this metric's own (a list result may hold the incoming tensors: not owned).
+        owned = state[OWNED_STATES]
+        for attr, previous in before.items():
+            current = state[attr]
+            if isinstance(current, Tensor) and current is not previous and current is not incoming_state[attr]:
+                owned[attr] = current
 
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
         """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent.
@@ -194,7 +318,7 @@ class SyncFreeMixin:
             ['_update_count', 'sum_value']
         """
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
-        if any(self._persistent.values()):
+        if self._window_counter == _UPDATE_COUNT_KEY and any(self._persistent.values()):
             destination[prefix + _UPDATE_COUNT_KEY] = torch.tensor(self._update_count)
         return destination
 
@@ -210,6 +334,7 @@ class SyncFreeMixin:
         for key in fixed:
             this._defaults[key] = _to_device(this._defaults[key], this.device)
             setattr(this, key, _to_device(getattr(this, key), this.device))
+        this._move_deferred(this.device)
         this._set_constants()
         return this
 
@@ -218,7 +343,13 @@ class SyncFreeMixin:
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
 
     def _setup_sync_free(self) -> None:
-        """What every sync-free metric needs once its states exist: the constants, and the fallback notice."""
+        """What every sync-free metric needs once its states exist: ownership, constants, the fallback notice.
+
+        It owns none of its states yet: they may be shared (a torchmetrics default object, a live instance being
+        adopted), so each is copied once before its first in-place write.
+        """
+        self.__dict__[OWNED_STATES] = {}
+        self.__dict__.setdefault(FORWARD_INDEX, None)
         self._set_constants()
         self._announce_fallbacks()
 
@@ -236,18 +367,6 @@ class SyncFreeMixin:
         parent = getattr(super(), "_adopt", None)
         if parent is not None:
             parent()
-
-    def _unshare_states(self) -> None:
-        """Give this metric its own copy of any state tensor something else also holds, before writing in place.
-
-        torchmetrics rebinds states where this package updates them in place; a ``MetricCollection`` compute group
-        shares state tensors between its members, so an in-place write through one member must not reach the others.
-        """
-        state = self.__dict__
-        for attr in self._defaults:
-            current = state.get(attr)
-            if isinstance(current, Tensor) and _held_elsewhere(current):
-                setattr(self, attr, current.clone())
 
     def _announce_fallbacks(self) -> None:
         """Say once per class and option when an option makes this metric take torchmetrics' syncing path."""
@@ -267,6 +386,29 @@ class SyncFreeMixin:
         return torch.full((), x, dtype=self.dtype, device=self.device)
 
 
+def has_stock_compute(metric: Any) -> bool:
+    """Whether ``metric.compute`` is torchmetrics' sync-compute-unsync wrapper (or ours, which only adds to it).
+
+    torchmetrics' wrappers (``Running``, ``ClasswiseWrapper``, ...) and compositions leave ``compute`` unwrapped and
+    sync inside it, or not at all: they cannot be synced from outside before their ``compute()``.
+
+    Args:
+        metric: a ``Metric``.
+
+    Returns:
+        ``True`` for a metric whose ``compute()`` syncs through its own ``_sync_dist``.
+
+    Example:
+        >>> from torchmetrics_async import RunningMean, SumMetric
+        >>> has_stock_compute(SumMetric()), has_stock_compute(RunningMean())
+        (True, False)
+    """
+    wrap = type(metric)._wrap_compute
+    return wrap is Metric._wrap_compute or (
+        wrap is SyncFreeMixin._wrap_compute and not isinstance(metric, WrapperMetric)
+    )
+
+
 def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, Tensor):
         return value.to(device)
@@ -276,21 +418,6 @@ def _to_device(value: Any, device: torch.device) -> Any:
 def _reword_device_mismatch(metric: Any, err: RuntimeError) -> None:
     if DEVICE_MISMATCH_MARKER in str(err):
         raise RuntimeError(device_mismatch_message(metric.__class__.__name__)) from err
-
-
-def _can_copy_in_place(current: Any, default: Tensor) -> bool:
-    return (
-        isinstance(current, Tensor)
-        and current.shape == default.shape
-        and current.dtype == default.dtype
-        and current.device == default.device
-        and not current.requires_grad
-    )
-
-
-def _held_elsewhere(tensor: Tensor) -> bool:
-    """Whether something besides the metric references a state tensor (call it with the caller's local name)."""
-    return sys.getrefcount(tensor) > _PRIVATE_REFS
 
 
 def _detach(stats: Any) -> Any:
@@ -304,45 +431,37 @@ def _detach(stats: Any) -> Any:
 class OnePassForward:
     """``forward`` from one reduction of the batch, for metrics that implement the three batch-statistics hooks.
 
+    Subclasses implement ``_batch_stats(*args, **kwargs)`` (reduce the batch, no host sync), ``_merge_stats(stats)``
+    (fold them into the states in place) and ``_batch_value(stats)`` (what ``compute()`` gives on the batch alone);
+    ``_batch_violation(stats)`` says whether the batch violated a deferred check. The one pass is used only while the
+    class's ``update`` and ``compute`` are this package's (see :func:`uses_one_pass_forward`).
+
     Example:
         >>> from torchmetrics_async import SumMetric
         >>> isinstance(SumMetric(), OnePassForward)
         True
     """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("update", "compute"):
+            method = cls.__dict__.get(name)
+            code = getattr(method, "__code__", None)
+            # Defined in this package's source (not merely in a class that claims one of its module names).
+            if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
+                _ONE_PASS_METHODS.add(method)
+
     def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
         stats = self._batch_stats(*args, **kwargs)
         if stats is not None:
-            self._unshare_states()
             self._merge_stats(stats)
 
-    @torch.jit.unused
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Accumulate the batch and return the metric on it alone, with one reduction of the batch.
+    def _batch_violation(self, stats: Any) -> Tensor | None:
+        """Whether the batch violated a deferred check (0-dim bool on the device), or ``None`` if it cannot."""
+        return None
 
-        Falls back to torchmetrics' ``forward`` when ``dist_sync_on_step=True`` (that option syncs by definition).
-        The batch value carries autograd history exactly when torchmetrics' does: when the caller has grad enabled.
-
-        Args:
-            args: as for ``update``.
-            kwargs: as for ``update``.
-
-        Returns:
-            What ``compute()`` would return on this batch alone.
-
-        Raises:
-            TorchMetricsUserError: if the metric is synced, as in torchmetrics.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MaxMetric
-            >>> MaxMetric()(torch.tensor([1.0, 3.0]))
-            tensor(3.)
-        """
-        if self._is_synced:
-            raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
-        if self.dist_sync_on_step:
-            return super().forward(*args, **kwargs)
+    def _forward_one_pass(self, *args: Any, **kwargs: Any) -> Any:
+        """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
         state = self.__dict__
         state["_computed"] = None
         state["_update_count"] += 1
@@ -352,7 +471,32 @@ class OnePassForward:
         stats = self._run_guarded(grad, self._batch_stats, args, kwargs)
         value = _squeeze_if_scalar(self._run_guarded(grad, self._batch_value, (stats,), {}))
         if stats is not None:
-            self._unshare_states()
+            value = nan_where(self._batch_violation(stats), value)
+            self._own_states()
             self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
         state["_forward_cache"] = value
         return value
+
+
+def uses_one_pass_forward(cls: type) -> bool:
+    """Whether ``forward`` reduces the batch once for instances of ``cls``: its ``update`` and ``compute`` are ours.
+
+    Decided at every call from the class as it is then, so a subclass that overrides either method, at any depth
+    and at any time, gets torchmetrics' forward semantics (its own ``update``/``compute`` called as torchmetrics
+    calls them).
+
+    Args:
+        cls: a metric class.
+
+    Returns:
+        ``True`` where the one-pass forward applies.
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> class Doubled(MeanMetric):
+        ...     def update(self, value, weight=1.0):
+        ...         super().update(value * 2, weight)
+        >>> uses_one_pass_forward(MeanMetric), uses_one_pass_forward(Doubled)
+        (True, False)
+    """
+    return getattr(cls, "update", None) in _ONE_PASS_METHODS and getattr(cls, "compute", None) in _ONE_PASS_METHODS

@@ -18,10 +18,10 @@ from typing import Literal, Union
 import torch
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_WARN_MESSAGE, rank_zero_warn
+from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_WARN_MESSAGE
+from torchmetrics_async.deferred import DeferredChecks
 
 __all__ = [
-    "DEFERRED_RAISE_OWNED",
     "NAN_FLAG_STATE",
     "NAN_KEPT_STATE",
     "DeferredNanFlag",
@@ -36,11 +36,6 @@ NanStrategy = Union[Literal["error", "warn", "ignore", "disable"], float]
 NAN_FLAG_STATE = "nan_seen"
 #: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"`` (bool, concatenated).
 NAN_KEPT_STATE = "nan_kept"
-#: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the deferred flags unread
-#: (:meth:`DeferredNanFlag._raise_deferred_nan` and ``DeferredChecks._raise_deferred_checks`` return at once) and
-#: whoever set it reads the flag states and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it
-#: computes off the critical path, where reading a flag would make the host wait for the device.
-DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
 
 
 def apply_nan_strategy(
@@ -126,11 +121,12 @@ def apply_nan_strategy_to_numbers(
     return None, None, strategy == "warn"
 
 
-class DeferredNanFlag:
-    """Mixin for metrics whose ``"error"``/``"warn"`` NaN strategies are deferred to ``compute()``.
+class DeferredNanFlag(DeferredChecks):
+    """Mixin for metrics whose ``"error"``/``"warn"`` NaN strategies are deferred (see :mod:`~.deferred`).
 
-    The flag is a metric state (:data:`NAN_FLAG_STATE`) reduced with ``max``, so it is synced, merged and
-    checkpointed with the metric. It exists only for the two strategies that need it.
+    The flag is a deferred check (:data:`NAN_FLAG_STATE`, a bool metric state reduced with ``max``) that exists only
+    for the two strategies that need it: ``compute()`` (or, failing that, ``reset()``) raises or warns with
+    torchmetrics' message.
 
     Example:
         >>> import torch
@@ -141,33 +137,22 @@ class DeferredNanFlag:
         ...     metric.compute()
         ... except RuntimeError as err:
         ...     print(err)
-        Encountered `nan` values in tensor
+        Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1 of this window)
     """
 
     def _add_nan_flag_state(self) -> None:
-        self.__dict__["_nan_warned"] = False
-        if self.nan_strategy in ("error", "warn"):
-            # bool: OR-ing a bool mask into a bool flag is half the host time of a mixed-dtype in-place op.
-            flag = torch.zeros((), dtype=torch.bool, device=self.device)
-            self.add_state(NAN_FLAG_STATE, default=flag, dist_reduce_fx="max")
+        strategy = self.nan_strategy
+        if strategy == "error":
+            self._add_deferred_check(NAN_FLAG_STATE, NAN_ERROR_MESSAGE, "error")
+        elif strategy == "warn":
+            self._add_deferred_check(NAN_FLAG_STATE, NAN_WARN_MESSAGE, "warn")
 
     def _record_nan(self, seen: Tensor | bool | None) -> None:
         """Fold a per-element NaN mask (or a host-known bool) into the flag, without reading it."""
         if seen is None or seen is False:
             return
-        if seen is True:
-            getattr(self, NAN_FLAG_STATE).fill_(True)
-        else:
-            getattr(self, NAN_FLAG_STATE).logical_or_(seen if seen.dim() == 0 else seen.any())
+        self._record_violation(NAN_FLAG_STATE, seen)
 
     def _raise_deferred_nan(self) -> None:
-        """Raise or warn, with torchmetrics' message, if a NaN was recorded (one host read of the flag)."""
-        if self.__dict__.get(DEFERRED_RAISE_OWNED, False):
-            return
-        if self.nan_strategy not in ("error", "warn") or not bool(getattr(self, NAN_FLAG_STATE)):
-            return
-        if self.nan_strategy == "error":
-            raise RuntimeError(NAN_ERROR_MESSAGE)
-        if not self.__dict__.get("_nan_warned", False):
-            rank_zero_warn(NAN_WARN_MESSAGE, UserWarning)
-            self.__dict__["_nan_warned"] = True
+        """Raise or warn, with torchmetrics' message, if a NaN was recorded (one host read of the flags)."""
+        self._raise_deferred_checks()

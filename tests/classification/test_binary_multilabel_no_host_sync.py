@@ -89,10 +89,17 @@ def test_update_and_forward_make_no_host_sync(name, device):
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("name", NAMES)
 def test_reset_makes_no_host_sync(name, device):
+    """After compute() reported the window's checks, reset() reads nothing; before, it reads the flags once."""
     _, metric = make_pair(name)
     metric = metric.to(device)
     preds, target = batches(name, device, False)["probs"]
     metric.update(preds, target)
+    with count_host_syncs() as syncs:
+        metric.reset()
+    assert syncs.total == (0 if device == "meta" else 1), syncs.summary()
+    metric.update(preds, target)
+    if device != "meta":
+        metric.compute()
     with no_host_sync():
         metric.reset()
 

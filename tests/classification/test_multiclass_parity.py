@@ -52,6 +52,12 @@ def assert_same(actual: Any, expected: Any) -> None:
     torch.testing.assert_close(actual, expected, equal_nan=True)
 
 
+def assert_nan_where_floating(value: Any) -> None:
+    """A violating batch's forward value: NaN in every floating-point tensor (integer counts have no NaN)."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        assert bool(torch.isnan(value).all()), value
+
+
 def _call(metric: Any, kind: str, preds: torch.Tensor, target: torch.Tensor) -> tuple[Any, Exception | None]:
     call = metric if kind == "forward" else metric.update
     with warnings.catch_warnings():
@@ -101,17 +107,23 @@ def invalid_values(kwargs: dict[str, Any], steps: list[tuple[str, torch.Tensor, 
 
 
 def run_pair(
-    reference: Any, accelerated: Any, steps: list[tuple[str, torch.Tensor, torch.Tensor]], invalid: bool = False
+    reference: Any,
+    accelerated: Any,
+    steps: list[tuple[str, torch.Tensor, torch.Tensor]],
+    invalid_steps: list[bool] | None = None,
 ) -> str:
     """Feed both metrics the same steps and compare; returns "rejected", "invalid" or "ok".
 
     An input torchmetrics rejects must be rejected by ours with the same exception type, in the same call. A
     ``RuntimeError`` torchmetrics raises in ``update`` that ours does not (a value error) must come from ours'
     ``compute()`` instead; so must out-of-range values torchmetrics lets through (``invalid``: ours checks the range,
-    torchmetrics counts unique values). Our ``update``/``forward`` must leave their inputs alone.
+    torchmetrics counts unique values). Our ``update``/``forward`` must leave their inputs alone, and our ``forward``
+    on a batch with out-of-range values returns NaN (the violation is recorded for ``compute()``).
     """
+    invalid_steps = invalid_steps or [False] * len(steps)
+    invalid = any(invalid_steps)
     deferred = False
-    for kind, preds, target in steps:
+    for (kind, preds, target), invalid_step in zip(steps, invalid_steps, strict=True):
         ref_out, ref_exc = _call(reference, kind, preds.clone(), target.clone())
         before = preds.clone(), target.clone()
         acc_out, acc_exc = _call(accelerated, kind, preds, target)
@@ -123,7 +135,9 @@ def run_pair(
             assert isinstance(ref_exc, RuntimeError), f"torchmetrics rejected eagerly, ours did not: {ref_exc!r}"
             deferred = True
             continue
-        if kind == "forward" and not deferred:
+        if kind == "forward" and invalid_step and accelerated.validate_args:
+            assert_nan_where_floating(acc_out)
+        elif kind == "forward" and not deferred:
             assert_same(acc_out, ref_out)
     if deferred or invalid:
         assert invalid, "torchmetrics raised on valid values"
@@ -342,7 +356,7 @@ EDGE_CONFIGS = [
 
 def compare(name: str, kwargs: dict[str, Any], steps: list[tuple[str, torch.Tensor, torch.Tensor]]) -> str:
     reference, accelerated = make_pair(name, kwargs)
-    return run_pair(reference, accelerated, steps, invalid_values(kwargs, steps))
+    return run_pair(reference, accelerated, steps, [invalid_values(kwargs, [step]) for step in steps])
 
 
 def _three_steps(preds: torch.Tensor, target: torch.Tensor) -> list[tuple[str, torch.Tensor, torch.Tensor]]:

@@ -13,7 +13,7 @@ argument checks need no device data and stay eager.
 
 Example:
     >>> import torch
-    >>> from torchmetrics_async.classification.base import DeferredChecks
+    >>> from torchmetrics_async.deferred import DeferredChecks
     >>> issubclass(SyncFreeClassification, DeferredChecks)
     True
 """
@@ -25,65 +25,10 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import torchmetrics_origin
+from torchmetrics_async.deferred import DeferredChecks
 from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
-from torchmetrics_async.nan import DEFERRED_RAISE_OWNED
 
-__all__ = ["DeferredChecks", "SyncFreeClassification"]
-
-
-class DeferredChecks:
-    """Value checks recorded on the device in ``update`` and raised in ``compute``.
-
-    Each check is a bool state named ``invalid_*`` holding "violated in this window", with the message ``compute()``
-    raises as ``RuntimeError`` (torchmetrics raises these value errors as ``RuntimeError`` too).
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics import Metric
-        >>> class PositiveSum(DeferredChecks, Metric):
-        ...     def __init__(self):
-        ...         super().__init__()
-        ...         self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
-        ...         self._add_deferred_check("invalid_value", "Expected only positive values.")
-        ...     def update(self, x):
-        ...         self._record_violation("invalid_value", x <= 0)  # no host sync: recorded on the device
-        ...         self.total += x.sum()
-        ...     def compute(self):
-        ...         self._raise_deferred_checks()
-        ...         return self.total
-        >>> metric = PositiveSum()
-        >>> metric.update(torch.tensor([1.0, -1.0]))
-        >>> metric.compute()
-        Traceback (most recent call last):
-        ...
-        RuntimeError: Expected only positive values.
-    """
-
-    def _add_deferred_check(self, name: str, message: str) -> None:
-        """Register a check (idempotent): a bool state ``name`` and the message raised when it is set."""
-        messages = self.__dict__.setdefault("_check_messages", {})
-        messages[name] = message
-        if name not in self._defaults:
-            self.add_state(name, default=torch.zeros((), dtype=torch.bool, device=self.device), dist_reduce_fx="max")
-
-    def _record_violation(self, name: str, violated: Tensor) -> None:
-        """OR a violation mask (any shape) into check ``name`` without reading it."""
-        if violated.numel():
-            getattr(self, name).logical_or_(violated if violated.dim() == 0 else violated.any())
-
-    def _raise_deferred_checks(self) -> None:
-        """Raise the first violated check's message; reads every flag in one host transfer.
-
-        Skipped when the ``DEFERRED_RAISE_OWNED`` attribute is set (see :mod:`torchmetrics_async.nan`).
-        """
-        messages = self.__dict__.get("_check_messages")
-        if not messages or self.__dict__.get(DEFERRED_RAISE_OWNED, False):
-            return
-        names = list(messages)
-        violated = torch.stack([getattr(self, name) for name in names]).tolist()
-        for name, bad in zip(names, violated, strict=True):
-            if bad:
-                raise RuntimeError(messages[name])
+__all__ = ["SyncFreeClassification"]
 
 
 def _forwarding_init(cls: type, origin: type) -> Any:
@@ -157,6 +102,12 @@ class SyncFreeClassification(SyncFreeMixin, OnePassForward, DeferredChecks):
                 state.add_(value)
         for name, violated in violations.items():
             self._record_violation(name, violated)
+
+    def _batch_violation(self, stats: tuple) -> Tensor | None:
+        violations = [violated for violated in stats[1].values() if violated.numel()]
+        if not violations:
+            return None
+        return torch.stack([violated.any() for violated in violations]).any()
 
     def _batch_value(self, stats: tuple | None) -> Any:
         """The torchmetrics class's own ``compute`` on the batch statistics alone (checks skipped)."""

@@ -13,7 +13,7 @@ weights of absent classes through a boolean mask as well. Here:
 - ignored entries take part with weight 0, and every index is clamped into range first, so the kernels never index
   out of bounds whatever the values;
 - value checks (targets outside ``[0, num_classes)`` and not ``ignore_index``, label ``preds`` outside it) are
-  recorded on the device and raised by ``compute()`` (see :class:`~.base.DeferredChecks`);
+  recorded on the device and raised by ``compute()`` (see :class:`~torchmetrics_async.deferred.DeferredChecks`);
 - the macro average zeroes its weights with ``masked_fill``, and the normalized confusion matrix its 0/0 entries.
 
 Example:
@@ -47,7 +47,7 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.classification.base import SyncFreeClassification
-from torchmetrics_async.nan import DEFERRED_RAISE_OWNED
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
 __all__ = [
     "MulticlassAccuracy",

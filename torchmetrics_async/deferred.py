@@ -1,0 +1,310 @@
+"""Deferred checks: value errors recorded on the device in ``update``, raised later, never dropped.
+
+torchmetrics validates values inside ``update`` (``if nans.any()``, ``torch.unique`` of the labels), which makes the
+host wait for the device at every step. A sync-free metric records the violation instead, in a bool metric state
+(reduced with ``max``, so it is synced, merged and checkpointed with the metric), and reports it later:
+
+- ``compute()`` raises (or warns) with torchmetrics' message: one host read for all of a metric's flags;
+- ``forward()`` returns NaN as the batch value of a batch that violated a check (no host read);
+- ``reset()`` raises what ``compute()`` has not reported since the last update (one host read per reset), so a
+  window that is only logged per step (``forward`` then ``reset``) cannot lose an error;
+- the message names the first offending update of the window: its index is recorded on the device, beside the flag,
+  as a plain attribute (not a metric state: it is this process's own count and is neither synced nor saved).
+
+Example:
+    >>> import torch
+    >>> from torchmetrics import Metric
+    >>> class PositiveSum(DeferredChecks, Metric):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+    ...         self._add_deferred_check("invalid_value", "Expected only positive values.")
+    ...     def update(self, x):
+    ...         self._record_violation("invalid_value", x <= 0)  # no host sync: recorded on the device
+    ...         self.total += x.sum()
+    ...     def compute(self):
+    ...         self._raise_deferred_checks()
+    ...         return self.total
+    >>> metric = PositiveSum()
+    >>> metric.update(torch.tensor([1.0]))
+    >>> metric.update(torch.tensor([1.0, -1.0]))
+    >>> metric.compute()
+    Traceback (most recent call last):
+    ...
+    RuntimeError: Expected only positive values. (torchmetrics-async: first recorded in update 2 of this window)
+"""
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import rank_zero_warn
+
+__all__ = [
+    "DEFERRED_RAISE_OWNED",
+    "FORWARD_INDEX",
+    "DeferredChecks",
+    "decode_violation",
+    "deferred_message",
+    "first_violations",
+    "nan_where",
+    "report_deferred",
+    "violation_code",
+]
+
+#: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the deferred flags unread and
+#: whoever set it reads the flag states and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it
+#: computes off the critical path; the generic ``forward`` sets it while it computes the batch value.
+DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
+
+# Instance attributes (in ``__dict__``).
+_CHECKS = "_check_messages"  # check state name -> (message, "error" | "warn"), in registration order
+_FIRST = "_first_violation"  # check state name -> 0-dim int64: _INDEX_BASE - index of its first offending update
+_REPORTED_AT = "_deferred_reported_at"  # the update count at which the flags were last read (reported or clean)
+_WARNED = "_nan_warned"  # a "warn" check has warned in this window
+#: While ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge), the index the
+#: batch's update has in the window (``None`` otherwise).
+FORWARD_INDEX = "_forward_index"
+
+# The first offending update is kept as _INDEX_BASE - index, so ``maximum`` keeps the earliest and 0 means none.
+_INDEX_BASE = 1 << 62
+
+
+class DeferredChecks:
+    """Mixin for a ``Metric``: value checks recorded on the device and reported by ``compute``/``reset``.
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> isinstance(MeanMetric(), DeferredChecks)
+        True
+    """
+
+    #: The instance attribute counting this window's updates (a wrapper may count them under another name).
+    _window_counter = "_update_count"
+
+    def _add_deferred_check(self, name: str, message: str, action: str = "error") -> None:
+        """Register a check (idempotent): a bool state ``name`` and what reporting it does (raise or warn)."""
+        state = self.__dict__
+        state.setdefault(_CHECKS, {})[name] = (message, action)
+        state.setdefault(_FIRST, {})[name] = torch.zeros((), dtype=torch.int64, device=self.device)
+        state.setdefault(_REPORTED_AT, 0)
+        state.setdefault(_WARNED, False)
+        state.setdefault(FORWARD_INDEX, None)
+        if name not in self._defaults:
+            self.add_state(name, default=torch.zeros((), dtype=torch.bool, device=self.device), dist_reduce_fx="max")
+
+    def _deferred_checks_registered(self) -> dict[str, tuple[str, str]]:
+        """Check state name -> ``(message, action)``, in the order ``compute()`` reports them."""
+        return self.__dict__.get(_CHECKS, {})
+
+    def _record_violation(self, name: str, violated: Tensor | bool) -> None:
+        """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
+        state = self.__dict__
+        index = state[FORWARD_INDEX] or state[self._window_counter]
+        if isinstance(violated, bool):
+            if violated:
+                getattr(self, name).fill_(True)
+                state[_FIRST][name].clamp_(min=_INDEX_BASE - index)
+            return
+        if not violated.numel():
+            return
+        if violated.dim():
+            violated = violated.any()
+        getattr(self, name).logical_or_(violated)
+        first = state[_FIRST][name]
+        torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
+
+    def _deferred_violated(self) -> Tensor | None:
+        """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
+        names = list(self._deferred_checks_registered())
+        if not names:
+            return None
+        flags = [getattr(self, name) for name in names]
+        return flags[0] if len(flags) == 1 else torch.stack(flags).any()
+
+    def _raise_deferred_checks(self) -> None:
+        """Report the violated checks with their messages: one host read for all flags.
+
+        An ``"error"`` check raises ``RuntimeError`` (the first in registration order); a ``"warn"`` check warns once
+        per window. Skipped when ``DEFERRED_RAISE_OWNED`` is set.
+        """
+        state = self.__dict__
+        if not self._deferred_checks_registered() or state.get(DEFERRED_RAISE_OWNED, False):
+            return
+        report_deferred(self, self._read_deferred())
+
+    def _report_unreported_checks(self) -> Any:
+        """Read the flags if updates came since they were last reported; return the report to make after a reset.
+
+        Called by ``reset()`` before the states are cleared (the flags die with them).
+        """
+        state = self.__dict__
+        checks = self._deferred_checks_registered()
+        if (
+            not checks
+            or state.get(DEFERRED_RAISE_OWNED, False)
+            or state[self._window_counter] == state.get(_REPORTED_AT, 0)
+            or getattr(self, next(iter(checks))).is_meta  # meta states hold no values to report
+        ):
+            return None
+        return self._read_deferred()
+
+    def _read_deferred(self) -> list[tuple[str, str, str, bool, int]]:
+        """Every check as ``(name, message, action, violated, first_code)``: one host read; marks them reported."""
+        state = self.__dict__
+        checks = self._deferred_checks_registered()
+        codes = torch.stack([violation_code(getattr(self, name), state[_FIRST][name]) for name in checks]).tolist()
+        state[_REPORTED_AT] = state[self._window_counter]
+        return [
+            (name, message, action, *decode_violation(code))
+            for (name, (message, action)), code in zip(checks.items(), codes, strict=True)
+        ]
+
+    def _reset_deferred(self) -> None:
+        """Clear the per-window bookkeeping beside the flag states (which ``reset`` restores from their defaults)."""
+        state = self.__dict__
+        firsts = state.get(_FIRST)
+        if firsts:
+            for name, first in firsts.items():
+                firsts[name] = torch.zeros_like(first)
+        state[_REPORTED_AT] = 0
+        state[_WARNED] = False
+
+    def _hand_over_deferred(self, taker: "DeferredChecks") -> None:
+        """Give this window's first-violation indices to ``taker`` (a collector's copy, which reports the flags).
+
+        ``reset`` then does not report them: the taker does.
+        """
+        state = self.__dict__
+        taker.__dict__[_FIRST] = dict(state.get(_FIRST, {}))
+        state[_REPORTED_AT] = state[self._window_counter]
+
+    def _move_deferred(self, device: torch.device) -> None:
+        firsts = self.__dict__.get(_FIRST)
+        if firsts:
+            for name, first in firsts.items():
+                firsts[name] = first.to(device)
+
+
+def violation_code(flag: Tensor, first: Tensor) -> Tensor:
+    """One int64 for a check: 0 when clean, else its first-violation code (1 when set by another process or merge).
+
+    Args:
+        flag: the check's bool state.
+        first: its first-violation code (see :func:`first_violations`).
+
+    Returns:
+        A 0-dim int64 tensor on the device (no host read); :func:`decode_violation` reads it.
+
+    Example:
+        >>> import torch
+        >>> violation_code(torch.tensor(True), torch.tensor(0))
+        tensor(1)
+    """
+    return torch.where(flag, first.clamp(min=1), 0)
+
+
+def decode_violation(code: int) -> tuple[bool, int]:
+    """``(violated, first_code)`` from a read :func:`violation_code`.
+
+    Args:
+        code: the value read on the host.
+
+    Returns:
+        Whether the check was violated, and the first-violation code (0 when not recorded by this process).
+
+    Example:
+        >>> decode_violation(0), decode_violation(1)
+        ((False, 0), (True, 0))
+    """
+    return code != 0, (code if code > 1 else 0)
+
+
+def first_violations(metric: Any) -> dict[str, Tensor]:
+    """Check state name -> the device tensor coding its first offending update (see :func:`deferred_message`).
+
+    Args:
+        metric: a metric with deferred checks.
+
+    Returns:
+        The mapping (empty for a metric without checks).
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> list(first_violations(MeanMetric(nan_strategy="error")))
+        ['nan_seen']
+    """
+    return metric.__dict__.get(_FIRST, {})
+
+
+def report_deferred(metric: Any, flags: list[tuple[str, str, str, bool, int]]) -> None:
+    """Raise or warn for read flags ``(name, message, action, violated, first_code)``, as ``compute()`` reports them.
+
+    Args:
+        metric: the metric the flags belong to (its ``_nan_warned`` attribute makes a warning once per window).
+        flags: the flags, read on the host, in reporting order.
+
+    Raises:
+        RuntimeError: for the first violated ``"error"`` check.
+
+    Example:
+        >>> report_deferred(object(), [("invalid", "Bad.", "error", False, 0)])  # nothing violated: nothing happens
+    """
+    for _name, message, action, violated, code in flags:
+        if not violated:
+            continue
+        text = deferred_message(message, code)
+        if action == "error":
+            raise RuntimeError(text)
+        state = getattr(metric, "__dict__", {})
+        if not state.get(_WARNED, False):
+            rank_zero_warn(text, UserWarning)
+            state[_WARNED] = True
+
+
+def deferred_message(message: str, code: int) -> str:
+    """Torchmetrics' message, followed by where the first offending update was recorded.
+
+    Args:
+        message: torchmetrics' message for the check.
+        code: the recorded first-violation code (0: not recorded by this process).
+
+    Returns:
+        The message.
+
+    Example:
+        >>> deferred_message("Encountered `nan` values in tensor", (1 << 62) - 3)
+        'Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 3 of this window)'
+    """
+    if code:
+        where = f"first recorded in update {_INDEX_BASE - code} of this window"
+    else:
+        where = "recorded in another process's or a merged state of this window"
+    return f"{message} (torchmetrics-async: {where})"
+
+
+def nan_where(violated: Tensor | None, value: Any) -> Any:
+    """``value`` with every floating-point tensor in it replaced by NaN where ``violated`` (a 0-dim bool) is set.
+
+    Args:
+        violated: whether the batch violated a check (device tensor), or ``None``.
+        value: a tensor, or a dict/list/tuple of them (what ``compute()`` returns).
+
+    Returns:
+        The value, NaN where violated; integer tensors are returned as they are (they have no NaN).
+
+    Example:
+        >>> import torch
+        >>> nan_where(torch.tensor(True), {"acc": torch.tensor(0.5), "n": torch.tensor(3)})
+        {'acc': tensor(nan), 'n': tensor(3)}
+    """
+    if violated is None:
+        return value
+    if isinstance(value, Tensor):
+        return value.masked_fill(violated, float("nan")) if value.is_floating_point() else value
+    if isinstance(value, dict):
+        return {key: nan_where(violated, item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(nan_where(violated, item) for item in value)
+    return value
