@@ -34,6 +34,7 @@ from torchmetrics_async.classification.tasks import (
     StatScores,
 )
 from torchmetrics_async.collector import AsyncMetricCollector
+from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 
@@ -42,6 +43,7 @@ __all__ = [
     "AsyncMetricCollector",
     "CatMetric",
     "ConfusionMatrix",
+    "CoverageRow",
     "ExactMatch",
     "F1Score",
     "FBetaScore",
@@ -59,6 +61,7 @@ __all__ = [
     "StatScores",
     "SumMetric",
     "accelerate",
+    "accelerated_coverage",
     "is_patched",
     "patch",
     "scalar_to_tensor_updates",

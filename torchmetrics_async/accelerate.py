@@ -19,10 +19,20 @@ from torchmetrics import MetricCollection
 
 from torchmetrics_async import aggregation, classification
 from torchmetrics_async._torchmetrics import Metric, torchmetrics_origin
+from torchmetrics_async.decorators import _DECORATORS, _derive
 from torchmetrics_async.distributed import fused_collection_class
-from torchmetrics_async.metric import SyncFreeMixin
 
-__all__ = ["accelerate", "accelerated_class_for", "is_patched", "patch", "register", "registry", "unpatch"]
+__all__ = [
+    "accelerate",
+    "accelerated_class_for",
+    "is_patched",
+    "is_torchmetrics_class",
+    "patch",
+    "register",
+    "registry",
+    "torchmetrics_base",
+    "unpatch",
+]
 
 T = TypeVar("T")
 
@@ -73,12 +83,84 @@ for _module in (aggregation, classification):
         register(getattr(_module, _name))
 
 
+def _rebase_or_raise(cls: type) -> type:
+    """What unpickling an instance of a rebased user subclass calls (see ``decorators._rebuild``)."""
+    rebased = _rebased(cls)
+    if rebased is None:
+        raise TypeError(f"{cls.__qualname__} no longer subclasses an accelerated torchmetrics class.")
+    return rebased
+
+
+_DECORATORS["accelerate"] = _rebase_or_raise
+
+
 def _is_accelerated(cls: type) -> bool:
-    return issubclass(cls, SyncFreeMixin) or cls in _REGISTRY.values()
+    """Whether ``cls`` is, or subclasses, a registered accelerated class (a rebased user subclass included)."""
+    accelerated = set(_REGISTRY.values())
+    return any(base in accelerated for base in cls.__mro__)
+
+
+def is_torchmetrics_class(cls: type) -> bool:
+    """Whether ``cls`` is torchmetrics' own (defined in the ``torchmetrics`` package, not a decorator's subclass).
+
+    Args:
+        cls: a class.
+
+    Returns:
+        ``True`` for torchmetrics' classes.
+
+    Example:
+        >>> import torchmetrics
+        >>> from torchmetrics_async import MeanMetric
+        >>> is_torchmetrics_class(torchmetrics.MeanMetric), is_torchmetrics_class(MeanMetric)
+        (True, False)
+    """
+    return cls.__module__.split(".")[0] == "torchmetrics" and "_decorator" not in vars(cls)
+
+
+def torchmetrics_base(cls: type) -> type | None:
+    """The nearest torchmetrics class in the MRO of ``cls`` (``cls`` itself if it is one), or ``None``.
+
+    Args:
+        cls: a class.
+
+    Returns:
+        The class or ``None``.
+
+    Example:
+        >>> import torchmetrics
+        >>> class Doubled(torchmetrics.MeanMetric):
+        ...     pass
+        >>> torchmetrics_base(Doubled) is torchmetrics.MeanMetric
+        True
+    """
+    return next((base for base in cls.__mro__ if is_torchmetrics_class(base)), None)
+
+
+def _rebased(cls: type) -> type | None:
+    """A user subclass of a registered torchmetrics class, rebased on its accelerated class; else ``None``.
+
+    ``type(name, (cls, accelerated), ...)``: C3 puts the user's classes first and the accelerated class before the
+    torchmetrics class both subclass, so the user's overrides win and ``super()`` reaches the sync-free methods.
+    Only when the nearest torchmetrics class is registered: a torchmetrics subclass in between (say
+    ``MulticlassJaccardIndex`` over ``MulticlassConfusionMatrix``) has methods of its own that are not sync-free.
+    """
+    if is_torchmetrics_class(cls) or "_decorator" in vars(cls):
+        return None
+    origin = torchmetrics_base(cls)
+    if origin not in _REGISTRY:
+        return None
+    try:
+        return _derive("accelerate", cls, (cls, _REGISTRY[origin]), {})
+    except TypeError:  # no consistent MRO (a user's multiple inheritance): not accelerated
+        return None
 
 
 def accelerated_class_for(cls: type) -> type | None:
-    """The accelerated class for a torchmetrics class, ``cls`` itself if it is accelerated, else ``None``.
+    """The accelerated class for ``cls``: registered, ``cls`` if accelerated, a rebased user subclass, or ``None``.
+
+    A user's subclass of an accelerated torchmetrics class gets a derived class with the same name whose bases are the
+    user's class and the accelerated class: the user's methods first, the sync-free ones in place of torchmetrics'.
 
     Args:
         cls: a ``Metric`` subclass.
@@ -90,29 +172,26 @@ def accelerated_class_for(cls: type) -> type | None:
         >>> import torchmetrics
         >>> accelerated_class_for(torchmetrics.MaxMetric).__module__
         'torchmetrics_async.aggregation'
+        >>> accelerated_class_for(torchmetrics.classification.MulticlassJaccardIndex) is None
+        True
     """
     if cls in _REGISTRY:
         return _REGISTRY[cls]
-    return cls if _is_accelerated(cls) else None
-
-
-def _class_for_instance(cls: type) -> type | None:
-    """Accelerated class for a live instance of ``cls``: registered, or a user subclass the decorators can handle."""
-    accelerated = accelerated_class_for(cls)
-    if accelerated is not None:
-        return accelerated
-    from torchmetrics_async._torchmetrics import BaseAggregator
-    from torchmetrics_async.decorators import sync_free
-
-    # A user subclass of a class we accelerate, or any aggregator: the user's overrides must win, so only the generic
-    # accelerations apply (sync-free NaN handling, lean wrapper, in-place reset, scalars without copies).
-    if issubclass(cls, BaseAggregator) or any(base in _REGISTRY for base in cls.__mro__[1:]):
-        return sync_free(cls)
-    return None
+    if _is_accelerated(cls):
+        return cls
+    return _rebased(cls)
 
 
 def _unaccelerated(obj: Any, strict: bool) -> Any:
-    message = f"torchmetrics_async cannot accelerate {obj!r:.200}; it is left unchanged."
+    from torchmetrics_async.coverage import why_not_accelerated
+
+    if isinstance(obj, type) and issubclass(obj, Metric):
+        message = f"{obj.__name__}: {why_not_accelerated(obj)}"
+    elif isinstance(obj, Metric):
+        message = f"{type(obj).__name__}: {why_not_accelerated(type(obj))}"
+    else:
+        message = f"{obj!r:.200} is not a torchmetrics Metric, MetricCollection or a container of them"
+    message = f"torchmetrics_async cannot accelerate {message}. It is left unchanged."
     if strict:
         raise TypeError(message)
     warnings.warn(message, UserWarning, stacklevel=3)
@@ -120,7 +199,7 @@ def _unaccelerated(obj: Any, strict: bool) -> Any:
 
 
 def _convert_instance(metric: Metric, strict: bool) -> Metric:
-    target = _class_for_instance(type(metric))
+    target = accelerated_class_for(type(metric))
     if target is None:
         return _unaccelerated(metric, strict)
     base = getattr(metric, "base_metric", None)
@@ -154,7 +233,7 @@ def accelerate(obj: T, strict: bool = False) -> T:
         ['torchmetrics_async.aggregation', 'torchmetrics_async.aggregation']
     """
     if isinstance(obj, type) and issubclass(obj, Metric):
-        target = _class_for_instance(obj)
+        target = accelerated_class_for(obj)
         return target if target is not None else _unaccelerated(obj, strict)
     if isinstance(obj, MetricCollection):
         for member in obj.values(copy_state=False):

@@ -4,10 +4,12 @@
   all (weights kept), and Python numbers enter without a host-to-device copy.
 - :func:`scalar_to_tensor_updates`: for any ``Metric`` subclass: Python numbers passed to ``update``/``forward``
   become device tensors through a fill kernel (no copy), and 0-dim CPU tensors travel with ``non_blocking=True``.
-- :func:`sync_free`: every acceleration that applies: the accelerated class for a torchmetrics class; for a
-  ``BaseAggregator`` subclass, sync-free NaN strategies (deferred ``"error"``/``"warn"``) in
+- :func:`sync_free`: every acceleration that applies: the accelerated class for a torchmetrics class or a user's
+  subclass of one (rebased on it, see :func:`torchmetrics_async.accelerate.accelerated_class_for`); otherwise a
+  *generic* class: for a ``BaseAggregator`` subclass, sync-free NaN strategies (deferred ``"error"``/``"warn"``) in
   ``_cast_and_nan_check_input``; for every ``Metric``, the lean update wrapper, in-place ``reset`` and
-  :func:`scalar_to_tensor_updates`.
+  :func:`scalar_to_tensor_updates`. A generic class is not accelerated (its ``update()`` may still sync): its
+  ``repr()`` says so, ``MyMetric[generic: update may sync]()``.
 
 Decorated classes subclass the class they decorate, keep its name, and pickle (they rebuild themselves by
 re-applying the decorator). A class a decorator cannot apply to raises ``TypeError`` saying why.
@@ -43,9 +45,12 @@ from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.nan import NAN_FLAG_STATE, DeferredNanFlag, apply_nan_strategy
 from torchmetrics_async.scalars import is_number
 
-__all__ = ["scalar_to_tensor_updates", "suppress_nan_check", "sync_free"]
+__all__ = ["GENERIC_MARK", "scalar_to_tensor_updates", "suppress_nan_check", "sync_free"]
 
 M = TypeVar("M", bound=type)
+
+# What repr() appends to the name of a generic sync_free class (no accelerated class exists for what it decorates).
+GENERIC_MARK = "[generic: update may sync]"
 
 _DECORATED: dict[tuple[str, type], type] = {}
 _DECORATORS: dict[str, Callable[[type], type]] = {}
@@ -236,10 +241,12 @@ def sync_free(cls: M) -> M:
     """Apply every acceleration that fits ``cls``.
 
     Args:
-        cls: a torchmetrics class (its accelerated class is returned) or a user's ``Metric`` subclass.
+        cls: a torchmetrics class (its accelerated class is returned), a user's subclass of an accelerated torchmetrics
+            class (rebased on the accelerated class) or any other ``Metric`` subclass (a generic class).
 
     Returns:
-        The accelerated class.
+        The accelerated class, or the generic class: not accelerated (``update()`` may still sync), which its
+        ``repr()`` says.
 
     Raises:
         TypeError: if ``cls`` is not a ``Metric`` subclass.
@@ -254,6 +261,8 @@ def sync_free(cls: M) -> M:
         ...         value, _ = self._cast_and_nan_check_input(value)
         ...         self.total += value.sum()
         >>> metric = sync_free(Total)()
+        >>> metric
+        Total[generic: update may sync]()
         >>> metric.update(torch.tensor([1.0, float("nan")]))  # no host sync: the error waits for compute()
         >>> metric.compute()
         Traceback (most recent call last):
@@ -272,7 +281,13 @@ def sync_free(cls: M) -> M:
     if issubclass(cls, BaseAggregator):
         mixins += (_SyncFreeNanAggregator,)
     scalar_cls = scalar_to_tensor_updates(cls)
-    return _derive("sync_free", cls, (*mixins, scalar_cls), {"__init__": _sync_free_init(cls)})
+    namespace = {"__init__": _sync_free_init(cls), "_get_name": _generic_name}
+    return _derive("sync_free", cls, (*mixins, scalar_cls), namespace)
+
+
+def _generic_name(self: Any) -> str:
+    """``repr()`` names a generic ``sync_free`` class as such: not accelerated, its ``update()`` may sync."""
+    return f"{type(self).__name__}{GENERIC_MARK}"
 
 
 _DECORATORS.update(

@@ -1,0 +1,231 @@
+"""What is accelerated: every torchmetrics ``Metric`` class, accelerated or not, and why not.
+
+A class counts as accelerated only if it is in the registry (:func:`torchmetrics_async.accelerate.registry`), whose
+classes make no host sync in ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
+Everything else is listed with the reason, and :func:`~torchmetrics_async.accelerate` names the same reason when it
+leaves a metric unchanged.
+
+Example:
+    >>> from torchmetrics_async.coverage import accelerated_coverage
+    >>> rows = {row.name: row for row in accelerated_coverage()}
+    >>> rows["MeanMetric"].accelerated, rows["MulticlassJaccardIndex"].accelerated
+    (True, False)
+"""
+
+import importlib
+import inspect
+import warnings
+from dataclasses import dataclass
+
+import torchmetrics.aggregation
+
+from torchmetrics_async._torchmetrics import BaseAggregator, Metric
+from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
+
+__all__ = ["FORWARD_CAVEATS", "CoverageRow", "accelerated_coverage", "why_not_accelerated"]
+
+# torchmetrics' public modules (a class is listed under the one it is defined in, else under ``torchmetrics``).
+PUBLIC_MODULES = (
+    "torchmetrics.aggregation",
+    "torchmetrics.audio",
+    "torchmetrics.classification",
+    "torchmetrics.clustering",
+    "torchmetrics.detection",
+    "torchmetrics.image",
+    "torchmetrics.multimodal",
+    "torchmetrics.nominal",
+    "torchmetrics.regression",
+    "torchmetrics.retrieval",
+    "torchmetrics.segmentation",
+    "torchmetrics.shape",
+    "torchmetrics.text",
+    "torchmetrics.video",
+    "torchmetrics.wrappers",
+    "torchmetrics",
+)
+
+# Registered classes whose forward() still reads the host under some arguments, and when (the contract test checks
+# that each caveat holds, so a fixed one is noticed and removed).
+FORWARD_CAVEATS: dict[type, str] = {
+    torchmetrics.aggregation.CatMetric: (
+        "forward() under nan_strategy='warn' (the default) or 'ignore' reads the NaN masks on the host: the batch it"
+        " returns has NaNs dropped, a data-dependent shape; update() is sync-free under every strategy"
+    ),
+}
+
+NOT_YET = (
+    "not yet accelerated: torchmetrics' own update() and forward() run unchanged, not checked for host syncs"
+    " (value checks and data-dependent shapes are the usual ones)"
+)
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    """One torchmetrics class: where it is exported, whether it is accelerated, and if not, why.
+
+    Attributes:
+        module: the public torchmetrics module that exports it (``"torchmetrics.classification"``).
+        name: the name the module exports it as (torchmetrics' deprecated top-level aliases differ from
+            ``torchmetrics_class.__name__``).
+        torchmetrics_class: the torchmetrics class.
+        accelerated_class: the registered accelerated class, or ``None``.
+        reason: why it is not accelerated (``""`` when it is).
+        caveat: for an accelerated class, the arguments under which ``forward()`` still syncs (``""``: none).
+
+    Example:
+        >>> import torchmetrics
+        >>> row = CoverageRow("torchmetrics.aggregation", "MeanMetric", torchmetrics.MeanMetric, None, "x")
+        >>> row.accelerated
+        False
+    """
+
+    module: str
+    name: str
+    torchmetrics_class: type
+    accelerated_class: type | None
+    reason: str
+    caveat: str = ""
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether ``update()`` and ``forward()`` of the accelerated class are sync-free (it is registered).
+
+        Example:
+            >>> from torchmetrics_async.coverage import accelerated_coverage
+            >>> next(row for row in accelerated_coverage() if row.name == "SumMetric").accelerated
+            True
+        """
+        return self.accelerated_class is not None
+
+
+def _is_task_wrapper(cls: type) -> bool:
+    """Whether ``cls`` is a task wrapper like ``torchmetrics.Accuracy`` (``__new__`` builds a task metric)."""
+    new = cls.__new__
+    try:
+        return new is not object.__new__ and "task" in inspect.signature(new).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def why_not_accelerated(cls: type) -> str:
+    """A short reason why ``cls`` is not accelerated (``""`` if it is).
+
+    Args:
+        cls: a ``Metric`` subclass (torchmetrics' or a user's).
+
+    Returns:
+        The reason.
+
+    Example:
+        >>> import torchmetrics
+        >>> why_not_accelerated(torchmetrics.MeanMetric)
+        ''
+        >>> why_not_accelerated(torchmetrics.classification.BinaryAUROC).startswith("not yet accelerated")
+        True
+    """
+    from torchmetrics_async.accelerate import accelerated_class_for
+
+    if accelerated_class_for(cls) is not None:
+        return ""
+    if is_torchmetrics_class(cls):
+        return _torchmetrics_reason(cls)
+    decorator = vars(cls).get("_decorator")
+    if decorator is not None:
+        decorated = vars(cls)["_decorated"].__name__
+        return (
+            f"made by the {decorator} decorator from {decorated}, which is not accelerated; the decorator's generic"
+            " accelerations apply, but update() may still make host syncs"
+        )
+    base = torchmetrics_base(cls)
+    if base is None or base is Metric:
+        return (
+            "a user Metric subclass: its update() runs as written (the sync_free decorator applies the generic"
+            " accelerations: in-place reset, Python numbers without copies)"
+        )
+    if base is BaseAggregator:
+        return (
+            "a user BaseAggregator subclass: its update() runs as written with torchmetrics' NaN check, a host sync"
+            " (decorate the class with sync_free to make the NaN handling sync-free)"
+        )
+    return f"subclasses torchmetrics' {base.__name__}, which is {_torchmetrics_reason(base)}"
+
+
+def _torchmetrics_reason(cls: type) -> str:
+    if cls is Metric or cls is BaseAggregator or getattr(cls.update, "__isabstractmethod__", False):
+        return "a base class: torchmetrics' metrics subclass it; it computes nothing itself"
+    if _is_task_wrapper(cls):
+        return "a task wrapper whose task-specific classes are not accelerated (the wrapper builds torchmetrics' own)"
+    if cls.__module__.startswith("torchmetrics.wrappers."):
+        return (
+            "a wrapper: its own update() and forward() are torchmetrics' and accelerate() does not convert the metrics"
+            " it wraps (wrap accelerated metrics instead)"
+        )
+    accelerated_bases = [base.__name__ for base in cls.__mro__[1:] if base in registry()]
+    if accelerated_bases:
+        return f"{NOT_YET}; it subclasses the accelerated {accelerated_bases[0]} but its own methods are torchmetrics'"
+    return NOT_YET
+
+
+def _public_metric_classes() -> dict[type, tuple[str, str]]:
+    """Map each torchmetrics class to (public module, exported name); modules failing optional imports are skipped."""
+    originals = {accelerated: origin for origin, accelerated in registry().items()}  # while patch() is in effect
+    exported: dict[type, dict[str, str]] = {}
+    for module_name in PUBLIC_MODULES:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                module = importlib.import_module(module_name)
+        except Exception:  # an optional dependency's import error, whatever its type
+            continue
+        names = getattr(module, "__all__", None) or [name for name in vars(module) if not name.startswith("_")]
+        for name in names:
+            value = originals.get(getattr(module, name, None), getattr(module, name, None))
+            if isinstance(value, type) and issubclass(value, Metric) and is_torchmetrics_class(value):
+                exported.setdefault(value, {}).setdefault(module_name, name)
+    found = {cls: _home(cls, modules) for cls, modules in exported.items()}
+    for origin in registry():  # a registered class no public module exports is still listed
+        found.setdefault(origin, (origin.__module__, origin.__name__))
+    return found
+
+
+def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
+    """Where to list ``cls``: (module, exported name).
+
+    The module is the exporting module the class is defined under (``torchmetrics.classification`` for
+    ``torchmetrics.classification.accuracy``), else ``torchmetrics``.
+    """
+    owners = [name for name in modules if cls.__module__ == name or cls.__module__.startswith(name + ".")]
+    home = max(owners, key=len) if owners else ("torchmetrics" if "torchmetrics" in modules else next(iter(modules)))
+    return home, modules[home]
+
+
+def accelerated_coverage() -> list[CoverageRow]:
+    """Every ``Metric`` class torchmetrics' public modules export, with whether it is accelerated and why not.
+
+    Reads the registry, so a newly registered class is listed as accelerated. Modules whose optional dependencies are
+    missing are skipped. Sorted by module, then name.
+
+    Returns:
+        One :class:`CoverageRow` per class.
+
+    Example:
+        >>> rows = accelerated_coverage()
+        >>> accelerated = [row.name for row in rows if row.accelerated]
+        >>> "MulticlassAccuracy" in accelerated, "BinaryAUROC" in accelerated
+        (True, False)
+        >>> next(row.reason for row in rows if row.name == "MulticlassJaccardIndex").startswith("not yet accelerated")
+        True
+    """
+    accelerated = registry()
+    rows = [
+        CoverageRow(
+            module=module,
+            name=name,
+            torchmetrics_class=cls,
+            accelerated_class=accelerated.get(cls),
+            reason="" if cls in accelerated else why_not_accelerated(cls),
+            caveat=FORWARD_CAVEATS.get(cls, "") if cls in accelerated else "",
+        )
+        for cls, (module, name) in _public_metric_classes().items()
+    ]
+    return sorted(rows, key=lambda row: (row.module, row.name))
