@@ -36,8 +36,11 @@ def test_update_forward_reset_make_no_host_sync_on_cuda(origin, kwargs, kind, de
         warnings.simplefilter("ignore")  # 0/0 warnings of either implementation
         torch.testing.assert_close(metric.compute(), reference.compute())
     _checked(metric.reset)
+    # CatMetric's forward under "ignore"/"warn" returns the batch with NaNs dropped: a data-dependent shape, the one
+    # host sync the package allows (README); its update and reset are checked like every other class.
+    documented = getattr(metric, "nan_strategy", None) in ("ignore", "warn") and origin.__name__ == "CatMetric"
     for args in data:
-        batch_value = _checked(metric, *args)
+        batch_value = metric(*args) if documented else _checked(metric, *args)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.testing.assert_close(batch_value, reference(*args))
