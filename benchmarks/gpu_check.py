@@ -1,0 +1,677 @@
+"""GPU proof kit: one run that measures every CUDA claim of the package and writes ``report.json`` + ``report.md``.
+
+``scripts/gpu-check [--device cuda|cpu] [--quick] OUTDIR`` (or ``python -m benchmarks.gpu_check ...`` from the
+repository root) runs, in order, and writes the report after each section (a run cut short keeps what it measured):
+
+- ``environment``: versions, the device, where ``torchmetrics_async`` was imported from;
+- ``cuda_tests``: ``pytest -m cuda tests/cuda`` in a subprocess (JUnit XML parsed: passed, failed, xfailed with
+  reasons, skipped); on the CPU the tests are collected and skipped, and the section says so;
+- ``demo``: :func:`torchmetrics_async.demo.run` with its three modes (torchmetrics, accelerated, accelerated_async)
+  on the device: step time, host syncs per step and per log, and whether the final values are identical;
+- ``overlap`` (CUDA only): a ``torch.profiler`` trace of the collector over a few training-like steps, summarised as
+  how much of the side stream's work ran while the main stream was busy, how long the main stream sat idle while the
+  side stream worked, and how long the host waited in ``collect_results()``;
+- ``benchmarks``: per-call time of a handful of the ``benchmarks/`` cases, torchmetrics and accelerated, on the
+  device (CUDA events on CUDA, ``perf_counter`` on the CPU) and their ratio;
+- ``compile``: ``torch._dynamo.explain`` of the demo's metric updates (graph breaks and their reasons).
+
+``--device cpu`` is a dry run that works anywhere: the CUDA-only parts are reported as ``skipped: no CUDA device``.
+``--device cuda`` without a CUDA device exits with status 2 and a message. Nothing is installed: the script runs on the
+interpreter that starts it, with the repository on ``PYTHONPATH``.
+
+Example:
+    >>> overlap = _interval_overlap([(0.0, 2.0), (5.0, 6.0)], [(1.0, 5.5)])
+    >>> overlap
+    1.5
+    >>> _union([(0.0, 2.0), (1.0, 3.0), (4.0, 5.0)])
+    [(0.0, 3.0), (4.0, 5.0)]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = ("environment", "cuda_tests", "demo", "overlap", "benchmarks", "compile")
+NO_CUDA = "skipped: no CUDA device"
+
+__all__ = ["NO_CUDA", "SECTIONS", "main", "render_markdown", "run_check"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _version(module: str) -> str | None:
+    try:
+        imported = __import__(module)
+    except Exception:
+        return None
+    return str(getattr(imported, "__version__", "unknown"))
+
+
+def section_environment(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    import torch
+
+    import torchmetrics_async
+
+    commit = None
+    with contextlib.suppress(Exception):
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+    info: dict[str, Any] = {
+        "status": "ok",
+        "device": device,
+        "quick": quick,
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torchmetrics": _version("torchmetrics"),
+        "torchvision": _version("torchvision"),
+        "lightning": _version("lightning"),
+        "torchmetrics_async_from": str(Path(torchmetrics_async.__file__).parent),
+        "git_commit": commit,
+    }
+    if device == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_capability"] = list(torch.cuda.get_device_capability(0))
+        info["nccl"] = bool(torch.distributed.is_available() and torch.distributed.is_nccl_available())
+    return info
+
+
+def _parse_junit(path: Path) -> dict[str, Any]:
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0}
+    failures: list[str] = []
+    xfails: list[str] = []
+    skip_reasons: dict[str, int] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        children = {child.tag: child for child in case}
+        if "failure" in children or "error" in children:
+            tag = "failure" if "failure" in children else "error"
+            counts["failed" if tag == "failure" else "errors"] += 1
+            message = (children[tag].get("message") or "").strip().splitlines()
+            failures.append(f"{name}: {message[0][:300] if message else tag}")
+        elif "skipped" in children:
+            skipped = children["skipped"]
+            message = (skipped.get("message") or "").strip()
+            if skipped.get("type") == "pytest.xfail":
+                counts["xfailed"] += 1
+                xfails.append(f"{name}: {message[:500]}")
+            else:
+                counts["skipped"] += 1
+                skip_reasons[message] = skip_reasons.get(message, 0) + 1
+        else:
+            counts["passed"] += 1
+    return {**counts, "failures": failures, "xfails": xfails, "skip_reasons": skip_reasons}
+
+
+def section_cuda_tests(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    xml = outdir / "cuda-tests.xml"
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", "tests/cuda", "-p", "no:cacheprovider", "-q", "-rfEX"]
+    command.append(f"--junitxml={xml}")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=420, check=False)
+    (outdir / "cuda-tests.log").write_text(proc.stdout + proc.stderr)
+    result: dict[str, Any] = {
+        "command": " ".join(["python", *command[1:]]),
+        "exit_code": proc.returncode,
+        "wall_s": round(time.perf_counter() - start, 1),
+        "log": "cuda-tests.log",
+    }
+    if not xml.exists():
+        result["status"] = "error: pytest wrote no JUnit XML (see cuda-tests.log)"
+        return result
+    result.update(_parse_junit(xml))
+    ran = result["passed"] + result["failed"] + result["errors"] + result["xfailed"]
+    if not ran:
+        result["status"] = f"{NO_CUDA} (collected {result['skipped']} tests, all skipped)"
+    elif result["failed"] or result["errors"]:
+        result["status"] = "failed"
+    else:
+        result["status"] = "ok"
+    return result
+
+
+def section_demo(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    from torchmetrics_async import demo
+
+    modes = (*demo.MODES, demo.ASYNC_MODE)
+    if device == "cuda":
+        steps, log_every, image_size = (30, 10, 0) if quick else (100, 25, 0)
+    else:
+        steps, log_every, image_size = (6, 2, 8) if quick else (40, 10, 0)
+    report = demo.run(steps=steps, device=device, log_every=log_every, modes=modes, image_size=image_size)
+    match = demo._values_match(report)
+    base = report["modes"]["torchmetrics"]["step_ms"]
+    for result in report["modes"].values():
+        result["step_ratio_to_torchmetrics"] = result["step_ms"] / base if base else None
+    accelerated_syncs = {mode: report["modes"][mode]["host_syncs_per_step"] for mode in modes[1:]}
+    if device == "cuda":
+        model = "resnet18 (the demo's own torchvision-free copy of torchvision's layout), batch 128, 224x224 images"
+    else:
+        model = f"small_cnn (the demo's CPU model), batch 64, {image_size or 32}x{image_size or 32} images"
+    return {
+        "status": "ok" if match and not any(accelerated_syncs.values()) else "failed",
+        "model": model,
+        "torchvision_present": _version("torchvision") is not None,
+        "steps": steps,
+        "log_every": log_every,
+        "values_identical": match,
+        "table": demo.format_report(report),
+        "report": report,
+    }
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _interval_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the intersection of two interval sets (each merged first)."""
+    a, b = _union(a), _union(b)
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, end - start)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def summarize_trace(trace: dict[str, Any]) -> dict[str, Any]:
+    """Stream activity of a chrome trace: the main stream is the one with the most GPU time, the rest is side work.
+
+    Args:
+        trace: a ``torch.profiler`` chrome trace (``traceEvents``), times in µs.
+
+    Returns:
+        Busy, concurrent and idle times in ms.
+
+    Example:
+        >>> events = [
+        ...     {"ph": "X", "cat": "kernel", "ts": 0, "dur": 10, "args": {"stream": 7}},
+        ...     {"ph": "X", "cat": "kernel", "ts": 12, "dur": 8, "args": {"stream": 7}},
+        ...     {"ph": "X", "cat": "kernel", "ts": 8, "dur": 6, "args": {"stream": 13}},
+        ... ]
+        >>> s = summarize_trace({"traceEvents": events})
+        >>> s["side_busy_ms"], s["side_concurrent_ms"], s["main_idle_during_side_ms"]
+        (0.006, 0.004, 0.002)
+    """
+    per_stream: dict[Any, list[tuple[float, float]]] = {}
+    for event in trace.get("traceEvents", []):
+        if event.get("ph") != "X" or event.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        stream = (event.get("args") or {}).get("stream")
+        start = float(event["ts"])
+        per_stream.setdefault(stream, []).append((start, start + float(event.get("dur", 0))))
+    if not per_stream:
+        return {"streams": 0}
+    busy = {stream: sum(e - s for s, e in _union(iv)) for stream, iv in per_stream.items()}
+    main = max(busy, key=busy.__getitem__)
+    side = [iv for stream, ivs in per_stream.items() if stream != main for iv in ivs]
+    side_union = _union(side)
+    side_busy = sum(e - s for s, e in side_union)
+    concurrent = _interval_overlap(side_union, per_stream[main])
+    # the main stream's idle time inside each stretch of side work
+    idle = sum(e - s for s, e in side_union) - concurrent
+    return {
+        "streams": len(per_stream),
+        "main_stream": main,
+        "side_streams": sorted(str(stream) for stream in per_stream if stream != main),
+        "main_busy_ms": busy[main] / 1000,
+        "side_busy_ms": side_busy / 1000,
+        "side_concurrent_ms": concurrent / 1000,
+        "side_concurrent_fraction": concurrent / side_busy if side_busy else None,
+        "main_idle_during_side_ms": idle / 1000,
+        "side_events": len(side),
+    }
+
+
+def section_overlap(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    if device != "cuda":
+        return {"status": "n/a on cpu"}
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from torchmetrics_async import AsyncMetricCollector, accelerate
+    from torchmetrics_async.demo import build_metrics, update_metrics
+
+    dev = torch.device("cuda")
+    metrics = accelerate({name: metric.to(dev) for name, metric in build_metrics(1000).items()})
+    collector = AsyncMetricCollector(metrics)
+    collector.bind()
+    weight = torch.randn(4096, 4096, device=dev)
+    generator = torch.Generator(device=dev).manual_seed(0)
+
+    def step() -> None:  # main-stream work of a few ms, then the article's metric updates on its output
+        hidden = torch.randn(128, 4096, generator=generator, device=dev)
+        for _ in range(8):
+            hidden = torch.tanh(hidden @ weight)
+        logits = hidden[:, :1000]
+        target = torch.randint(0, 1000, (128,), generator=generator, device=dev)
+        update_metrics(metrics, logits.square().mean(), logits, target)
+
+    def window(steps_between: int, waits: list[float]) -> None:
+        collector.schedule_collection()
+        for _ in range(steps_between):
+            step()
+        start = time.perf_counter()
+        collector.collect_results()
+        waits.append(1000 * (time.perf_counter() - start))
+
+    for _ in range(3):  # warm-up: kernels, cuBLAS, pinned host blocks
+        step()
+    window(2, [])
+    torch.cuda.synchronize()
+    windows, between = (2, 3) if quick else (4, 4)
+    waits: list[float] = []
+    trace_path = outdir / "overlap-trace.json"
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(windows):
+            step()
+            window(between, waits)
+        torch.cuda.synchronize()
+    loop_ms = 1000 * (time.perf_counter() - start)
+    prof.export_chrome_trace(str(trace_path))
+    collector.unbind()
+    summary = summarize_trace(json.loads(trace_path.read_text()))
+    return {
+        "status": "ok" if summary.get("side_events") else "failed: no side-stream GPU work in the trace",
+        "windows": windows,
+        "steps_between_schedule_and_collect": between,
+        "host_wait_in_collect_ms": waits,
+        "profiled_loop_ms": loop_ms,
+        "trace": trace_path.name,
+        "how": "main stream = the stream with the most GPU time in the trace; every other stream's kernels and"
+        " copies count as the collector's side-stream work (sync, compute, device-to-host copy)",
+        **summary,
+    }
+
+
+def _to(obj: Any, device: str) -> Any:
+    if isinstance(obj, dict):
+        return {key: value.to(device) for key, value in obj.items()}
+    return obj.to(device)
+
+
+def _bench_cases(device: str, quick: bool) -> list[tuple[str, str, Callable[[str], Callable[[], Any]]]]:
+    """``(metric, call, make(impl) -> fn)``, from the definitions in ``benchmarks/``, inputs on ``device``."""
+    import torch
+
+    from benchmarks import test_aggregation_bench as agg
+    from benchmarks import test_classification_bench as cls
+
+    def aggregation(metric_name: str, call: str) -> Callable[[str], Callable[[], Any]]:
+        def make(impl: str) -> Callable[[], Any]:
+            metric = getattr(agg.IMPLS[impl], metric_name)().to(device)
+            _, is_forward, names = agg.CALLS[call]
+            inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in agg._inputs().items()}
+            args = tuple(inputs[name] for name in names)
+            target = metric if is_forward else metric.update
+            return lambda: target(*args)
+
+        return make
+
+    def classification(key: tuple[str, str]) -> Callable[[str], Callable[[], Any]]:
+        def make(impl: str) -> Callable[[], Any]:
+            obj, make_call = cls.CASES[key]()
+            batch = {k: v.to(device) for k, v in cls._batch().items()}
+            return make_call(cls.IMPLS[impl](_to(obj, device)), batch)
+
+        return make
+
+    cases = [
+        ("MeanMetric", "update(0-dim)", aggregation("MeanMetric", "update(0-dim)")),
+        ("SumMetric", "update(float)", aggregation("SumMetric", "update(float)")),
+        ("MulticlassAccuracy(1000)", "update(logits 128x1000)", None),
+        ("article step", "5 updates, micro (as the article)", None),
+    ]
+    if not quick:
+        cases[2:2] = [
+            ("MeanMetric", "forward(0-dim)", aggregation("MeanMetric", "forward(0-dim)")),
+            ("MaxMetric", "update(128)", aggregation("MaxMetric", "update(128)")),
+        ]
+        cases += [
+            ("MulticlassF1Score(1000)", "forward(logits 128x1000)", None),
+            ("BinaryAccuracy", "update(128 probs)", None),
+        ]
+    return [(m, c, make or classification((m, c))) for m, c, make in cases]
+
+
+def _time_per_call(fn: Callable[[], Any], cuda: bool, rounds: int, iterations: int, warmup: int) -> dict[str, float]:
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    if cuda:
+        torch.cuda.synchronize()
+    host_us: list[float] = []
+    device_us: list[float] = []
+    for _ in range(rounds):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        t0 = time.perf_counter()
+        for _ in range(iterations):
+            fn()
+        host_us.append(1e6 * (time.perf_counter() - t0) / iterations)
+        if cuda:
+            end.record()
+            end.synchronize()
+            device_us.append(1000 * start.elapsed_time(end) / iterations)
+    out = {"host_us": statistics.median(host_us)}
+    if cuda:
+        out["cuda_event_us"] = statistics.median(device_us)
+    return out
+
+
+def section_benchmarks(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    cuda = device == "cuda"
+    rounds, iterations, warmup = (3, 5, 5) if quick else (15, 10, 20)
+    key = "cuda_event_us" if cuda else "host_us"
+    rows = []
+    for metric, call, make in _bench_cases(device, quick):
+        timings = {
+            impl: _time_per_call(make(impl), cuda, rounds, iterations, warmup)
+            for impl in ("torchmetrics", "accelerated")
+        }
+        base = timings["torchmetrics"][key]
+        rows.append(
+            {
+                "metric": metric,
+                "call": call,
+                "torchmetrics": timings["torchmetrics"],
+                "accelerated": timings["accelerated"],
+                "ratio": timings["accelerated"][key] / base if base else None,
+            }
+        )
+    return {
+        "status": "ok",
+        "method": (
+            "median over rounds of the per-call time of a round of back-to-back calls; "
+            + (
+                "CUDA events around the round (device timeline, ratio on it) and perf_counter (host_us)"
+                if cuda
+                else "perf_counter"
+            )
+        ),
+        "rounds": rounds,
+        "iterations": iterations,
+        "ratio_of": key,
+        "rows": rows,
+    }
+
+
+def section_compile(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    import torch
+    import torch._dynamo
+
+    from torchmetrics_async import accelerate
+    from torchmetrics_async.demo import build_metrics, update_metrics
+
+    metrics = accelerate({name: metric.to(device) for name, metric in build_metrics(10).items()})
+    generator = torch.Generator(device=device).manual_seed(0)
+    args = (
+        torch.rand((), generator=generator, device=device),
+        torch.randn(32, 10, generator=generator, device=device),
+        torch.randint(0, 10, (32,), generator=generator, device=device),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Dynamo warns once per untraceable builtin; the break reasons say it
+        explained = torch._dynamo.explain(lambda *a: update_metrics(metrics, *a))(*args)
+    torch._dynamo.reset()
+    reasons: dict[str, int] = {}
+    for reason in explained.break_reasons:
+        text = " ".join(line.strip() for line in reason.reason.splitlines()[:2])[:300]
+        reasons[text] = reasons.get(text, 0) + 1
+    return {
+        "status": "ok: no graph breaks" if not explained.graph_break_count else "graph breaks",
+        "what": "torch._dynamo.explain over the demo's five metric updates (accelerated, 10 classes)",
+        "graphs": explained.graph_count,
+        "graph_breaks": explained.graph_break_count,
+        "break_reasons": reasons,
+    }
+
+
+RUNNERS: dict[str, Callable[[str, bool, Path], dict[str, Any]]] = {
+    "environment": section_environment,
+    "cuda_tests": section_cuda_tests,
+    "demo": section_demo,
+    "overlap": section_overlap,
+    "benchmarks": section_benchmarks,
+    "compile": section_compile,
+}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """``report.md``: a summary of each section's status, then one section per part of the run.
+
+    Args:
+        report: the ``report.json`` document.
+
+    Returns:
+        Markdown text.
+
+    Example:
+        >>> text = render_markdown({"device": "cpu", "quick": True, "started": "t", "sections": {}})
+        >>> text.splitlines()[0]
+        '# GPU proof kit report'
+    """
+    sections = report["sections"]
+    lines = ["# GPU proof kit report", ""]
+    lines.append(
+        f"Device: `{report['device']}`{' (--quick)' if report.get('quick') else ''}; started {report['started']}"
+    )
+    if "total_s" in report:
+        lines[-1] += f"; total {report['total_s']:.1f} s"
+    lines += ["", "| section | status | seconds |", "|---|---|---:|"]
+    for name in SECTIONS:
+        if name in sections:
+            lines.append(f"| {name} | {sections[name].get('status')} | {_fmt(sections[name].get('seconds'), 1)} |")
+    env = sections.get("environment")
+    if env:
+        lines += ["", "## Environment", ""]
+        keys = ("python", "torch", "torch_cuda", "torchmetrics", "torchvision", "lightning", "gpu", "nccl")
+        lines += [
+            f"- {key}: `{env.get(key)}`" for key in (*keys, "torchmetrics_async_from", "git_commit") if key in env
+        ]
+    tests = sections.get("cuda_tests")
+    if tests:
+        lines += ["", "## CUDA tests", "", f"Status: {tests.get('status')}", ""]
+        if "passed" in tests:
+            counts = ", ".join(f"{tests[k]} {k}" for k in ("passed", "failed", "errors", "xfailed", "skipped"))
+            lines += [f"`{tests.get('command')}`: {counts} (exit code {tests.get('exit_code')})"]
+        lines += [f"- FAILED {line}" for line in tests.get("failures", [])]
+        lines += [f"- XFAIL {line}" for line in tests.get("xfails", [])]
+        lines += [f"- skipped ({n}): {reason}" for reason, n in tests.get("skip_reasons", {}).items()]
+        _error(lines, tests)
+    demo = sections.get("demo")
+    if demo:
+        lines += ["", "## Demo", "", f"Status: {demo.get('status')}"]
+        if "table" in demo:
+            lines += ["", f"Model: {demo['model']}; torchvision present: {demo['torchvision_present']}"]
+            if report.get("quick"):
+                lines += ["", "--quick: few steps and no warm-up steps excluded, so the step times are not meaningful."]
+            lines += [""]
+            lines += ["```", demo["table"], "```"]
+            ratios = {mode: r.get("step_ratio_to_torchmetrics") for mode, r in demo["report"]["modes"].items()}
+            lines += ["", "Step time / torchmetrics: " + ", ".join(f"{m} {_fmt(v, 3)}" for m, v in ratios.items())]
+        _error(lines, demo)
+    overlap = sections.get("overlap")
+    if overlap:
+        lines += ["", "## Overlap", "", f"Status: {overlap.get('status')}"]
+        if "side_busy_ms" in overlap:
+            lines += [
+                "",
+                f"- side-stream GPU work (sync + compute + copy): {_fmt(overlap['side_busy_ms'], 3)} ms over"
+                f" {overlap['windows']} windows ({overlap['side_events']} kernels/copies)",
+                f"- of it concurrent with main-stream kernels: {_fmt(overlap['side_concurrent_ms'], 3)} ms"
+                f" ({_fmt(100 * (overlap['side_concurrent_fraction'] or 0), 1)} %)",
+                f"- main stream idle while the side stream worked: {_fmt(overlap['main_idle_during_side_ms'], 3)} ms",
+                f"- main stream busy: {_fmt(overlap['main_busy_ms'], 1)} ms;"
+                f" profiled loop {_fmt(overlap['profiled_loop_ms'], 1)} ms",
+                "- host wait in collect_results() per window (ms): "
+                + ", ".join(_fmt(v, 3) for v in overlap["host_wait_in_collect_ms"]),
+                f"- method: {overlap['how']}; trace: `{overlap['trace']}`",
+            ]
+        _error(lines, overlap)
+    bench = sections.get("benchmarks")
+    if bench:
+        lines += ["", "## Benchmarks", "", f"Status: {bench.get('status')}"]
+        if "rows" in bench:
+            unit = bench["ratio_of"]
+            lines += ["", f"Method: {bench['method']}; {bench['rounds']} rounds of {bench['iterations']} calls.", ""]
+            lines += [
+                f"| metric | call | torchmetrics {unit} | accelerated {unit} | ratio (acc/tm) |",
+                "|---|---|---:|---:|---:|",
+            ]
+            for row in bench["rows"]:
+                lines.append(
+                    f"| {row['metric']} | {row['call']} | {_fmt(row['torchmetrics'][unit], 1)} |"
+                    f" {_fmt(row['accelerated'][unit], 1)} | {_fmt(row['ratio'], 3)} |"
+                )
+        _error(lines, bench)
+    comp = sections.get("compile")
+    if comp:
+        lines += ["", "## Compile readiness", "", f"Status: {comp.get('status')}"]
+        if "graphs" in comp:
+            lines += ["", f"{comp['what']}: {comp['graphs']} graphs, {comp['graph_breaks']} graph breaks", ""]
+            lines += [f"- ({n}x) {reason}" for reason, n in comp["break_reasons"].items()]
+        _error(lines, comp)
+    return "\n".join(lines) + "\n"
+
+
+def _error(lines: list[str], section: dict[str, Any]) -> None:
+    if "traceback" in section:
+        lines += ["", "```", section["traceback"].rstrip(), "```"]
+
+
+def _write(outdir: Path, report: dict[str, Any]) -> None:
+    (outdir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    (outdir / "report.md").write_text(render_markdown(report))
+
+
+def run_check(device: str, quick: bool, outdir: Path, sections: Sequence[str] = SECTIONS) -> dict[str, Any]:
+    """Run the sections on ``device``, writing ``report.json`` and ``report.md`` into ``outdir`` after each one.
+
+    Args:
+        device: ``"cuda"`` or ``"cpu"``.
+        quick: the short variant (fewer steps, rounds and cases).
+        outdir: where the report goes (created).
+        sections: which sections, in :data:`SECTIONS` order.
+
+    Returns:
+        The report.
+    """
+    outdir.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "device": device,
+        "quick": quick,
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "sections": {},
+    }
+    begin = time.perf_counter()
+    for name in SECTIONS:
+        if name not in sections:
+            continue
+        print(f"gpu-check: {name} ...", flush=True)
+        start = time.perf_counter()
+        try:
+            result = RUNNERS[name](device, quick, outdir)
+        except Exception as err:
+            result = {"status": f"error: {type(err).__name__}: {err}"[:500], "traceback": traceback.format_exc()}
+        result["seconds"] = time.perf_counter() - start
+        report["sections"][name] = result
+        print(f"gpu-check: {name}: {result['status']} ({result['seconds']:.1f} s)", flush=True)
+        report["total_s"] = time.perf_counter() - begin
+        _write(outdir, report)
+    return report
+
+
+def _failed(report: dict[str, Any]) -> list[str]:
+    ok = ("ok", "n/a on cpu", NO_CUDA, "graph breaks")
+    return [name for name, s in report["sections"].items() if not str(s.get("status", "")).startswith(ok)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``scripts/gpu-check [--device cuda|cpu] [--quick] OUTDIR``.
+
+    Args:
+        argv: arguments without the program name (``None``: ``sys.argv[1:]``).
+
+    Returns:
+        0 when every section that ran is ok (graph breaks in ``compile`` are reported, not failed), 1 when one
+        failed or errored, 2 when ``--device cuda`` has no CUDA device.
+    """
+    parser = argparse.ArgumentParser(prog="scripts/gpu-check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="default cuda; cpu is a dry run")
+    parser.add_argument("--quick", action="store_true", help="short run (fewer steps, rounds and cases)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="default: all")
+    parser.add_argument("outdir", type=Path, help="where report.json and report.md are written")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(
+            f"gpu-check: --device cuda, but torch {torch.__version__} sees no CUDA device"
+            f" (torch.version.cuda={torch.version.cuda}); use --device cpu for a dry run.",
+            file=sys.stderr,
+        )
+        return 2
+    report = run_check(args.device, args.quick, args.outdir, args.sections)
+    failed = _failed(report)
+    print(f"gpu-check: report in {args.outdir}/report.md ({report['total_s']:.1f} s)", flush=True)
+    if failed:
+        print(f"gpu-check: failed sections: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""NCCL with one rank (world size 1): the fused sync and the collector over a real NCCL process group."""
+
+import socket
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import torchmetrics_async as ta
+from tests.cuda._helpers import NUM_CLASSES, as_python
+from torchmetrics_async import AsyncMetricCollector
+from torchmetrics_async.classification import MulticlassAccuracy
+from torchmetrics_async.distributed import sync_metrics
+from torchmetrics_async.testing import count_collectives, no_host_sync
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.fixture
+def nccl(device):
+    if not dist.is_available() or not dist.is_nccl_available():
+        pytest.skip("this torch build has no NCCL")
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1, device_id=device)
+    try:
+        warm = torch.ones(1, device=device)
+        dist.all_reduce(warm)  # the communicator is created by the first collective, outside the checked regions
+        torch.cuda.synchronize()
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _metrics(device):
+    return {
+        "mean": ta.MeanMetric().to(device),
+        "max": ta.MaxMetric().to(device),
+        "acc": MulticlassAccuracy(num_classes=NUM_CLASSES).to(device),
+    }
+
+
+def _feed(metrics, device, seed):
+    g = torch.Generator(device=device).manual_seed(seed)
+    for _ in range(3):
+        values = torch.randn(32, generator=g, device=device)
+        logits = torch.randn(32, NUM_CLASSES, generator=g, device=device)
+        target = torch.randint(0, NUM_CLASSES, (32,), generator=g, device=device)
+        metrics["mean"].update(values)
+        metrics["max"].update(values)
+        metrics["acc"].update(logits, target)
+
+
+def _buckets(metrics):
+    out = set()
+    for metric in metrics.values():
+        for attr, fx in metric._reductions.items():
+            out.add((getattr(metric, attr).dtype, getattr(fx, "__name__", str(fx))))
+    return out
+
+
+def test_sync_metrics_over_nccl_is_fused_and_keeps_values(device, nccl):
+    metrics, reference = _metrics(device), _metrics(device)
+    _feed(metrics, device, 0)
+    _feed(reference, device, 0)
+    local = {name: as_python(metric.compute()) for name, metric in reference.items()}
+    with count_collectives() as counted:
+        sync_metrics(metrics)
+    assert 1 <= counted.total <= len(_buckets(metrics)), counted.as_dict()
+    assert all(metric._is_synced for metric in metrics.values())
+    assert {name: as_python(metric.compute()) for name, metric in metrics.items()} == local
+    for metric in metrics.values():
+        metric.unsync()
+
+
+def test_collector_over_nccl_schedules_without_host_sync(device, nccl):
+    live, reference = _metrics(device), _metrics(device)
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    for seed in range(3):
+        _feed(live, device, seed)
+        _feed(reference, device, seed)
+        with count_collectives() as counted, no_host_sync():
+            collector.schedule_collection()
+        assert counted.total >= 1
+        expected = {name: as_python(metric.compute()) for name, metric in reference.items()}
+        for metric in reference.values():
+            metric.reset()
+        assert collector.collect_results() == expected
+    collector.unbind()
