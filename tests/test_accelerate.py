@@ -313,7 +313,6 @@ def test_forward_of_a_rebased_subclass_without_overrides(cls: type) -> None:
     assert metric.describe() == "mine"
 
 
-@pytest.mark.xfail(reason="forward honours overrides: metric.py change pending", strict=False)
 @pytest.mark.parametrize("cls", [DoubledSum, Doubled])
 def test_forward_of_a_rebased_subclass_with_overrides(cls: type) -> None:
     metric, ref = cls(), cls()
