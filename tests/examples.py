@@ -50,7 +50,7 @@ def _classification(name: str, generator: torch.Generator) -> Example:
     return Example(kwargs, (preds, target))
 
 
-def example_for(cls: type) -> Example:
+def example_for(cls: type, seed: int = 0) -> Example:
     """Constructor arguments and a batch for a registered torchmetrics class (or its accelerated class).
 
     Raises:
@@ -60,7 +60,7 @@ def example_for(cls: type) -> Example:
     if origin is None:
         raise LookupError(f"{cls.__qualname__} is neither a torchmetrics class nor an accelerated one")
     name, module = origin.__name__, origin.__module__
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
     if module.startswith("torchmetrics.aggregation") or issubclass(origin, BaseAggregator):
         init = {"window": 3} if name.startswith("Running") else {}
         return Example(init, (torch.randn(BATCH, generator=generator),))
