@@ -41,6 +41,9 @@ from torchmetrics.utilities.exceptions import TorchMetricsUserError
 from torchmetrics.wrappers.abstract import WrapperMetric
 from torchmetrics.wrappers.running import Running
 
+#: torchmetrics' compute-group test (a staticmethod of MetricCollection), kept before patch() replaces it.
+equal_metric_states = MetricCollection.__dict__["_equal_metric_states"].__func__
+
 # Restated from torchmetrics.aggregation.BaseAggregator._cast_and_nan_check_input, which raises/warns them inline.
 NAN_ERROR_MESSAGE = "Encountered `nan` values in tensor"
 NAN_WARN_MESSAGE = "Encountered `nan` values in tensor. Will be removed."
@@ -302,6 +305,7 @@ __all__ = [
     "dim_zero_mean",
     "dim_zero_min",
     "dim_zero_sum",
+    "equal_metric_states",
     "gather_all_tensors",
     "jit_distributed_available",
     "label_preds_values_message",

@@ -19,6 +19,7 @@ from torchmetrics import MetricCollection
 
 from torchmetrics_async import aggregation, classification
 from torchmetrics_async._torchmetrics import Metric, torchmetrics_origin
+from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.decorators import _DECORATORS, _derive
 from torchmetrics_async.distributed import fused_collection_class
 
@@ -299,6 +300,9 @@ def patch() -> _PatchHandle:
     """
     if _PATCHED:
         return _PatchHandle(patched_now=False)
+    # torchmetrics' own MetricCollection groups accelerated members too (see torchmetrics_async.compute_groups).
+    _PATCHED.append((MetricCollection, "_equal_metric_states", MetricCollection.__dict__["_equal_metric_states"]))
+    MetricCollection._equal_metric_states = staticmethod(equal_metric_states)
     for module in _torchmetrics_modules():
         for name, value in list(vars(module).items()):
             if isinstance(value, type) and value in _REGISTRY:

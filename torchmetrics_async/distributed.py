@@ -58,6 +58,7 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
+from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.metric import has_stock_compute
 
 __all__ = [
@@ -1201,6 +1202,9 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
 
 class _FusedSyncCollection:
     """``compute()`` syncs every member that would sync in one fused round, then computes each on synced states."""
+
+    # Compute groups form as torchmetrics forms them, accelerated and torchmetrics members mixed.
+    _equal_metric_states = staticmethod(equal_metric_states)
 
     def compute(self) -> dict[str, Any]:
         """Sync all members together, compute each, restore their local states.
