@@ -75,3 +75,18 @@ def example_for(cls: type, seed: int = 0) -> Example:
     raise LookupError(
         f"no example inputs for {module}.{name}: add its family to tests/examples.py (the contract tests need one)"
     )
+
+
+def violating_example_for(cls: type, seed: int = 0) -> Example:
+    """Arguments and a batch that violate a deferred check: a NaN under ``nan_strategy="error"``, a label out of range.
+
+    Raises:
+        LookupError: for a family this module has no example for.
+    """
+    example = example_for(cls, seed)
+    inputs = [x.clone() for x in example.inputs]
+    if "window" in example.init or len(inputs) == 1:  # an aggregator
+        inputs[0][1] = float("nan")
+        return Example({**example.init, "nan_strategy": "error"}, tuple(inputs))
+    inputs[1][1] = 5  # outside every task's labels: {0, 1}, range(NUM_CLASSES)
+    return Example(example.init, tuple(inputs))

@@ -94,6 +94,16 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
     def _round(self, x: Number) -> float:
         return round_to_dtype(x, self.dtype)
 
+    # Where the batch statistics keep the batch's "a NaN was seen" (a mask, a bool or None).
+    _seen_at = -1
+
+    def _batch_violation(self, stats: tuple) -> Tensor | None:
+        """Under ``nan_strategy="error"`` a batch with a NaN violates the check: its value is NaN altogether."""
+        seen = stats[self._seen_at] if self.nan_strategy == "error" else None
+        if isinstance(seen, Tensor):
+            return seen if seen.dim() == 0 else seen.any()
+        return torch.ones((), dtype=torch.bool, device=self.device) if seen else None
+
     def compute(self) -> Any:
         """Raise or warn for deferred NaNs with torchmetrics' message, then compute as torchmetrics does.
 
@@ -290,6 +300,7 @@ class _ExtremumMetric(SyncFreeAggregator):
 
     _state: str
     _neutral: float
+    _seen_at = 1
     _reduce = staticmethod(torch.max)
     _combine = staticmethod(torch.maximum)
     # fmax/fmin ignore a NaN operand: under "ignore"/"warn" they drop a NaN and merge in one op.

@@ -340,6 +340,7 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
         total = torch.full((), preds.shape[2 if samplewise else 0], dtype=torch.long, device=correct.device)
         return (correct, total), violations
 
+    @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """As torchmetrics' ``forward``: accumulate the batch and return the metric on it alone.
 

@@ -1,0 +1,125 @@
+"""A recorded violation is never dropped: NaN batch values, reset() raises, messages name the first offending update.
+
+Runs over every registered class with deferred checks (a NaN under ``nan_strategy="error"`` for the aggregators, a
+label out of range for classification), through the one-pass ``forward``, the generic one (a subclass overriding
+``update``) and the step-only logging pattern (``forward`` every step, ``reset`` at the end, no ``compute``).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+
+import torchmetrics_async as ta
+from tests.examples import _is_task_wrapper, example_for, violating_example_for
+from torchmetrics_async.accelerate import registry
+from torchmetrics_async.testing import count_host_syncs, no_host_sync
+
+CLASSES = sorted(
+    (cls for origin, cls in registry().items() if not _is_task_wrapper(origin)), key=lambda cls: cls.__name__
+)
+
+
+def _first_recorded(update: int) -> str:
+    return re.escape(f"(torchmetrics-async: first recorded in update {update} of this window)") + "$"
+
+
+def _with_update_override(cls: type) -> type:
+    class Overriding(cls):
+        def update(self, *args: Any, **kwargs: Any) -> None:
+            super().update(*args, **kwargs)
+
+    return Overriding
+
+
+def _all_nan_where_floating(value: Any) -> bool:
+    if isinstance(value, Tensor):
+        return not value.is_floating_point() or bool(torch.isnan(value).all())
+    if isinstance(value, dict):
+        return all(_all_nan_where_floating(v) for v in value.values())
+    return True
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["one-pass", "overriding-subclass"])
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_step_only_logging_of_a_bad_batch_raises_at_reset(cls: type, generic: bool) -> None:
+    """forward() every step, reset() at the end: the bad second batch's value is NaN and reset() raises naming it."""
+    bad = violating_example_for(cls)
+    metric = (_with_update_override(cls) if generic else cls)(**bad.init)
+    with no_host_sync():
+        good = metric(*example_for(cls, 1).inputs)
+        value = metric(*bad.inputs)
+        metric(*example_for(cls, 2).inputs)
+    assert not (isinstance(good, Tensor) and good.is_floating_point() and bool(torch.isnan(good).any()))
+    assert _all_nan_where_floating(value), value
+    with count_host_syncs() as syncs, pytest.raises(RuntimeError, match=_first_recorded(2)):
+        metric.reset()
+    assert syncs.total == 1, syncs.summary()
+    # The window is over and was reset all the same: the next one starts clean.
+    metric.update(*example_for(cls, 3).inputs)
+    metric.compute()
+    metric.reset()
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_compute_raises_naming_the_first_offending_update_then_reset_does_not_repeat_it(cls: type) -> None:
+    bad = violating_example_for(cls)
+    metric = cls(**bad.init)
+    for seed in range(1, 4):
+        metric.update(*example_for(cls, seed).inputs)
+    metric.update(*bad.inputs)
+    metric.update(*bad.inputs)
+    with pytest.raises(RuntimeError, match=_first_recorded(4)):
+        metric.compute()
+    with no_host_sync():
+        metric.reset()  # compute() reported the window: nothing left to read
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_a_clean_window_reads_once_at_reset_and_raises_nothing(cls: type) -> None:
+    bad = violating_example_for(cls)
+    metric = cls(**bad.init)
+    metric.update(*example_for(cls, 1).inputs)
+    with count_host_syncs() as syncs:
+        metric.reset()
+    assert syncs.total == 1, syncs.summary()
+    with no_host_sync():
+        metric.reset()  # nothing happened since: no read
+
+
+def test_a_collection_logged_per_step_raises_by_the_end_of_the_epoch() -> None:
+    collection = ta.MetricCollection(
+        {"acc": ta.Accuracy(task="multiclass", num_classes=3), "loss": ta.MeanMetric(nan_strategy="error")}
+    )
+    with no_host_sync():
+        collection.forward(torch.tensor([0, 1]), torch.tensor([0, 1]))
+    values = collection["acc"](torch.tensor([0, 1]), torch.tensor([0, 7]))
+    assert torch.isnan(values)
+    with pytest.raises(RuntimeError, match="Detected more unique values in `target`"):
+        collection.reset()
+
+
+def test_warn_strategy_warns_at_reset_when_compute_did_not() -> None:
+    metric = ta.SumMetric(nan_strategy="warn")
+    metric.update(torch.tensor([1.0, float("nan")]))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        metric.reset()
+    assert [str(w.message) for w in record] == [
+        "Encountered `nan` values in tensor. Will be removed. (torchmetrics-async: first recorded in update 1 of this"
+        " window)"
+    ]
+
+
+def test_running_wrapper_keeps_a_violation_that_left_its_window() -> None:
+    metric = ta.RunningMean(window=2, nan_strategy="error")
+    metric.update(torch.tensor([float("nan")]))
+    for value in (1.0, 2.0, 3.0):
+        metric.update(torch.tensor(value))
+    with pytest.raises(RuntimeError, match=_first_recorded(1)):
+        metric.compute()
