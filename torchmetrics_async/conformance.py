@@ -33,14 +33,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 __all__ = [
     "CI_IGNORE",
     "CI_MARK_EXPR",
+    "CI_SAMPLE",
     "CI_SUBSET",
     "ENV_MODE",
     "FAILING",
@@ -51,9 +55,11 @@ __all__ = [
     "main",
     "pattern_matches",
     "pytest_addoption",
+    "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_load_initial_conftests",
     "pytest_report_header",
+    "sample",
 ]
 
 ENV_MODE = "TORCHMETRICS_ASYNC_CONFORMANCE"
@@ -85,6 +91,9 @@ CI_SUBSET = (
 CI_IGNORE = ("unittests/wrappers/test_feature_share.py",)
 """Left out of the CI subset: it imports the image metrics (torch-fidelity, Inception weights), none accelerated."""
 
+CI_SAMPLE = 3
+"""The CI subset runs a fixed third of each test function's parametrizations (all 9514 take ~22 min on 2 cores)."""
+
 CI_MARK_EXPR = "not DDP"
 """Without upstream's process pool (``USE_PYTEST_POOL=1``) the ``ddp=True`` variants repeat the ``ddp=False`` ones."""
 
@@ -108,6 +117,13 @@ def pytest_addoption(parser: Any) -> None:
         help=f"patch: run under torchmetrics_async.patch() (default; env {ENV_MODE}); off: plain torchmetrics.",
     )
     group.addoption("--tm-async-report", default=None, metavar="PATH", help="write each test's outcome as JSON.")
+    group.addoption(
+        "--tm-async-sample",
+        type=int,
+        default=1,
+        metavar="K",
+        help="keep about 1/K of each test function's parametrizations (a fixed sample, at least one each).",
+    )
 
 
 def _mode(option: Any) -> str:
@@ -155,6 +171,54 @@ def pytest_configure(config: Any) -> None:
     path = config.getoption("tm_async_report")
     if path:
         config.pluginmanager.register(_Recorder(Path(path)), "tm-async-recorder")
+
+
+def sample(nodeids: Sequence[str], k: int) -> list[str]:
+    """A fixed sample of about ``1/k`` of each test function's parametrizations, at least one per function.
+
+    An id is kept when the CRC-32 of its text is divisible by ``k`` (the same ids on every run and machine, spread
+    over all parameters rather than strided along the last one); a function none of whose ids qualifies keeps its
+    first one.
+
+    Args:
+        nodeids: the collected test ids, in collection order.
+        k: keep one in about ``k``; 1 keeps all.
+
+    Returns:
+        The kept ids, in collection order.
+
+    Example:
+        >>> ids = [f"t.py::test_a[{i}]" for i in range(100)] + ["t.py::test_b[x]", "t.py::test_c"]
+        >>> kept = sample(ids, 4)
+        >>> 10 < sum(i.startswith("t.py::test_a") for i in kept) < 40, kept[-2:]
+        (True, ['t.py::test_b[x]', 't.py::test_c'])
+    """
+    if k <= 1:
+        return list(nodeids)
+    kept = {n for n in nodeids if zlib.crc32(n.encode()) % k == 0}
+    functions_kept = {n.split("[", 1)[0] for n in kept}
+    for nodeid in nodeids:
+        function = nodeid.split("[", 1)[0]
+        if function not in functions_kept:
+            kept.add(nodeid)
+            functions_kept.add(function)
+    return [n for n in nodeids if n in kept]
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection, so every function keeps a test that runs
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Apply ``--tm-async-sample``.
+
+    Args:
+        config: pytest's config.
+        items: the collected tests; changed in place.
+    """
+    k = config.getoption("tm_async_sample")
+    if k <= 1:
+        return
+    kept = set(sample([item.nodeid for item in items], k))
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in kept])
+    items[:] = [item for item in items if item.nodeid in kept]
 
 
 class _Recorder:
@@ -351,7 +415,7 @@ def format_report(result: Classification, messages: Mapping[str, str], seconds: 
         ids = list(ids)
         if ids:
             lines.append(f"{title} ({len(ids)}):")
-            lines.extend(f"  {n}\n      {messages.get(n, '')[:300]}" for n in ids)
+            lines.extend(f"  {n}\n      {_first_line(messages.get(n, ''))}" for n in ids)
 
     section("UNEXPECTED: failing only under patch()", result.unexpected)
     section("expected deviations (failing only under patch(), listed)", result.expected)
@@ -372,6 +436,11 @@ def format_report(result: Classification, messages: Mapping[str, str], seconds: 
     )
     lines.append("conformance: " + ("OK" if result.ok else "FAILED"))
     return "\n".join(lines)
+
+
+def _first_line(message: str) -> str:
+    lines = message.strip().splitlines()
+    return lines[0][:240] if lines else ""
 
 
 # ------------------------------------------------------------------------------------------------------- runner
@@ -425,6 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--subset", choices=("ci",), default="ci", help="the CI subset (default)")
     scope.add_argument("--full", action="store_true", help="all of upstream's tests/unittests")
+    parser.add_argument(
+        "--sample", type=int, default=None, metavar="K", help=f"keep ~1/K of each function (ci: {CI_SAMPLE}, else 1)"
+    )
     parser.add_argument("--upstream", type=Path, default=Path(os.environ.get("TM_UPSTREAM", _DEFAULT_UPSTREAM)))
     parser.add_argument("--expectations", type=Path, default=_DEFAULT_EXPECTATIONS)
     parser.add_argument("--json", type=Path, default=None, help="also write the classification as JSON here")
@@ -437,12 +509,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     expectations = args.expectations.resolve()
     tests_dir = tests_dir.resolve()
+    subset = not args.tests and not args.full
+    k = args.sample if args.sample is not None else (CI_SAMPLE if subset else 1)
     if args.tests:
         selection = list(args.tests)
     elif args.full:
         selection = ["unittests"]
     else:
         selection = [*CI_SUBSET, *(f"--ignore={path}" for path in CI_IGNORE), "-m", CI_MARK_EXPR]
+    if k > 1:
+        selection.append(f"--tm-async-sample={k}")
 
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tm-conformance-") as tmp:
