@@ -104,7 +104,7 @@ _INI = "[pytest]\nxfail_strict = true\nmarkers =\n    DDP: upstream's ddp=True v
 
 # ----------------------------------------------------------------------------------------------------------- plugin
 def pytest_addoption(parser: Any) -> None:
-    """Add ``--tm-async`` and ``--tm-async-report``.
+    """Add ``--tm-async``, ``--tm-async-report`` and ``--tm-async-sample``.
 
     Args:
         parser: pytest's option parser.
@@ -500,7 +500,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--upstream", type=Path, default=Path(os.environ.get("TM_UPSTREAM", _DEFAULT_UPSTREAM)))
     parser.add_argument("--expectations", type=Path, default=_DEFAULT_EXPECTATIONS)
     parser.add_argument("--json", type=Path, default=None, help="also write the classification as JSON here")
-    parser.add_argument("tests", nargs="*", help="paths / node ids under upstream's tests/ (default: the subset)")
+    parser.add_argument(
+        "tests",
+        nargs="*",
+        help="paths / node ids under upstream's tests/, before any pytest option (default: the subset)",
+    )
     args, pytest_args = parser.parse_known_args(argv)
 
     tests_dir = args.upstream / "tests"
