@@ -123,3 +123,14 @@ def test_running_wrapper_keeps_a_violation_that_left_its_window() -> None:
         metric.update(torch.tensor(value))
     with pytest.raises(RuntimeError, match=_first_recorded(1)):
         metric.compute()
+
+
+def test_a_fused_collection_resets_every_member_before_raising() -> None:
+    collection = ta.MetricCollection(
+        {"loss": ta.MeanMetric(nan_strategy="error"), "acc": ta.Accuracy(task="multiclass", num_classes=3)}
+    )
+    collection["loss"].update(torch.tensor([float("nan")]))
+    collection["acc"].update(torch.tensor([0, 1]), torch.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="Encountered `nan` values"):
+        collection.reset()
+    assert [metric.update_count for metric in collection.values(copy_state=False)] == [0, 0]

@@ -1227,6 +1227,38 @@ class _FusedSyncCollection:
         with sync_context(self):
             return super().compute()
 
+    def reset(self) -> None:
+        """Reset every member, then raise the first deferred error a member's ``reset()`` reported.
+
+        torchmetrics' loop would stop at the first member that raises and leave the others holding the old window.
+
+        Raises:
+            RuntimeError: the first deferred error that a member's ``compute()`` had not reported.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import MeanMetric, SumMetric
+            >>> collection = MetricCollection({"mean": MeanMetric(nan_strategy="error"), "sum": SumMetric()})
+            >>> collection.update(torch.tensor([1.0, float("nan")]))
+            >>> try:
+            ...     collection.reset()
+            ... except RuntimeError as err:
+            ...     print(err)
+            Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1 of this window)
+            >>> collection["sum"].update_count
+            0
+        """
+        first: RuntimeError | None = None
+        for metric in self.values(copy_state=False):
+            try:
+                metric.reset()
+            except RuntimeError as err:
+                first = first or err
+        if self._enable_compute_groups and self._groups_checked:
+            self._compute_groups_create_state_ref()  # as torchmetrics' reset: re-link the groups' states
+        if first is not None:
+            raise first
+
 
 class MetricCollection(_FusedSyncCollection, _TorchMetricsCollection):
     """torchmetrics' ``MetricCollection`` whose ``compute()`` syncs all members in one fused round of collectives.
