@@ -21,6 +21,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import BinaryAUROC  # a metric this package does not accelerate
 
 import torchmetrics_async as tma
+from tests.test_decorators import SquaredTotal  # a user's plain Metric
 from torchmetrics_async import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.testing import no_host_sync
@@ -238,20 +239,6 @@ class LabelShifted(torchmetrics.classification.MulticlassAccuracy):
 
 class MyJaccard(torchmetrics.classification.MulticlassJaccardIndex):
     """A user's subclass of a torchmetrics class that is not registered (its base MulticlassConfusionMatrix is)."""
-
-
-class SquaredTotal(torchmetrics.Metric):
-    """A user's plain Metric."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
-
-    def update(self, value: Tensor) -> None:
-        self.total += value.square().sum()
-
-    def compute(self) -> Tensor:
-        return self.total
 
 
 USER_SUBCLASSES = (DoubledSum, Doubled, ShiftedMax)
