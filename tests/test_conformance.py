@@ -1,12 +1,17 @@
 """The conformance runner's logic: patterns, the expectations file, the classification, and one small end-to-end run."""
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
 from torchmetrics_async.conformance import (
+    _WORKER_SITECUSTOMIZE,
     CI_SUBSET,
+    ENV_MODE,
     Deviation,
     classify,
     format_report,
@@ -127,3 +132,20 @@ def test_end_to_end(tmp_path):
     assert list(result["both_failing"]) == ["unittests/test_fake.py::test_both"]
     assert result["unexpected"] == {}
     assert result["counts"] == {"passed": 1, "failed": 2}
+
+
+@pytest.mark.parametrize(
+    ("mode", "module"), [("patch", "torchmetrics_async.aggregation"), ("off", "torchmetrics.aggregation")]
+)
+def test_ddp_pool_workers_patch_at_start_up(tmp_path, mode, module):
+    """Under --ddp, upstream's spawned pool workers get patch() from a sitecustomize before any test module import."""
+    (tmp_path / "sitecustomize.py").write_text(_WORKER_SITECUSTOMIZE)
+    env = {**os.environ, ENV_MODE: mode, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    out = subprocess.run(
+        [sys.executable, "-c", "import torchmetrics; print(torchmetrics.MeanMetric.__module__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == module

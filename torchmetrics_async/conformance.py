@@ -444,14 +444,30 @@ def _first_line(message: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------- runner
-def _pytest(tests_dir: Path, mode: str, report: Path, args: Sequence[str], workdir: Path) -> int:
+# Upstream's process-pool workers are spawned interpreters that never load the plugin: under --ddp each one patches
+# at start-up through this sitecustomize (on PYTHONPATH for the run only), before it imports any test module.
+_WORKER_SITECUSTOMIZE = f"""import os
+if os.environ.get({ENV_MODE!r}) == "patch":
+    import torchmetrics_async
+    torchmetrics_async.patch()
+"""
+
+
+def _pytest(tests_dir: Path, mode: str, report: Path, args: Sequence[str], workdir: Path, ddp: bool = False) -> int:
     ini = workdir / "pytest.ini"
     timeout = "timeout = 900\n" if importlib.util.find_spec("pytest_timeout") else ""  # a hang fails one test
     ini.write_text(_INI + timeout)
     env = dict(os.environ)
     env.setdefault("PYTEST_REFERENCE_CACHE", str(workdir / "reference-cache"))  # upstream's default is read-only
-    env["USE_PYTEST_POOL"] = "0"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+    env["USE_PYTEST_POOL"] = "1" if ddp else "0"
+    env[ENV_MODE] = mode
+    paths = [os.getcwd(), env.get("PYTHONPATH", "")]
+    if ddp:
+        site = workdir / f"site-{mode}"
+        site.mkdir(exist_ok=True)
+        (site / "sitecustomize.py").write_text(_WORKER_SITECUSTOMIZE)
+        paths.insert(0, str(site))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     command = [
         sys.executable,
         "-m",
@@ -497,6 +513,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--sample", type=int, default=None, metavar="K", help=f"keep ~1/K of each function (ci: {CI_SAMPLE}, else 1)"
     )
+    parser.add_argument(
+        "--ddp",
+        action="store_true",
+        help="run upstream's ddp=True variants (and bases/test_ddp.py) on its 2-process pool, workers patched too",
+    )
     parser.add_argument("--upstream", type=Path, default=Path(os.environ.get("TM_UPSTREAM", _DEFAULT_UPSTREAM)))
     parser.add_argument("--expectations", type=Path, default=_DEFAULT_EXPECTATIONS)
     parser.add_argument("--json", type=Path, default=None, help="also write the classification as JSON here")
@@ -519,6 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         selection = list(args.tests)
     elif args.full:
         selection = ["unittests"]
+    elif args.ddp:
+        selection = [*CI_SUBSET, "unittests/bases/test_ddp.py", *(f"--ignore={p}" for p in CI_IGNORE), "-m", "DDP"]
     else:
         selection = [*CI_SUBSET, *(f"--ignore={path}" for path in CI_IGNORE), "-m", CI_MARK_EXPR]
     if k > 1:
@@ -528,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tm-conformance-") as tmp:
         work = Path(tmp)
         print(f"conformance: running {' '.join(selection)} under patch() in {tests_dir}", flush=True)
-        status = _pytest(tests_dir, "patch", work / "patched.json", [*selection, *pytest_args], work)
+        status = _pytest(tests_dir, "patch", work / "patched.json", [*selection, *pytest_args], work, args.ddp)
         patched, messages = _read(work / "patched.json")
         if status not in (0, 1) or not patched:  # 2: interrupted, 3: internal error, 4: usage, 5: no tests
             print(f"conformance: FAILED: the run under patch() ended with pytest exit status {status}")
@@ -539,7 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"conformance: re-running {len(failing)} failure(s) on plain torchmetrics", flush=True)
             ids = work / "failing.txt"
             ids.write_text("\n".join(failing) + "\n")
-            _pytest(tests_dir, "off", work / "baseline.json", [f"@{ids}", *pytest_args], work)
+            _pytest(tests_dir, "off", work / "baseline.json", [f"@{ids}", *pytest_args], work, args.ddp)
             baseline, _ = _read(work / "baseline.json")
     result = classify(patched, baseline, load_deviations(expectations))
     print(format_report(result, messages, time.monotonic() - start))
