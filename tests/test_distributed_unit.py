@@ -320,7 +320,7 @@ def test_already_synced_message_is_torchmetrics_own():
 
 
 def test_plan_check_bits_agree_only_when_every_rank_sent_the_same_fingerprint():
-    same, other = fused._check_bits(0b1011), fused._check_bits(0b0011)
+    same, other = torch.tensor(fused._check_bits(0b1011)), torch.tensor(fused._check_bits(0b0011))
     assert same.shape == (2 * fused.CHECK_BITS,)
     for op, reduce in (("sum", torch.add), ("max", torch.maximum), ("min", torch.minimum)):
         assert bool(fused._check_agrees(reduce(same, same), op, world_size=2)), op

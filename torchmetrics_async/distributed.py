@@ -969,10 +969,10 @@ def _fingerprint(layout: Any) -> int:
     return int.from_bytes(digest, "little") & _HASH_MASK
 
 
-def _check_bits(fingerprint: int) -> Tensor:
-    """The low :data:`CHECK_BITS` bits of ``fingerprint`` and their complements, as an int64 CPU tensor."""
+def _check_bits(fingerprint: int) -> list[int]:
+    """The low :data:`CHECK_BITS` bits of ``fingerprint``, then their complements."""
     bits = [(fingerprint >> bit) & 1 for bit in range(CHECK_BITS)]
-    return torch.tensor(bits + [1 - bit for bit in bits], dtype=torch.int64)
+    return bits + [1 - bit for bit in bits]
 
 
 def _check_agrees(reduced: Tensor, op: str, world_size: int) -> Tensor:
@@ -1097,7 +1097,7 @@ def _start_state_sync(
         gather_device = _gather_device(group, tensors, gathers[0].metric.device)
     buckets, flags = _plan_buckets(reduces, group, spare=gather_device)
     if buckets and not gathers:
-        buckets[0].check = _check_bits(fingerprint)
+        buckets[0].check = _host_to_device(_check_bits(fingerprint), buckets[0].device)  # pinned, asynchronous
     works = [bucket.launch(group, async_op) for bucket in buckets]
     gather = None
     if gathers:
