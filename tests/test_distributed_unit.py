@@ -116,11 +116,13 @@ def test_buckets_group_by_dtype_and_op_with_mean_sharing_the_sum_buffer(local_de
     ]
     buckets, leftovers = fused._plan_buckets(items, group=None)
     assert leftovers == []
+    # in (device type, dtype, op) order, not the order of the items: ranks that list them differently still launch
+    # buckets of the same sizes, and the plan check reports it
     assert _keys(buckets) == [
         (torch.float32, "sum", ["h_sum", "f_mean", "bf_mean"]),  # halves accumulate in float32, as torch.sum does
-        (torch.int64, "sum", ["i_sum", "l_sum"]),  # torch.sum promotes integers to int64
-        (torch.int32, "max", ["s_max"]),  # gloo has no int16 reductions
         (torch.float64, "min", ["d_min"]),
+        (torch.int32, "max", ["s_max"]),  # gloo has no int16 reductions
+        (torch.int64, "sum", ["i_sum", "l_sum"]),  # torch.sum promotes integers to int64
     ]
 
 
@@ -315,3 +317,20 @@ def test_already_synced_message_is_torchmetrics_own():
     with pytest.raises(seam.TorchMetricsUserError) as err:
         metric.sync()
     assert str(err.value) == seam.ALREADY_SYNCED_MESSAGE
+
+
+def test_plan_check_bits_agree_only_when_every_rank_sent_the_same_fingerprint():
+    same, other = torch.tensor(fused._check_bits(0b1011)), torch.tensor(fused._check_bits(0b0011))
+    assert same.shape == (2 * fused.CHECK_BITS,)
+    for op, reduce in (("sum", torch.add), ("max", torch.maximum), ("min", torch.minimum)):
+        assert bool(fused._check_agrees(reduce(same, same), op, world_size=2)), op
+        assert not bool(fused._check_agrees(reduce(same, other), op, world_size=2)), op
+
+
+def test_plan_fingerprint_follows_the_layout_not_the_values():
+    one, two = tma.MeanMetric(), tma.MeanMetric()
+    one.update(torch.tensor([1.0, 2.0]))  # values differ, layout does not
+    layout = [(type(m).__qualname__, tuple((a, str(getattr(m, a).dtype)) for a in m._reductions)) for m in (one, two)]
+    assert fused._fingerprint(layout[0]) == fused._fingerprint(layout[1])
+    assert fused._fingerprint(("a", 1)) != fused._fingerprint(("a", 2))
+    assert 0 <= fused._fingerprint(("a", 1)) < 2**62

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -63,6 +64,7 @@ from torchmetrics_async.metric import has_stock_compute
 
 __all__ = [
     "MetricCollection",
+    "PlanMismatchError",
     "SyncHandle",
     "all_gather",
     "collective_device",
@@ -316,6 +318,9 @@ class _Bucket:
         self.segments: list[_Segment] = []
         self.buffer: Tensor | None = None
         self.work: Any = None
+        #: the plan check riding at the end of the values (see :func:`_check_bits`), and its reduced verdict
+        self.check: Tensor | None = None
+        self.agree: Tensor | None = None
 
     @property
     def masks_nan(self) -> bool:
@@ -330,9 +335,12 @@ class _Bucket:
         for segment in self.segments:
             segment.offset = offset
             offset += segment.numel
+        parts = [_part(segment, self.device, self.dtype) for segment in self.segments]
+        if self.check is not None:
+            parts.append(_to(self.check, self.device))
+            offset += self.check.numel()
         buffer = torch.empty(offset * (2 if self.masks_nan else 1), dtype=self.dtype, device=self.device)
         values = buffer[:offset]
-        parts = [_part(segment, self.device, self.dtype) for segment in self.segments]
         if len(parts) == 1:
             values.copy_(parts[0])
         elif parts:
@@ -354,9 +362,12 @@ class _Bucket:
             self.work.wait()
         buffer = self.buffer
         total = sum(segment.numel for segment in self.segments)
+        checked = total + (0 if self.check is None else self.check.numel())
         values = buffer[:total]
         if self.masks_nan:
-            values.masked_fill_(buffer[total:] != 0, math.nan)
+            values.masked_fill_(buffer[checked:][:total] != 0, math.nan)
+        if self.check is not None:
+            self.agree = _check_agrees(buffer[total:checked], self.op, world_size)
         means = sum(segment.numel for segment in self.segments if segment.op == "mean")
         if means:
             values[:means].div_(world_size)
@@ -381,7 +392,7 @@ def _part(segment: _Segment, device: torch.device, dtype: torch.dtype) -> Tensor
 def _plan_buckets(
     items: Iterable[tuple[Any, Tensor, str]], group: Any, spare: torch.device | None = None
 ) -> tuple[list[_Bucket], list[_Segment]]:
-    """Group ``(token, tensor, op)`` items into buckets, in first-appearance order (the same on every rank).
+    """Group ``(token, tensor, op)`` items into buckets, ordered by (device type, dtype, op) (the same on every rank).
 
     Returns the buckets, and the bool max/min segments on device ``spare`` that found no bucket to ride in: the
     caller carries them in the shape exchange of its gather on that device (``spare=None``: they get a buffer).
@@ -407,7 +418,7 @@ def _plan_buckets(
         # buffer of the same op it is reduced as is; in a sum buffer it counts the ranks where it is true (any:
         # count > 0, all: count == world size); negated (0/-1) in a signed buffer of the opposite op, max(b) is
         # -min(-b). Only alone does it get a buffer of its own.
-        candidates = [b for b in buckets.values() if b.device == device and not b.dtype.is_complex]
+        candidates = [b for b in _canonical(buckets.values()) if b.device == device and not b.dtype.is_complex]
         ride, host = _ride(segment.op, candidates)
         if host is not None:
             segment.ride = ride
@@ -419,7 +430,14 @@ def _plan_buckets(
             if key not in buckets:
                 buckets[key] = _Bucket(*key)
             buckets[key].segments.append(segment)
-    return list(buckets.values()), leftovers
+    # Launch order by (device type, dtype, op), not by first appearance: ranks whose plans differ only in order
+    # still launch buckets of the same sizes, so the plan check (_start_state_sync) reports it instead of an abort.
+    return _canonical(buckets.values()), leftovers
+
+
+def _canonical(buckets: Iterable[_Bucket]) -> list[_Bucket]:
+    """Buckets by (device type, dtype, op): an order that does not depend on the order of the metrics."""
+    return sorted(buckets, key=lambda bucket: (bucket.device.type, str(bucket.dtype), bucket.op))
 
 
 def _ride(op: str, candidates: list[_Bucket]) -> tuple[str | None, _Bucket | None]:
@@ -515,9 +533,17 @@ class _Gather:
     """
 
     def __init__(
-        self, items: list[Tensor | _CatPieces], group: Any, device: torch.device, flags: list[_Segment] = ()
+        self,
+        items: list[Tensor | _CatPieces],
+        group: Any,
+        device: torch.device,
+        flags: list[_Segment] = (),
+        checks: list[int] = (),
     ) -> None:
         self.group = group
+        #: int64 values every rank sends after its rows and flags (the plan check); per rank once gathered
+        self.checks = list(checks)
+        self.gathered_checks: list[list[int]] = []
         self.device = device
         self.items = items
         self.flags = list(flags)
@@ -543,6 +569,8 @@ class _Gather:
         if self.flags:
             flags = [_to(flag.tensor.reshape(-1), device, torch.int64) for flag in self.flags]
             self.meta_local = torch.cat([self.meta_local, *flags])
+        if self.checks:
+            self.meta_local = torch.cat([self.meta_local, _host_to_device(self.checks, device)])
         self.meta = torch.empty(self.world_size * self.meta_local.numel(), dtype=torch.int64, device=device)
         self.work: Any = None
 
@@ -555,12 +583,18 @@ class _Gather:
         if self.work is not None:
             self.work.wait()
             self.work = None
-        rows = self.meta.view(self.world_size, -1)[:, : len(self.items) * _ROW].tolist()
-        return [[_decode(rank_rows[i : i + _ROW]) for i in range(0, len(rank_rows), _ROW)] for rank_rows in rows]
+        width = len(self.items) * _ROW
+        meta = self.meta.view(self.world_size, -1)
+        if self.checks:  # the same host read brings the plan checks back
+            meta = torch.cat([meta[:, :width], meta[:, meta.shape[1] - len(self.checks) :]], dim=1)
+        rows = meta.tolist()
+        self.gathered_checks = [rank_rows[width:] for rank_rows in rows]
+        return [[_decode(rank_rows[i : i + _ROW]) for i in range(0, width, _ROW)] for rank_rows in rows]
 
     def reduced_flags(self) -> dict[Any, Tensor]:
         """The flags, reduced over ranks from the gathered shape exchange (device ops, no host read)."""
-        columns = self.meta.view(self.world_size, -1)[:, len(self.items) * _ROW :]
+        end = self.meta_local.numel() - len(self.checks)
+        columns = self.meta.view(self.world_size, -1)[:, len(self.items) * _ROW : end]
         reduced, offset = {}, 0
         for flag in self.flags:
             per_rank = columns[:, offset : offset + flag.numel]
@@ -889,15 +923,15 @@ def _fusable_metric(metric: Metric) -> bool:
 
 
 class _Entry:
-    """One state to sync, and every (metric, attribute) holding it (compute-group members share state tensors)."""
+    """One state to sync: the (metric, attribute) that holds it and how it is reduced."""
 
-    __slots__ = ("fn", "metric", "targets", "value")
+    __slots__ = ("attr", "fn", "metric", "value")
 
     def __init__(self, metric: Metric, attr: str, value: Any, fn: Callable | None) -> None:
         self.metric = metric
+        self.attr = attr
         self.value = value
         self.fn = fn
-        self.targets = [(metric, attr)]
 
 
 def _announce_fallback(metric: Metric, attr: str, fn: Any) -> None:
@@ -911,35 +945,148 @@ def _announce_fallback(metric: Metric, attr: str, fn: Any) -> None:
         )
 
 
-def _start_state_sync(metrics: list[Metric], group: Any, async_op: bool) -> SyncHandle:
-    """Plan, pack and launch the first phase of a fused ``_sync_dist`` of ``metrics`` over ``group``."""
+# --------------------------------------------------------------------------------------------------------------------
+# The plan check: every rank must have planned the same collectives
+# --------------------------------------------------------------------------------------------------------------------
+
+#: bits of the plan fingerprint that ride in an all_reduce bucket (each as a 0/1 pair, exact in every dtype and op)
+CHECK_BITS = 32
+_HASH_MASK = (1 << 62) - 1
+
+
+def _fn_name(fn: Any) -> str:
+    op = _STATE_OPS.get(fn)
+    if op is not None:
+        return op
+    if fn is dim_zero_cat:
+        return "cat"
+    return "none" if fn is None else str(getattr(fn, "__qualname__", type(fn).__qualname__))
+
+
+def _fingerprint(layout: Any) -> int:
+    """A 62-bit hash of a plan layout (``repr`` of ints, strings and tuples: the same on every rank and process)."""
+    digest = hashlib.blake2b(repr(layout).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & _HASH_MASK
+
+
+def _check_bits(fingerprint: int) -> list[int]:
+    """The low :data:`CHECK_BITS` bits of ``fingerprint``, then their complements."""
+    bits = [(fingerprint >> bit) & 1 for bit in range(CHECK_BITS)]
+    return bits + [1 - bit for bit in bits]
+
+
+def _check_agrees(reduced: Tensor, op: str, world_size: int) -> Tensor:
+    """Whether every rank sent the same bits (a 0-dim bool on the device; no host read).
+
+    Summed, a bit agrees if 0 or all ranks set it; under max (min), a bit and its complement sum to 1 only if every
+    rank sent the same bit.
+    """
+    bits, complements = reduced[:CHECK_BITS], reduced[CHECK_BITS:]
+    if op == "sum":
+        return ((bits == 0) | (bits == world_size)).all()
+    return (bits + complements == 1).all()
+
+
+class PlanMismatchError(RuntimeError):
+    """The ranks planned different fused syncs: they do not sync the same metrics, in the same order, alike.
+
+    Raised on every rank of the process group, before any state is changed.
+
+    Example:
+        >>> isinstance(PlanMismatchError("rank 0 and rank 1 differ"), RuntimeError)
+        True
+    """
+
+
+def _mismatch(labels: list[str], differing: list[int] | None, per_rank: list[int] | None = None) -> PlanMismatchError:
+    if differing:
+        named = ", ".join(labels[i] if i < len(labels) else f"member {i}" for i in differing)
+        where = f"member(s) at the same position differ: {named}"
+    else:
+        where = f"this rank syncs {', '.join(labels) or 'no metric'}"
+    ranks = "" if per_rank is None else f" (plan fingerprints per rank: {', '.join(f'{v:#x}' for v in per_rank)})"
+    return PlanMismatchError(
+        f"torchmetrics-async fused sync: the ranks planned different syncs{ranks}; {where}. Every rank must sync the"
+        " same metrics (same classes, options and state shapes), in the same order; torchmetrics would hang or fail"
+        " here too."
+    )
+
+
+def _plan_entry(entry: _Entry, kind: str) -> tuple:
+    value = entry.value
+    if kind == "reduce" or (kind == "stack" and entry.fn is not dim_zero_cat):  # a concatenation may be ragged
+        return entry.attr, kind, _fn_name(entry.fn), str(value.dtype), tuple(value.shape)
+    return entry.attr, kind, _fn_name(entry.fn)
+
+
+def _label(metric: Metric, labels: Mapping[int, str]) -> str:
+    name = labels.get(id(metric))
+    kind = type(metric).__name__
+    return f"{name!r} ({kind})" if name is not None else kind
+
+
+def _plan_states(
+    metrics: list[Metric],
+) -> tuple[list[tuple[int, Tensor, str]], list[_Entry], list[_Entry], dict[int, tuple[Metric, list[str]]], list[int]]:
+    """Sort every state into all_reduce items, gathered entries and torchmetrics fallbacks; hash each member's layout.
+
+    Returns ``(reduces, gathers, entries, fallbacks, member_hashes)``; a reduce item's token is its entry's index.
+    """
     reduces: list[tuple[int, Tensor, str]] = []
     gathers: list[_Entry] = []
     entries: list[_Entry] = []
     fallbacks: dict[int, tuple[Metric, list[str]]] = {}
-    seen: dict[tuple[int, Any], _Entry] = {}
+    layout: list[tuple] = []
     for metric in metrics:
+        member: list[tuple] = [type(metric).__module__, type(metric).__qualname__]
         for attr, fn in metric._reductions.items():
             value = getattr(metric, attr)
-            shared = seen.get((id(value), fn))
-            if shared is not None:
-                shared.targets.append((metric, attr))
-                continue
             entry = _Entry(metric, attr, value, fn)
             op = _STATE_OPS.get(fn)
             if isinstance(value, Tensor):
-                if op is not None and not value.requires_grad and _fusable(op, value.dtype):
+                # Autograd (a definition: torchmetrics' _enable_grad) keeps its history only through the stack.
+                if op is not None and not getattr(metric, "_enable_grad", False) and _fusable(op, value.dtype):
                     reduces.append((len(entries), value, op))
+                    kind = "reduce"
                 else:  # None, custom, "cat" of a tensor, autograd, int mean: torchmetrics' stack of gathered states
                     gathers.append(entry)
+                    kind = "stack"
             elif isinstance(value, list) and fn is dim_zero_cat and all(isinstance(v, Tensor) for v in value):
                 gathers.append(entry)
+                kind = "cat"
             else:
                 _announce_fallback(metric, attr, fn)
                 fallbacks.setdefault(id(metric), (metric, []))[1].append(attr)
+                member.append(_plan_entry(entry, f"torchmetrics:{type(value).__name__}"))
                 continue
-            seen[(id(value), fn)] = entry
+            member.append(_plan_entry(entry, kind))
             entries.append(entry)
+        layout.append(tuple(member))
+    return reduces, gathers, entries, fallbacks, [_fingerprint(member) for member in layout]
+
+
+def _start_state_sync(
+    metrics: list[Metric],
+    group: Any,
+    async_op: bool,
+    labels: Mapping[int, str] | None = None,
+    verify: bool = False,
+) -> SyncHandle:
+    """Plan, pack and launch the first phase of a fused ``_sync_dist`` of ``metrics`` over ``group``.
+
+    The plan (which states travel, in which buckets and order, their dtypes and shapes) is derived from what every
+    rank shares: the metrics and their order, each state's reduction, dtype and shape (list states: only that they
+    are lists; their lengths and shapes are exchanged). Never from local data: compute-group members that share state
+    tensors on this rank send each their own (compute groups form from the data, so they differ between ranks).
+
+    A fingerprint of the plan rides in the first collective: exact, in the shape exchange of list states, which is
+    read anyway; otherwise as bits in the first all_reduce bucket, read on the host only if ``verify``. A mismatch
+    raises :class:`PlanMismatchError` on every rank, before any state is set.
+    """
+    labels = labels or {}
+    reduces, gathers, entries, fallbacks, member_hashes = _plan_states(metrics)
+    fingerprint = _fingerprint(tuple(member_hashes))
+    member_labels = [_label(metric, labels) for metric in metrics]
 
     items: list[Tensor | _CatPieces] = [
         _CatPieces(entry.value) if isinstance(entry.value, list) else entry.value for entry in gathers
@@ -949,30 +1096,48 @@ def _start_state_sync(metrics: list[Metric], group: Any, async_op: bool) -> Sync
         tensors = [t for item in items for t in (item.pieces if isinstance(item, _CatPieces) else [item])]
         gather_device = _gather_device(group, tensors, gathers[0].metric.device)
     buckets, flags = _plan_buckets(reduces, group, spare=gather_device)
+    if buckets and not gathers:
+        buckets[0].check = _host_to_device(_check_bits(fingerprint), buckets[0].device)  # pinned, asynchronous
     works = [bucket.launch(group, async_op) for bucket in buckets]
     gather = None
     if gathers:
-        gather = _Gather(items, group, gather_device, flags)
+        gather = _Gather(items, group, gather_device, flags, checks=[fingerprint, *member_hashes])
         works.append(gather.start(async_op))
     world_size = dist.get_world_size(group)
-    index = {id(entry): position for position, entry in enumerate(entries)}
+    rank = dist.get_rank(group)
 
     def finish() -> None:
         results: dict[int, Any] = {}
         if gather is not None:
-            gathered = gather.finish(gather.shapes())
+            described = gather.shapes()
+            _verify_gathered(gather.gathered_checks, member_labels)
+            gathered = gather.finish(described)
             for entry, per_rank, own in zip(gathers, gathered, gather.own, strict=True):
-                results[index[id(entry)]] = _combine_gathered(entry, per_rank, own, dist.get_rank(group))
-            results.update(gather.reduced_flags())
+                results[id(entry)] = _combine_gathered(entry, per_rank, own, rank)
+            for token, value in gather.reduced_flags().items():
+                results[id(entries[token])] = value
+        reduced: dict[Any, Tensor] = {}
         for bucket in buckets:
-            results.update(bucket.finish(world_size))
-        for position, entry in enumerate(entries):
-            for metric, attr in entry.targets:
-                setattr(metric, attr, results[position])
+            reduced.update(bucket.finish(world_size))
+        if verify and buckets and buckets[0].agree is not None and not bool(buckets[0].agree):
+            raise _mismatch(member_labels, None)
+        for token, value in reduced.items():
+            results[id(entries[token])] = value
+        for entry in entries:
+            setattr(entry.metric, entry.attr, results[id(entry)])
         for metric, attrs in fallbacks.values():
             _torchmetrics_sync_dist(metric, attrs, group)
 
     return SyncHandle(finish, works, second_phase=gather is not None)
+
+
+def _verify_gathered(per_rank: list[list[int]], labels: list[str]) -> None:
+    """Raise :class:`PlanMismatchError` (on every rank: they all read the same values) unless all plans are equal."""
+    if all(checks == per_rank[0] for checks in per_rank):
+        return
+    members = [row[1:] for row in per_rank]
+    differing = [i for i in range(len(members[0])) if any(row[i] != members[0][i] for row in members)]
+    raise _mismatch(labels, differing, [row[0] for row in per_rank])
 
 
 def _combine_gathered(entry: _Entry, per_rank: list[Tensor | None], own: Tensor | None, rank: int) -> Tensor:
@@ -1045,8 +1210,9 @@ def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False)
     collected = list(_collect_metrics(metrics, {}).values())
     if not jit_distributed_available():
         return SyncHandle.completed(None) if async_op else None
+    labels = _labels(metrics, {})
     handles = [
-        _start_state_sync(members, group, async_op)
+        _start_state_sync(members, group, async_op, labels)
         for group, members in _by_group(collected, process_group)
         if _member(group)
     ]
@@ -1073,7 +1239,31 @@ def _joined(
     return handle
 
 
-def _start_metric_sync(metrics: list[Metric], process_group: Any, async_op: bool) -> SyncHandle:
+def _labels(metrics: Any, into: dict[int, str], prefix: str = "") -> dict[int, str]:
+    """Names of the metrics in a (nested) collection or dict, for messages: ``id(metric) -> name``."""
+    if isinstance(metrics, _TorchMetricsCollection):
+        items: Iterable[tuple[Any, Any]] = metrics.items(keep_base=False, copy_state=False)
+    elif isinstance(metrics, Mapping):
+        items = metrics.items()
+    elif isinstance(metrics, (list, tuple)):
+        items = enumerate(metrics)
+    else:
+        return into
+    for name, member in items:
+        if isinstance(member, Metric) and not isinstance(member, _TorchMetricsCollection):
+            into.setdefault(id(member), f"{prefix}{name}")
+        else:
+            _labels(member, into, f"{prefix}{name}.")
+    return into
+
+
+def _start_metric_sync(
+    metrics: list[Metric],
+    process_group: Any,
+    async_op: bool,
+    labels: Mapping[int, str] | None = None,
+    verify: bool = False,
+) -> SyncHandle:
     """``Metric.sync()`` of every metric, fused: cache the local states, sync, mark synced."""
     for metric in metrics:
         if metric._is_synced:
@@ -1083,7 +1273,7 @@ def _start_metric_sync(metrics: list[Metric], process_group: Any, async_op: bool
     for metric in fused:
         metric._cache = metric._copy_state_dict()
     handles = [
-        _start_state_sync(members, group, async_op)
+        _start_state_sync(members, group, async_op, labels, verify)
         for group, members in _by_group(fused, process_group)
         if _member(group)  # outside the group there is nothing to exchange: the local states stand
     ]
@@ -1132,7 +1322,10 @@ def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False
         for metric in _collect_metrics(metrics, {}).values()
         if callable(metric.distributed_available_fn) and metric.distributed_available_fn()
     ]
-    handle = _start_metric_sync(collected, process_group, async_op) if collected else SyncHandle.completed(None)
+    if not collected:
+        return SyncHandle.completed(None) if async_op else None
+    # Waiting here anyway: also read the plan check of all_reduce-only plans (a host read; async callers skip it).
+    handle = _start_metric_sync(collected, process_group, async_op, _labels(metrics, {}), verify=not async_op)
     if async_op:
         return handle
     handle.wait()
@@ -1148,7 +1341,8 @@ def _syncs_in_compute(metric: Metric) -> bool:
     """Whether ``metric.compute()`` would sync now, through the stock ``_sync_dist``: then it can be pre-synced."""
     return (
         has_stock_compute(metric)  # wrappers and compositions sync inside, or not at all
-        and metric._computed is None  # a cached value comes back without a sync
+        # Not "no cached value": whether this rank updated since the last compute() is local data; a member with a
+        # cached value takes part in the sync (its compute() returns the cache) so that every rank plans alike.
         and metric._to_sync
         and not metric._is_synced  # compute() raises "already synced": let it
         and _fusable_metric(metric)
@@ -1161,11 +1355,14 @@ def _syncs_in_compute(metric: Metric) -> bool:
 def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
     """Compute many metrics on states synced in one fused round: ``compute()`` inside the block does not sync again.
 
-    On entry, every metric whose ``compute()`` would sync now (``sync_on_compute``, no cached value, distributed,
+    On entry, every metric whose ``compute()`` would sync (``sync_on_compute``, distributed,
     torchmetrics' default ``dist_sync_fn``; not wrappers such as ``Running``, which sync inside) is synced, fused, as
-    ``sync()`` syncs it. Inside, their ``compute()`` uses the synced states and restores the local ones afterwards,
-    as torchmetrics' compute does; on exit every metric still synced is restored. Other metrics keep torchmetrics'
-    behaviour. A ``MetricCollection`` from :func:`~torchmetrics_async.accelerate` does this in ``compute()``.
+    ``sync()`` syncs it, including a metric holding a cached value (whether a rank has one depends on its data;
+    the plan must not), whose ``compute()`` then returns the cache. Inside, their ``compute()`` uses the synced states
+    and restores the local ones afterwards, as torchmetrics' compute does; on exit every metric still synced is
+    restored. Other metrics keep torchmetrics' behaviour. A ``MetricCollection`` from
+    :func:`~torchmetrics_async.accelerate` does this in ``compute()``. If the ranks' plans differ (other metrics or
+    another order), every rank raises :class:`PlanMismatchError` on entry.
 
     Args:
         metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
@@ -1189,7 +1386,7 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
     previous = [(metric, metric._to_sync) for metric in members]
     try:
         if members:
-            _start_metric_sync(members, process_group, async_op=False).wait()
+            _start_metric_sync(members, process_group, False, _labels(metrics, {}), verify=True).wait()
         for metric in members:
             metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
         yield
@@ -1225,7 +1422,14 @@ class _FusedSyncCollection:
             {'mean': tensor(1.5000), 'sum': tensor(3.)}
         """
         with sync_context(self):
-            return super().compute()
+            # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its
+            # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
+            # to the others: on a rank where a group formed from the data, they would compute another rank's values.
+            groups, self._groups = self._groups, {}
+            try:
+                return super().compute()
+            finally:
+                self._groups = groups
 
     def reset(self) -> None:
         """Reset every member, then raise the first deferred error a member's ``reset()`` reported.

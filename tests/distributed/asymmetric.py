@@ -1,0 +1,194 @@
+"""What every rank runs for the rank-asymmetric cases: ranks whose data differ, plans that must not.
+
+Each scenario feeds torchmetrics and torchmetrics-async the same per-rank data and returns both values; the parent
+asserts they are equal on every rank. The last scenarios build deliberately different collections per rank and return
+the error each rank raised.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torchmetrics
+
+import torchmetrics_async as tma
+from tests.distributed.harness import count_collectives, run_scenarios
+from tests.examples import example_for
+from torchmetrics_async import distributed as fused
+from torchmetrics_async.accelerate import registry
+
+
+def _quiet(fn: Callable[[], Any]) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # compute() before update() on the idle rank
+        return fn()
+
+
+def _pair(make: Callable[[], dict[str, torchmetrics.Metric]], **kwargs: Any) -> tuple[Any, Any]:
+    theirs = torchmetrics.MetricCollection(make(), **kwargs)
+    ours = tma.accelerate(torchmetrics.MetricCollection(make(), **kwargs))
+    return theirs, ours
+
+
+def _compute(theirs: Any, ours: Any) -> dict[str, Any]:
+    expected = _quiet(theirs.compute)
+    with count_collectives() as count:
+        got = _quiet(ours.compute)
+    return {"theirs": expected, "ours": got, "count": count.as_dict()}
+
+
+def _acc_f1() -> dict[str, torchmetrics.Metric]:
+    return {
+        "acc": torchmetrics.Accuracy(task="multiclass", num_classes=3),
+        "f1": torchmetrics.F1Score(task="multiclass", num_classes=3),
+    }
+
+
+def idle_rank(rank: int, world_size: int) -> dict[str, Any]:
+    """(a) Uneven eval sharding: rank 0 gets no batch; rank 1's updates merge Accuracy and F1 into a compute group."""
+    theirs, ours = _pair(_acc_f1)
+    if rank == 1:
+        for collection in (theirs, ours):
+            collection.update(torch.tensor([0, 1]), torch.tensor([0, 2]))
+    out = _compute(theirs, ours)
+    out["groups"] = ours.compute_groups
+    return out
+
+
+def forward_only(rank: int, world_size: int) -> dict[str, Any]:
+    """(b) Rank 0 only calls forward() (no compute groups merge there), rank 1 calls update()."""
+    theirs, ours = _pair(_acc_f1)
+    preds, target = torch.tensor([0, 1, 2, 2]), torch.tensor([0, 2, 2, 1])
+    for collection in (theirs, ours):
+        if rank == 0:
+            collection(preds, target)
+        else:
+            collection.update(preds, target)
+    return _compute(theirs, ours)
+
+
+def data_dependent_groups(rank: int, world_size: int) -> dict[str, Any]:
+    """(c) Thresholds 0.5 and 0.7: equal states (one compute group) on rank 0, different states on rank 1."""
+
+    def make() -> dict[str, torchmetrics.Metric]:
+        return {
+            "at_05": torchmetrics.classification.BinaryAccuracy(threshold=0.5),
+            "at_07": torchmetrics.classification.BinaryAccuracy(threshold=0.7),
+        }
+
+    theirs, ours = _pair(make)
+    preds = torch.tensor([0.1, 0.9, 0.2, 0.8]) if rank == 0 else torch.tensor([0.6, 0.65, 0.9, 0.1])
+    target = torch.tensor([0, 1, 1, 1])
+    for collection in (theirs, ours):
+        collection.update(preds, target)
+    out = _compute(theirs, ours)
+    out["groups"] = ours.compute_groups
+    # a second window on the same collections: groups were formed at the first update and stay
+    for collection in (theirs, ours):
+        collection.reset()
+        collection.update(preds.flip(0), target)
+    out["second window"] = _compute(theirs, ours)
+    return out
+
+
+def cached_on_one_rank(rank: int, world_size: int) -> dict[str, Any]:
+    """A member with a cached value on rank 0 only (rank 1 updated since the last compute) still takes part."""
+    ours = tma.accelerate(
+        torchmetrics.MetricCollection({"mean": torchmetrics.MeanMetric(), "sum": torchmetrics.SumMetric()})
+    )
+    ours.update(torch.tensor([1.0 + rank]))
+    first = ours.compute()
+    if rank == 1:
+        ours.update(torch.tensor([10.0]))
+    second = ours.compute()
+    return {"first": first, "second": second}
+
+
+def _registered() -> list[tuple[str, type, type]]:
+    return sorted(
+        ((origin.__name__, origin, accelerated) for origin, accelerated in registry().items()),
+        key=lambda item: (item[1].__module__, item[0]),
+    )
+
+
+def zero_updates_every_family(rank: int, world_size: int) -> dict[str, Any]:
+    """Every registered class: rank 0 never updates; alone (its own compute) and all together in one collection."""
+    out: dict[str, Any] = {}
+    theirs_all, ours_all = {}, {}
+    for name, origin, accelerated in _registered():
+        example = example_for(origin, seed=rank)
+        theirs, ours = origin(**example.init), accelerated(**example.init)
+        theirs_all[name], ours_all[name] = origin(**example.init), origin(**example.init)
+        if rank == 1:
+            for metric in (theirs, ours, theirs_all[name], ours_all[name]):
+                metric.update(*example.inputs)
+        try:
+            expected = _quiet(theirs.compute)
+        except Exception as err:
+            expected = f"{type(err).__name__}: {err}"
+        try:
+            got = _quiet(ours.compute)
+        except Exception as err:
+            got = f"{type(err).__name__}: {err}"
+        out[name] = {"theirs": expected, "ours": got}
+    theirs = torchmetrics.MetricCollection(theirs_all)
+    ours = tma.accelerate(torchmetrics.MetricCollection(ours_all))
+    out["<collection>"] = _compute(theirs, ours)
+    return out
+
+
+def _mismatch(build: Callable[[int], Any], call: Callable[[Any], Any]) -> dict[str, Any]:
+    def run(rank: int, world_size: int) -> dict[str, Any]:
+        metrics = build(rank)
+        error = None
+        try:
+            call(metrics)
+        except fused.PlanMismatchError as err:
+            error = str(err)
+        # the ranks are still in step: one more collective works
+        after = fused.reduce_sum({"one": torch.ones(())})["one"]
+        return {"error": error, "after": after}
+
+    return run
+
+
+def _order(rank: int) -> Any:
+    # torchmetrics sorts members by name: swap the names to swap the order
+    acc, mean = torchmetrics.Accuracy(task="multiclass", num_classes=3), torchmetrics.MeanMetric()
+    members = {"a": acc, "b": mean} if rank == 0 else {"a": mean, "b": acc}
+    collection = tma.accelerate(torchmetrics.MetricCollection(members, compute_groups=False))
+    acc.update(torch.tensor([0, 1]), torch.tensor([0, 2]))
+    mean.update(torch.tensor([1.0, 2.0]))
+    return collection
+
+
+def _order_with_lists(rank: int) -> Any:
+    cat, low, high = torchmetrics.CatMetric(), torchmetrics.MinMetric(), torchmetrics.MaxMetric()
+    members = {"a": cat, "b": low, "c": high} if rank == 0 else {"a": cat, "b": high, "c": low}
+    collection = tma.accelerate(torchmetrics.MetricCollection(members, compute_groups=False))
+    collection.update(torch.tensor([1.0, 2.0 + rank]))
+    return collection
+
+
+SCENARIOS: dict[str, Callable[[int, int], Any]] = {
+    "idle_rank": idle_rank,
+    "forward_only": forward_only,
+    "data_dependent_groups": data_dependent_groups,
+    "cached_on_one_rank": cached_on_one_rank,
+    "zero_updates_every_family": zero_updates_every_family,
+    "mismatch: member order": _mismatch(_order, lambda collection: collection.compute()),
+    "mismatch: member order, list states": _mismatch(_order_with_lists, lambda collection: collection.compute()),
+    "mismatch: sync_metrics": _mismatch(_order, fused.sync_metrics),
+}
+
+
+def run_all(rank: int, world_size: int) -> dict[str, Any]:
+    """The entry point every rank runs (importable by name, as spawn requires)."""
+    torch.manual_seed(0)
+    return run_scenarios(SCENARIOS, rank, world_size)
+
+
+__all__ = ["SCENARIOS", "run_all"]

@@ -1,0 +1,94 @@
+"""Ranks whose data differ must plan the same fused sync: values equal torchmetrics' on every rank, no abort or hang.
+
+One spawn for the module (see ``asymmetric.py`` for what each rank runs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tests.distributed import asymmetric, harness
+from tests.distributed.test_two_ranks import assert_same
+
+pytestmark = pytest.mark.skipif(
+    not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="needs gloo"
+)
+
+
+@pytest.fixture(scope="module")
+def ranks() -> list[dict[str, Any]]:
+    return harness.run(asymmetric.run_all, world_size=2, timeout=150)
+
+
+def scenario(ranks: list[dict[str, Any]], name: str) -> list[Any]:
+    per_rank = [results[name] for results in ranks]
+    for rank, result in enumerate(per_rank):
+        if isinstance(result, dict) and harness.ERROR in result:
+            pytest.fail(f"scenario {name!r} failed on rank {rank}:\n{result[harness.ERROR]}")
+    return per_rank
+
+
+def test_rank_without_batches_computes_torchmetrics_values(ranks):
+    rank0, rank1 = scenario(ranks, "idle_rank")
+    assert rank0["groups"] == {0: ["acc"], 1: ["f1"]}  # no update: no compute group on rank 0 ...
+    assert rank1["groups"] == {0: ["acc", "f1"]}  # ... one on rank 1: the plan must not follow them
+    for rank, result in enumerate((rank0, rank1)):
+        assert_same(result["ours"], result["theirs"], f"rank {rank}")
+        assert_same(result["ours"], {"acc": torch.tensor(0.5), "f1": torch.tensor(0.5)}, f"rank {rank}")
+        assert result["count"] == {"all_reduce": 1}
+
+
+def test_forward_only_rank_next_to_updating_rank(ranks):
+    for rank, result in enumerate(scenario(ranks, "forward_only")):
+        assert_same(result["ours"], result["theirs"], f"rank {rank}")
+        assert result["count"] == {"all_reduce": 1}
+
+
+def test_compute_groups_that_form_on_one_rank_only(ranks):
+    rank0, rank1 = scenario(ranks, "data_dependent_groups")
+    assert rank0["groups"] == {0: ["at_05", "at_07"]}
+    assert rank1["groups"] == {0: ["at_05"], 1: ["at_07"]}
+    for rank, result in enumerate((rank0, rank1)):
+        assert_same(result["ours"], result["theirs"], f"rank {rank}")
+        # each member syncs its own states (at_07 computes on its own synced states, not at_05's)
+        assert_same(result["second window"]["ours"], result["second window"]["theirs"], f"rank {rank} window 2")
+        assert result["count"] == result["second window"]["count"] == {"all_reduce": 1}
+
+
+def test_member_with_a_cached_value_on_one_rank_still_takes_part(ranks):
+    rank0, rank1 = scenario(ranks, "cached_on_one_rank")
+    # torchmetrics hangs here (rank 0 returns its cache, rank 1 waits in a gather); the fused sync includes the
+    # cached member on both ranks: rank 0 returns its cache, rank 1 computes over both ranks' states.
+    assert_same(rank0["second"], rank0["first"])
+    assert_same(rank1["second"], {"mean": torch.tensor(13.0 / 3.0), "sum": torch.tensor(13.0)})
+
+
+def test_rank_without_updates_for_every_registered_class(ranks):
+    per_rank = scenario(ranks, "zero_updates_every_family")
+    names = [name for name, *_ in asymmetric._registered()]
+    for rank, results in enumerate(per_rank):
+        assert set(results) == {*names, "<collection>"}
+        for name in names:
+            assert_same(results[name]["ours"], results[name]["theirs"], f"rank {rank} {name}")
+        collection = results["<collection>"]
+        assert_same(collection["ours"], collection["theirs"], f"rank {rank} collection")
+
+
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("mismatch: member order", ["'a' (", "'b' ("]),
+        ("mismatch: sync_metrics", ["'a' (", "'b' ("]),
+        ("mismatch: member order, list states", ["member(s) at the same position differ: 'b' (", "'c' ("]),
+    ],
+)
+def test_mismatched_plans_raise_a_clear_error_on_every_rank(ranks, case, named):
+    for rank, result in enumerate(scenario(ranks, case)):
+        assert result["error"] is not None, f"rank {rank}: no error"
+        assert "the ranks planned different syncs" in result["error"]
+        for part in named:
+            assert part in result["error"], result["error"]
+        assert_same(result["after"], torch.tensor(2.0))  # still in step: the next collective works
