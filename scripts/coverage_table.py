@@ -1,0 +1,122 @@
+"""Print the "what is accelerated" Markdown table from ``torchmetrics_async.accelerated_coverage()``.
+
+``scripts/coverage-table`` runs it (``--all``: one row per torchmetrics class, with the reason where it is not
+accelerated). The README's table is this script's output, pasted.
+
+Example:
+    >>> "Binary" in compress(["BinaryAccuracy", "MulticlassAccuracy"])
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import defaultdict
+
+from torchmetrics_async import accelerated_coverage
+
+FAMILIES = ("Binary", "Multiclass", "Multilabel")
+
+
+def compress(names: list[str]) -> str:
+    """Names as Markdown, ``{Binary,Multiclass}{Accuracy,F1Score}`` for families sharing their suffixes.
+
+    Args:
+        names: class names.
+
+    Returns:
+        A comma-separated Markdown list.
+
+    Example:
+        >>> compress(["BinaryAccuracy", "MulticlassAccuracy", "MeanMetric"])
+        '`{Binary,Multiclass}Accuracy`, `MeanMetric`'
+    """
+    by_suffix: dict[str, list[str]] = defaultdict(list)
+    plain: list[str] = []
+    for name in sorted(names):
+        match = re.match(f"^({'|'.join(FAMILIES)})(.+)$", name)
+        if match:
+            by_suffix[match.group(2)].append(match.group(1))
+        else:
+            plain.append(name)
+    by_families: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for suffix, families in by_suffix.items():
+        by_families[tuple(families)].append(suffix)
+    parts = []
+    for families, suffixes in sorted(by_families.items(), key=lambda item: (-len(item[0]), item[0])):
+        head = families[0] if len(families) == 1 else "{" + ",".join(families) + "}"
+        tail = suffixes[0] if len(suffixes) == 1 else "{" + ", ".join(sorted(suffixes)) + "}"
+        parts.append(f"`{head}{tail}`")
+    return ", ".join([*parts, *(f"`{name}`" for name in plain)])
+
+
+def summary() -> str:
+    """One row per torchmetrics module: what is accelerated, how many classes are not and why.
+
+    Returns:
+        The Markdown table, its footnotes and a total.
+
+    Example:
+        >>> summary().startswith("| torchmetrics module |")
+        True
+    """
+    rows = accelerated_coverage()
+    modules: dict[str, list] = defaultdict(list)
+    for row in rows:
+        modules[row.module].append(row)
+    lines = [
+        "| torchmetrics module | accelerated (sync-free `update()` and `forward()`) | not accelerated |",
+        "|---|---|---|",
+    ]
+    notes: list[str] = []
+    for module in sorted(modules, key=lambda name: (name == "torchmetrics", name)):
+        members = modules[module]
+        done = [row for row in members if row.accelerated]
+        listed = [compress([row.name for row in done if not row.caveat])] if any(not r.caveat for r in done) else []
+        for row in done:
+            if row.caveat:
+                notes.append(f"`{row.name}`: {row.caveat}.")
+                listed.append(f"`{row.name}`[^{len(notes)}]")
+        accelerated = ", ".join(listed) or "—"
+        rest = [row for row in members if not row.accelerated]
+        reasons: dict[str, int] = defaultdict(int)
+        for row in rest:
+            reasons[row.reason.split(":")[0].split(" (")[0]] += 1
+        why = "; ".join(f"{reason} ({count})" for reason, count in sorted(reasons.items(), key=lambda item: -item[1]))
+        lines.append(f"| `{module}` | {accelerated} | {why or '—'} |")
+    total = sum(row.accelerated for row in rows)
+    lines.append("")
+    lines.append(f"{total} of {len(rows)} torchmetrics classes are accelerated.")
+    for index, note in enumerate(notes, 1):
+        lines.append("")
+        lines.append(f"[^{index}]: {note}")
+    return "\n".join(lines)
+
+
+def full() -> str:
+    """One row per torchmetrics class.
+
+    Returns:
+        The Markdown table.
+
+    Example:
+        >>> full().splitlines()[0]
+        '| module | class | accelerated | reason / caveat |'
+    """
+    lines = ["| module | class | accelerated | reason / caveat |", "|---|---|---|---|"]
+    for row in accelerated_coverage():
+        accelerated = "yes" if row.accelerated else "no"
+        lines.append(f"| `{row.module}` | `{row.name}` | {accelerated} | {row.reason or row.caveat} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Print the summary table, or with ``--all`` the per-class table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all", action="store_true", help="one row per torchmetrics class, with the reason")
+    print(full() if parser.parse_args().all else summary())
+
+
+if __name__ == "__main__":
+    main()

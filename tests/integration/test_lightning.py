@@ -1,0 +1,253 @@
+"""A real ``lightning.Trainer`` with accelerated metrics: the values Lightning logs equal plain torchmetrics' values.
+
+Each run trains :class:`tests.integration.lit.LitClassifier`, whose metric sets (plain torchmetrics; the
+``torchmetrics_async`` classes; torchmetrics' names under ``patch()``) see the same batches and are logged with
+``self.log(name, metric, on_step=True, on_epoch=True)``, ``self.log_dict(collection)`` (epoch) and epoch-level
+validation/test metrics. Every value sent to the loggers, at every step, and every ``callback_metrics`` entry must be
+equal between the sets. Multi-process runs (``ddp``, ``ddp_spawn``: 2 CPU gloo processes) go through
+``tests/integration/ddp_main.py`` in a subprocess with a bounded time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("lightning", reason="Lightning integration tests need `lightning` (pip install '.[lightning]')")
+
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from tests.distributed.harness import free_port
+from tests.integration import lit
+from torchmetrics_async.lightning import AsyncMetricLogging
+from torchmetrics_async.metric import SyncFreeMixin
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAIN_NAMES = {"loss_step", "loss_epoch", "acc_step", "acc_epoch", "train_f1", "train_prec", "val_acc", "val_loss"}
+TEST_NAMES = {"test_acc", "test_recall", "test_loss"}
+MULTI_PROCESS_TIMEOUT = 150
+STRATEGIES = ("ddp", "ddp_spawn")
+
+
+def _fit_validate_test(tmp_path: Path) -> dict[str, Any]:
+    model = lit.LitClassifier()
+    checkpoints = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    trainer = lit.trainer(enable_checkpointing=True, callbacks=[checkpoints])
+    trainer.fit(model, lit.loader(20, seed=1), lit.loader(8, seed=2))
+    trainer.validate(model, lit.loader(8, seed=2), verbose=False)
+    trainer.test(model, lit.loader(8, seed=3), verbose=False)
+    # resume: a new module and Trainer continue from the last checkpoint for a third epoch
+    resumed_model = lit.LitClassifier()
+    resumed = lit.trainer(max_epochs=3)
+    resumed.fit(resumed_model, lit.loader(20, seed=1), lit.loader(8, seed=2), ckpt_path=str(tmp_path / "last.ckpt"))
+    return {"model": model, "stages": lit.recorder(trainer).stages, "resumed": lit.recorder(resumed).stages["fit"]}
+
+
+@pytest.fixture(scope="module")
+def single_device(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    start = time.perf_counter()
+    result = _fit_validate_test(tmp_path_factory.mktemp("checkpoints"))
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+def test_accelerated_sets_are_accelerated(single_device: dict[str, Any]) -> None:
+    model = single_device["model"]
+    for kind in ("explicit", "patched"):
+        for name in ("loss", "acc", "val_acc", "test_loss"):
+            assert isinstance(model.metric(kind, name), SyncFreeMixin), (kind, name)
+        assert all(isinstance(member, SyncFreeMixin) for member in model.metric(kind, "train").values())
+    assert not isinstance(model.metric("plain", "acc"), SyncFreeMixin)
+
+
+@pytest.mark.parametrize("stage", ["fit", "validate", "test"])
+def test_single_device_logged_values_equal_torchmetrics(single_device: dict[str, Any], stage: str) -> None:
+    seen = single_device["stages"][stage]
+    names = lit.assert_logs_equal(seen["logged"], stage)
+    lit.assert_sets_equal(seen["callback_metrics"], f"{stage} callback_metrics")
+    expected = {"fit": TRAIN_NAMES, "validate": {"val_acc", "val_loss"}, "test": TEST_NAMES}[stage]
+    assert expected <= names | set(lit.by_set(seen["callback_metrics"])["plain"]), stage
+
+
+def test_single_device_fit_logs_every_step_and_epoch(single_device: dict[str, Any]) -> None:
+    logged = single_device["stages"]["fit"]["logged"]
+    steps = [step for step, values in logged if "plain/loss_step" in values]
+    assert steps == list(range(10)), steps  # 5 batches x 2 epochs, log_every_n_steps=1
+    epochs = [values for _, values in logged if "plain/acc_epoch" in values]
+    assert len(epochs) == 2
+
+
+def test_single_device_resume_from_checkpoint(single_device: dict[str, Any]) -> None:
+    resumed = single_device["resumed"]
+    assert resumed["global_step"] == 15  # 2 epochs restored + 1 more
+    steps = [step for step, values in resumed["logged"] if "plain/loss_step" in values]
+    assert steps == list(range(10, 15)), steps
+    lit.assert_logs_equal(resumed["logged"], "resumed fit")
+    lit.assert_sets_equal(resumed["callback_metrics"], "resumed fit callback_metrics", TRAIN_NAMES)
+
+
+@pytest.mark.parametrize("bad", ["label", "nan"])
+@pytest.mark.parametrize("kind", ["explicit", "patched"])
+def test_bad_batch_logged_step_only_raises_by_epoch_end(kind: str, bad: str) -> None:
+    """A bad batch at batch 1, logged with ``on_step=True, on_epoch=False``: the batch value is NaN, the error is
+    raised when Lightning resets the metric at the end of the epoch (batches 2-4 ran, the next epoch did not)."""
+    model = lit.LitClassifier(sets=(kind,), bad=bad, bad_batch=1)
+    logger = lit.RecordingLogger()
+    trainer = lit.trainer(logger=logger, max_epochs=2)
+    message = "Detected more unique values in `target`" if bad == "label" else "Encountered `nan` values in tensor"
+    with pytest.raises(RuntimeError, match=message) as raised:
+        trainer.fit(model, lit.loader(20, seed=1))
+    assert "first recorded in update 2 of this window" in str(raised.value)
+    checks = {step: values[f"{kind}/check"] for step, values in logger.records if f"{kind}/check" in values}
+    assert sorted(checks) == [0, 1, 2, 3, 4], checks  # the whole first epoch ran; the second never started
+    assert torch.isnan(torch.tensor(checks[1])), checks
+    assert not any(torch.isnan(torch.tensor(checks[step])) for step in (0, 2, 3, 4)), checks
+
+
+def _run_multi_process(strategy: str, out_dir: Path) -> tuple[dict[str, Any], float]:
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "PYTHONPATH": str(ROOT)}
+    env.pop("LOCAL_RANK", None)
+    env.pop("WORLD_SIZE", None)
+    start = time.perf_counter()
+    process = subprocess.run(
+        [sys.executable, "-m", "tests.integration.ddp_main", strategy, str(out_dir)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=MULTI_PROCESS_TIMEOUT,
+        check=False,
+    )
+    seconds = time.perf_counter() - start
+    assert process.returncode == 0, (
+        f"{strategy} exited {process.returncode}\n{process.stdout[-4000:]}\n{process.stderr[-8000:]}"
+    )
+    results = {path.stem: torch.load(path, weights_only=False) for path in out_dir.glob("*.pt")}
+    return results, seconds
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    results, seconds = _run_multi_process("ddp", tmp_path_factory.mktemp("ddp"))
+    return {"results": results, "seconds": seconds}
+
+
+@pytest.fixture(scope="module")
+def ddp_spawn_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    results, seconds = _run_multi_process("ddp_spawn", tmp_path_factory.mktemp("ddp_spawn"))
+    return {"results": results, "seconds": seconds}
+
+
+@pytest.fixture(scope="module")
+def multi_process(ddp_run: dict[str, Any], ddp_spawn_run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {"ddp": ddp_run, "ddp_spawn": ddp_spawn_run}
+
+
+def _accelerated_equal_plain(values: dict[str, float], plain: dict[str, float], where: str, names: set[str]) -> None:
+    """Each accelerated set's values equal the plain set's values of ``plain`` (another record of the same data)."""
+    reference = lit.by_set(plain)["plain"]
+    assert names <= set(reference), f"{where}: missing {sorted(names - set(reference))}"
+    got = lit.by_set(values)
+    for kind in ("explicit", "patched"):
+        assert got[kind] == reference, f"{where}: {kind} {got[kind]} != plain {reference}"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_two_processes_logged_values_equal_torchmetrics(multi_process: dict[str, Any], strategy: str) -> None:
+    """``ddp``: within the run, every accelerated value equals the plain set's, on both ranks, at every logged step.
+
+    ``ddp_spawn``: every accelerated value equals the plain values of the ``ddp`` run (same seeds, data and sharding:
+    torchmetrics' single-run values). Within the ``ddp_spawn`` run the plain set is a valid reference only for the
+    first stage: each ``trainer.*`` call spawns fresh workers from the parent's module, and plain torchmetrics' workers
+    have written into the parent's states through shared memory during ``fit`` (see the next test), so the plain
+    ``val_loss``/``test_loss`` of ``validate``/``test`` start from ``fit``'s leftovers there.
+    """
+    reference = multi_process["ddp"]["results"]
+    results = multi_process[strategy]["results"]
+    for stage, expected in (("fit", TRAIN_NAMES), ("validate", {"val_acc", "val_loss"}), ("test", TEST_NAMES)):
+        for rank in (0, 1):
+            seen = results[f"rank{rank}-{stage}"]["callback_metrics"]
+            where = f"{strategy} rank {rank} {stage} callback_metrics"
+            if strategy == "ddp" or stage == "fit":
+                lit.assert_sets_equal(seen, where, expected)
+            _accelerated_equal_plain(seen, reference[f"rank{rank}-{stage}"]["callback_metrics"], where, expected)
+        logged = results[f"rank0-{stage}"]["logged"]
+        if strategy == "ddp" or stage == "fit":
+            assert lit.assert_logs_equal(logged, f"{strategy} rank 0 {stage}")
+        plain_logged = reference[f"rank0-{stage}"]["logged"]
+        assert len(logged) == len(plain_logged), stage
+        if stage == "fit":  # (the step of validate/test records is the worker trainer's, which differs under spawn)
+            assert [step for step, _ in logged] == [step for step, _ in plain_logged]
+        for (step, values), (_, plain) in zip(logged, plain_logged, strict=True):
+            if lit.by_set(plain):
+                _accelerated_equal_plain(values, plain, f"{strategy} rank 0 {stage} step {step}", set())
+        # epoch values are synced: both ranks hold the same ones
+        rank0, rank1 = (results[f"rank{rank}-{stage}"]["callback_metrics"] for rank in (0, 1))
+        epoch_keys = [key for key in rank0 if not key.endswith("_step")]
+        assert {key: rank0[key] for key in epoch_keys} == {key: rank1[key] for key in epoch_keys}, stage
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_two_processes_async_metric_logging_equals_blocking_windows(
+    multi_process: dict[str, Any], strategy: str
+) -> None:
+    results = multi_process[strategy]["results"]
+    for rank in (0, 1):
+        fit = results[f"rank{rank}-fit"]
+        lit.assert_windows_equal(fit["async_history"], fit["blocking_windows"], fit["global_step"])
+        # 5 batches per rank per epoch, windows of 3: [0-2], [3-4] (epoch end), [5-7], [8-9]
+        assert [(w["first_batch"], w["last_batch"]) for w in fit["async_history"]] == [(0, 2), (3, 4), (5, 7), (8, 9)]
+    assert results["rank0-fit"]["async_history"] == results["rank1-fit"]["async_history"]
+    assert results["rank0-fit"]["async_history"] == multi_process["ddp"]["results"]["rank0-fit"]["async_history"]
+    _assert_sent_to_loggers(results["rank0-fit"]["async_history"], results["rank0-fit"]["logged"])
+
+
+def _assert_sent_to_loggers(history: list[dict[str, Any]], logged: list[tuple[int, dict[str, float]]]) -> None:
+    """Rank zero's loggers received each window's values, in order, at the step the history says."""
+    sent = [
+        (step, {key: value for key, value in values.items() if key.startswith("async/")})
+        for step, values in logged
+        if any(key.startswith("async/") for key in values)
+    ]
+    assert sent == [(window["step"], window["values"]) for window in history], sent
+
+
+def test_ddp_spawn_leaves_the_parents_metrics_alone(multi_process: dict[str, Any]) -> None:
+    """After fit, validate and test under ``ddp_spawn``, the parent's accelerated metrics still hold their defaults."""
+    changed = multi_process["ddp_spawn"]["results"]["parent"]["changed"]
+    # Positive control: the spawned workers received the parent's CPU state tensors in shared memory, and plain
+    # torchmetrics' MeanMetric.update() adds into them in place, so the parent's plain metrics changed.
+    assert "plain_val_loss.mean_value" in changed, changed
+    # The accelerated metrics (explicit classes, patch(), the callback's) copy received states before writing.
+    accelerated = [name for name in changed if not name.startswith(("plain_", "ref_"))]
+    assert accelerated == [], changed
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_multi_process_run_time(multi_process: dict[str, Any], strategy: str) -> None:
+    """Each multi-process case (2 processes: fit 2 epochs with validation, validate, test) stays bounded."""
+    seconds = multi_process[strategy]["seconds"]
+    print(f"{strategy}: {seconds:.1f} s")  # shown with -s
+    assert seconds < MULTI_PROCESS_TIMEOUT
+
+
+def test_single_device_async_metric_logging_equals_blocking_windows() -> None:
+    model = lit.LitClassifier(sets=("plain",), callback_metrics=True)
+    callback = AsyncMetricLogging(metrics=["cb_loss", "cb_metrics"], prefix="async/")  # every log_every_n_steps
+    blocking = lit.BlockingWindows(2, prefix="async/")
+    trainer = lit.trainer(max_epochs=2, log_every_n_steps=2, callbacks=[callback, blocking])
+    trainer.fit(model, lit.loader(20, seed=1))
+    lit.assert_windows_equal(callback.history, blocking.windows, trainer.global_step)
+    # 5 batches per epoch, windows of 2, cut at epoch ends
+    windows = [(w["first_batch"], w["last_batch"]) for w in callback.history]
+    assert windows == [(0, 1), (2, 3), (4, 4), (5, 6), (7, 8), (9, 9)]
+    _assert_sent_to_loggers(callback.history, lit.recorder(trainer).stages["fit"]["logged"])
+    last = callback.history[-1]["values"]
+    assert {key: float(trainer.callback_metrics[key]) for key in last} == last
