@@ -42,6 +42,7 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import rank_zero_warn
 
 __all__ = [
+    "COMPILED_UPDATES",
     "DEFERRED_RAISE_OWNED",
     "FORWARD_INDEX",
     "DeferredChecks",
@@ -66,6 +67,15 @@ _WARNED = "_nan_warned"  # a "warn" check has warned in this window
 #: While ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge), the index the
 #: batch's update has in the window (``None`` otherwise).
 FORWARD_INDEX = "_forward_index"
+
+#: Instance attribute: a 0-dim int64 device tensor counting the updates made inside ``torch.compile``d code since
+#: the window's count was last read (see :class:`~torchmetrics_async.metric.SyncFreeMixin`). Compiled code counts
+#: there, in place, instead of in the Python int ``_update_count``, which Dynamo would guard on (a recompile per step).
+COMPILED_UPDATES = "_compiled_updates"
+# Instance attributes beside it: compiled code stores True in both (a constant store: no guard, no host read).
+_COMPILED_DIRTY = "_compiled_dirty"  # COMPILED_UPDATES changed since it was last read on the host
+_COMPILED_UNREPORTED = "_compiled_unreported"  # compiled updates came since the flags were last read / handed over
+_COMPILED_SEEN = "_compiled_seen"  # COMPILED_UPDATES as last read on the host (an int)
 
 # The first offending update is kept as _INDEX_BASE - index, so ``maximum`` keeps the earliest and 0 means none.
 _INDEX_BASE = 1 << 62
@@ -101,11 +111,15 @@ class DeferredChecks:
     def _record_violation(self, name: str, violated: Tensor | bool) -> None:
         """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
         state = self.__dict__
-        index = state[FORWARD_INDEX] or state[self._window_counter]
+        index = state[FORWARD_INDEX] or self._update_index()
         if isinstance(violated, bool):
             if violated:
                 getattr(self, name).fill_(True)
-                state[_FIRST][name].clamp_(min=_INDEX_BASE - index)
+                first = state[_FIRST][name]
+                if isinstance(index, Tensor):
+                    torch.maximum(first, _INDEX_BASE - index, out=first)
+                else:
+                    first.clamp_(min=_INDEX_BASE - index)
             return
         if not violated.numel():
             return
@@ -114,6 +128,34 @@ class DeferredChecks:
         getattr(self, name).logical_or_(violated)
         first = state[_FIRST][name]
         torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
+
+    def _update_index(self) -> "int | Tensor":
+        """The index of the current update in the window: a Python int, or a device tensor once compiled code counted.
+
+        Compiled updates are counted on the device (:data:`COMPILED_UPDATES`): the index is then ``host count +
+        compiled count`` as a 0-dim tensor, without a host read (and without Dynamo guarding on a changing int).
+        """
+        state = self.__dict__
+        count = state[self._window_counter]
+        counter = state.get(COMPILED_UPDATES)
+        if counter is None or self._window_counter != "_update_count":
+            return count
+        if torch.compiler.is_compiling() or state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
+            return counter + count
+        return count
+
+    def _known_window_count(self) -> int:
+        """The window's update count as far as the host knows it without a read: host count + last read compiled."""
+        state = self.__dict__
+        return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
+
+    def _fold_compiled_count(self, seen: int) -> None:
+        """Record ``seen``, a host read of :data:`COMPILED_UPDATES`, keeping "reported" where it was."""
+        state = self.__dict__
+        if not state.get(_COMPILED_UNREPORTED) and state.get(_REPORTED_AT, 0) == self._known_window_count():
+            state[_REPORTED_AT] = state[self._window_counter] + seen
+        state[_COMPILED_SEEN] = seen
+        state[_COMPILED_DIRTY] = False
 
     def _deferred_violated(self) -> Tensor | None:
         """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
@@ -144,7 +186,7 @@ class DeferredChecks:
         if (
             not checks
             or state.get(DEFERRED_RAISE_OWNED, False)
-            or state[self._window_counter] == state.get(_REPORTED_AT, 0)
+            or (not state.get(_COMPILED_UNREPORTED) and self._known_window_count() == state.get(_REPORTED_AT, 0))
             or getattr(self, next(iter(checks))).is_meta  # meta states hold no values to report
         ):
             return None
@@ -154,8 +196,15 @@ class DeferredChecks:
         """Every check as ``(name, message, action, violated, first_code)``: one host read; marks them reported."""
         state = self.__dict__
         checks = self._deferred_checks_registered()
-        codes = torch.stack([violation_code(getattr(self, name), state[_FIRST][name]) for name in checks]).tolist()
-        state[_REPORTED_AT] = state[self._window_counter]
+        codes = [violation_code(getattr(self, name), state[_FIRST][name]) for name in checks]
+        dirty = state.get(_COMPILED_DIRTY, False)
+        if dirty:  # the compiled updates' count travels in the same read
+            codes.append(state[COMPILED_UPDATES].to(torch.int64))
+        codes = torch.stack(codes).tolist()
+        if dirty:
+            self._fold_compiled_count(codes.pop())
+        state[_REPORTED_AT] = self._known_window_count()
+        state[_COMPILED_UNREPORTED] = False
         return [
             (name, message, action, *decode_violation(code))
             for (name, (message, action)), code in zip(checks.items(), codes, strict=True)
@@ -170,6 +219,7 @@ class DeferredChecks:
                 firsts[name] = torch.zeros_like(first)
         state[_REPORTED_AT] = 0
         state[_WARNED] = False
+        state[_COMPILED_UNREPORTED] = False
 
     def _hand_over_deferred(self, taker: "DeferredChecks") -> None:
         """Give this window's first-violation indices to ``taker`` (a collector's copy, which reports the flags).
@@ -178,7 +228,8 @@ class DeferredChecks:
         """
         state = self.__dict__
         taker.__dict__[_FIRST] = dict(state.get(_FIRST, {}))
-        state[_REPORTED_AT] = state[self._window_counter]
+        state[_REPORTED_AT] = self._known_window_count()
+        state[_COMPILED_UNREPORTED] = False
 
     def _move_deferred(self, device: torch.device) -> None:
         firsts = self.__dict__.get(_FIRST)
