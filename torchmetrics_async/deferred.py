@@ -49,6 +49,7 @@ __all__ = [
     "decode_violation",
     "deferred_message",
     "first_violations",
+    "mark_static_address",
     "nan_where",
     "report_deferred",
     "violation_code",
@@ -97,7 +98,7 @@ class DeferredChecks:
         """Register a check (idempotent): a bool state ``name`` and what reporting it does (raise or warn)."""
         state = self.__dict__
         state.setdefault(_CHECKS, {})[name] = (message, action)
-        state.setdefault(_FIRST, {})[name] = torch.zeros((), dtype=torch.int64, device=self.device)
+        state.setdefault(_FIRST, {})[name] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
         state.setdefault(_REPORTED_AT, 0)
         state.setdefault(_WARNED, False)
         state.setdefault(FORWARD_INDEX, None)
@@ -216,7 +217,7 @@ class DeferredChecks:
         firsts = state.get(_FIRST)
         if firsts:
             for name, first in firsts.items():
-                firsts[name] = torch.zeros_like(first)
+                firsts[name] = mark_static_address(torch.zeros_like(first))
         state[_REPORTED_AT] = 0
         state[_WARNED] = False
         state[_COMPILED_UNREPORTED] = False
@@ -235,7 +236,29 @@ class DeferredChecks:
         firsts = self.__dict__.get(_FIRST)
         if firsts:
             for name, first in firsts.items():
-                firsts[name] = first.to(device)
+                firsts[name] = mark_static_address(first.to(device))
+
+
+def mark_static_address(tensor: Tensor) -> Tensor:
+    """Mark a state tensor as ``torch._dynamo.mark_static_address(tensor, guard=False)`` does, without importing Dynamo.
+
+    Compiled code then treats its address as stable (no guard on it): ``mode="reduce-overhead"`` captures in-place
+    updates of it in a CUDA graph instead of skipping the graph for a mutated input. A tensor replaced later (a reset)
+    makes the CUDA graph re-record, never recompile.
+
+    Args:
+        tensor: a state tensor this metric owns and updates in place.
+
+    Returns:
+        The tensor.
+
+    Example:
+        >>> import torch
+        >>> mark_static_address(torch.zeros(2))._dynamo_static_input_type
+        'unguarded'
+    """
+    tensor._dynamo_static_input_type = "unguarded"  # type: ignore[attr-defined]
+    return tensor
 
 
 def violation_code(flag: Tensor, first: Tensor) -> Tensor:

@@ -46,6 +46,7 @@ from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     FORWARD_INDEX,
     DeferredChecks,
+    mark_static_address,
     nan_where,
     report_deferred,
 )
@@ -255,7 +256,7 @@ class SyncFreeMixin(DeferredChecks):
             current = state.get(attr)
             if isinstance(default, Tensor):
                 target = current.device if isinstance(current, Tensor) else default.device
-                fresh = default.detach().clone().to(target)
+                fresh = mark_static_address(default.detach().clone().to(target))
                 setattr(self, attr, fresh)
                 owned[attr] = fresh
             else:
@@ -268,7 +269,7 @@ class SyncFreeMixin(DeferredChecks):
         for attr in self._defaults:
             current = state[attr]
             if owned.get(attr) is not current:
-                mine = current.detach().clone() if isinstance(current, Tensor) else list(current)
+                mine = mark_static_address(current.detach().clone()) if isinstance(current, Tensor) else list(current)
                 setattr(self, attr, mine)
                 owned[attr] = mine
 
@@ -371,7 +372,7 @@ class SyncFreeMixin(DeferredChecks):
         for attr, previous in before.items():
             current = state[attr]
             if isinstance(current, Tensor) and current is not previous and current is not incoming_state[attr]:
-                owned[attr] = current
+                owned[attr] = mark_static_address(current)
 
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
         """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent.
@@ -415,7 +416,7 @@ class SyncFreeMixin(DeferredChecks):
         this._move_deferred(this.device)
         counter = this.__dict__.get(COMPILED_UPDATES)
         if counter is not None:
-            this.__dict__[COMPILED_UPDATES] = counter.to(this.device)
+            this.__dict__[COMPILED_UPDATES] = mark_static_address(counter.to(this.device))
         this._set_constants()
         this._own_states()  # before any update: compiled code then finds its states owned (no recompile)
         return this
@@ -433,7 +434,7 @@ class SyncFreeMixin(DeferredChecks):
         state = self.__dict__
         state[OWNED_STATES] = {}
         state.setdefault(FORWARD_INDEX, None)
-        state[COMPILED_UPDATES] = torch.zeros((), dtype=torch.int64, device=self.device)
+        state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
         state[_COMPILED_DIRTY] = False
         state[_COMPILED_UNREPORTED] = False
         state[_COMPILED_SEEN] = 0
@@ -524,7 +525,7 @@ def copy_update_count(source: Any, target: Any) -> None:
     if isinstance(mine, Tensor) and mine.device == counter.device:
         mine.copy_(counter)
     else:
-        dst[COMPILED_UPDATES] = counter.clone()
+        dst[COMPILED_UPDATES] = mark_static_address(counter.clone())
     if torch.compiler.is_compiling():
         # Constant stores only (reading the source's host-side values would make Dynamo guard on them): the
         # target reads the copied device count when its count is next read.
