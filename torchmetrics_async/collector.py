@@ -70,7 +70,7 @@ from torchmetrics_async.deferred import (
     violation_code,
 )
 from torchmetrics_async.distributed import SyncHandle, sync_metrics
-from torchmetrics_async.metric import OWNED_STATES, has_stock_compute
+from torchmetrics_async.metric import OWNED_STATES, copy_update_count, has_stock_compute, set_update_count
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
@@ -724,7 +724,7 @@ class AsyncMetricCollector(Stateful):
                 else:
                     # A new list of the same elements: reset() clears the live list in place.
                     slot.lists[attr] = target[attr] = list(value)
-            target["_update_count"] = source["_update_count"]
+            copy_update_count(slot.live, slot.shadow)
             if isinstance(slot.live, DeferredChecks):
                 # The window's flags travel in the buffers; the collector reports them, the live reset must not.
                 slot.live._hand_over_deferred(slot.shadow)
@@ -749,7 +749,7 @@ class AsyncMetricCollector(Stateful):
                     target[attr] = buffer
                 else:
                     slot.lists[attr] = target[attr] = [piece.to(slot.shadow.device) for piece in value]
-            target["_update_count"] = int(count)
+            set_update_count(slot.shadow, int(count))
             if isinstance(slot.shadow, DeferredChecks):
                 slot.shadow._reset_deferred()  # a saved window carries its flags, not where they were first set
             target.update({name: int(value) for name, value in counters.items()})
@@ -921,7 +921,7 @@ class AsyncMetricCollector(Stateful):
             states, count, counters = _entry(live, name)
             for attr in metric._defaults:
                 _load_live_state(metric, attr, _state(states, attr, name))
-            metric.__dict__["_update_count"] = int(count)
+            set_update_count(metric, int(count))
             metric.__dict__.update({counter: int(value) for counter, value in counters.items()})
             metric.__dict__["_computed"] = None
         if self._scheduled and self._launched:

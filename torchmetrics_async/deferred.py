@@ -42,12 +42,14 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import rank_zero_warn
 
 __all__ = [
+    "COMPILED_UPDATES",
     "DEFERRED_RAISE_OWNED",
     "FORWARD_INDEX",
     "DeferredChecks",
     "decode_violation",
     "deferred_message",
     "first_violations",
+    "mark_static_address",
     "nan_where",
     "report_deferred",
     "violation_code",
@@ -66,6 +68,15 @@ _WARNED = "_nan_warned"  # a "warn" check has warned in this window
 #: While ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge), the index the
 #: batch's update has in the window (``None`` otherwise).
 FORWARD_INDEX = "_forward_index"
+
+#: Instance attribute: a 0-dim int64 device tensor counting the updates made inside ``torch.compile``d code since
+#: the window's count was last read (see :class:`~torchmetrics_async.metric.SyncFreeMixin`). Compiled code counts
+#: there, in place, instead of in the Python int ``_update_count``, which Dynamo would guard on (a recompile per step).
+COMPILED_UPDATES = "_compiled_updates"
+# Instance attributes beside it: compiled code stores True in both (a constant store: no guard, no host read).
+_COMPILED_DIRTY = "_compiled_dirty"  # COMPILED_UPDATES changed since it was last read on the host
+_COMPILED_UNREPORTED = "_compiled_unreported"  # compiled updates came since the flags were last read / handed over
+_COMPILED_SEEN = "_compiled_seen"  # COMPILED_UPDATES as last read on the host (an int)
 
 # The first offending update is kept as _INDEX_BASE - index, so ``maximum`` keeps the earliest and 0 means none.
 _INDEX_BASE = 1 << 62
@@ -87,7 +98,7 @@ class DeferredChecks:
         """Register a check (idempotent): a bool state ``name`` and what reporting it does (raise or warn)."""
         state = self.__dict__
         state.setdefault(_CHECKS, {})[name] = (message, action)
-        state.setdefault(_FIRST, {})[name] = torch.zeros((), dtype=torch.int64, device=self.device)
+        state.setdefault(_FIRST, {})[name] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
         state.setdefault(_REPORTED_AT, 0)
         state.setdefault(_WARNED, False)
         state.setdefault(FORWARD_INDEX, None)
@@ -101,11 +112,15 @@ class DeferredChecks:
     def _record_violation(self, name: str, violated: Tensor | bool) -> None:
         """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
         state = self.__dict__
-        index = state[FORWARD_INDEX] or state[self._window_counter]
+        index = state[FORWARD_INDEX] or self._update_index()
         if isinstance(violated, bool):
             if violated:
                 getattr(self, name).fill_(True)
-                state[_FIRST][name].clamp_(min=_INDEX_BASE - index)
+                first = state[_FIRST][name]
+                if isinstance(index, Tensor):
+                    torch.maximum(first, _INDEX_BASE - index, out=first)
+                else:
+                    first.clamp_(min=_INDEX_BASE - index)
             return
         if not violated.numel():
             return
@@ -114,6 +129,34 @@ class DeferredChecks:
         getattr(self, name).logical_or_(violated)
         first = state[_FIRST][name]
         torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
+
+    def _update_index(self) -> "int | Tensor":
+        """The index of the current update in the window: a Python int, or a device tensor once compiled code counted.
+
+        Compiled updates are counted on the device (:data:`COMPILED_UPDATES`): the index is then ``host count +
+        compiled count`` as a 0-dim tensor, without a host read (and without Dynamo guarding on a changing int).
+        """
+        state = self.__dict__
+        count = state[self._window_counter]
+        counter = state.get(COMPILED_UPDATES)
+        if counter is None or self._window_counter != "_update_count":
+            return count
+        if torch.compiler.is_compiling() or state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
+            return counter + count
+        return count
+
+    def _known_window_count(self) -> int:
+        """The window's update count as far as the host knows it without a read: host count + last read compiled."""
+        state = self.__dict__
+        return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
+
+    def _fold_compiled_count(self, seen: int) -> None:
+        """Record ``seen``, a host read of :data:`COMPILED_UPDATES`, keeping "reported" where it was."""
+        state = self.__dict__
+        if not state.get(_COMPILED_UNREPORTED) and state.get(_REPORTED_AT, 0) == self._known_window_count():
+            state[_REPORTED_AT] = state[self._window_counter] + seen
+        state[_COMPILED_SEEN] = seen
+        state[_COMPILED_DIRTY] = False
 
     def _deferred_violated(self) -> Tensor | None:
         """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
@@ -144,7 +187,7 @@ class DeferredChecks:
         if (
             not checks
             or state.get(DEFERRED_RAISE_OWNED, False)
-            or state[self._window_counter] == state.get(_REPORTED_AT, 0)
+            or (not state.get(_COMPILED_UNREPORTED) and self._known_window_count() == state.get(_REPORTED_AT, 0))
             or getattr(self, next(iter(checks))).is_meta  # meta states hold no values to report
         ):
             return None
@@ -154,8 +197,15 @@ class DeferredChecks:
         """Every check as ``(name, message, action, violated, first_code)``: one host read; marks them reported."""
         state = self.__dict__
         checks = self._deferred_checks_registered()
-        codes = torch.stack([violation_code(getattr(self, name), state[_FIRST][name]) for name in checks]).tolist()
-        state[_REPORTED_AT] = state[self._window_counter]
+        codes = [violation_code(getattr(self, name), state[_FIRST][name]) for name in checks]
+        dirty = state.get(_COMPILED_DIRTY, False)
+        if dirty:  # the compiled updates' count travels in the same read
+            codes.append(state[COMPILED_UPDATES].to(torch.int64))
+        codes = torch.stack(codes).tolist()
+        if dirty:
+            self._fold_compiled_count(codes.pop())
+        state[_REPORTED_AT] = self._known_window_count()
+        state[_COMPILED_UNREPORTED] = False
         return [
             (name, message, action, *decode_violation(code))
             for (name, (message, action)), code in zip(checks.items(), codes, strict=True)
@@ -167,9 +217,10 @@ class DeferredChecks:
         firsts = state.get(_FIRST)
         if firsts:
             for name, first in firsts.items():
-                firsts[name] = torch.zeros_like(first)
+                firsts[name] = mark_static_address(torch.zeros_like(first))
         state[_REPORTED_AT] = 0
         state[_WARNED] = False
+        state[_COMPILED_UNREPORTED] = False
 
     def _hand_over_deferred(self, taker: "DeferredChecks") -> None:
         """Give this window's first-violation indices to ``taker`` (a collector's copy, which reports the flags).
@@ -178,13 +229,36 @@ class DeferredChecks:
         """
         state = self.__dict__
         taker.__dict__[_FIRST] = dict(state.get(_FIRST, {}))
-        state[_REPORTED_AT] = state[self._window_counter]
+        state[_REPORTED_AT] = self._known_window_count()
+        state[_COMPILED_UNREPORTED] = False
 
     def _move_deferred(self, device: torch.device) -> None:
         firsts = self.__dict__.get(_FIRST)
         if firsts:
             for name, first in firsts.items():
-                firsts[name] = first.to(device)
+                firsts[name] = mark_static_address(first.to(device))
+
+
+def mark_static_address(tensor: Tensor) -> Tensor:
+    """Mark a state tensor as ``torch._dynamo.mark_static_address(tensor, guard=False)`` does, without importing Dynamo.
+
+    Compiled code then treats its address as stable (no guard on it): ``mode="reduce-overhead"`` captures in-place
+    updates of it in a CUDA graph instead of skipping the graph for a mutated input. A tensor replaced later (a reset)
+    makes the CUDA graph re-record, never recompile.
+
+    Args:
+        tensor: a state tensor this metric owns and updates in place.
+
+    Returns:
+        The tensor.
+
+    Example:
+        >>> import torch
+        >>> mark_static_address(torch.zeros(2))._dynamo_static_input_type
+        'unguarded'
+    """
+    tensor._dynamo_static_input_type = "unguarded"  # type: ignore[attr-defined]
+    return tensor
 
 
 def violation_code(flag: Tensor, first: Tensor) -> Tensor:

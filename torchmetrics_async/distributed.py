@@ -37,6 +37,7 @@ import hashlib
 import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from copy import deepcopy
 from typing import Any
 
 import torch
@@ -60,7 +61,7 @@ from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
 from torchmetrics_async.compute_groups import equal_metric_states
-from torchmetrics_async.metric import has_stock_compute
+from torchmetrics_async.metric import copy_update_count, has_stock_compute
 
 __all__ = [
     "MetricCollection",
@@ -1402,6 +1403,44 @@ class _FusedSyncCollection:
 
     # Compute groups form as torchmetrics forms them, accelerated and torchmetrics members mixed.
     _equal_metric_states = staticmethod(equal_metric_states)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Torchmetrics' collection update; inside ``torch.compile`` compute groups are neither formed nor checked.
+
+        Forming the groups compares the members' states on the host (``allclose``): traced by ``torch.compile`` it
+        would break the graph. Until the groups are formed (at the first update made outside compiled code), a
+        compiled update updates every member, each on its own states, as torchmetrics does with
+        ``compute_groups=False``: the same values. Once formed, compiled updates use the groups.
+
+        Args:
+            args: given to every member's ``update``.
+            kwargs: filtered by each member's ``update`` signature.
+
+        Example:
+            >>> import torch, torchmetrics
+            >>> collection = MetricCollection([torchmetrics.SumMetric()])
+            >>> collection.update(torch.tensor(2.0))
+            >>> collection.compute()
+            {'SumMetric': tensor(2.)}
+        """
+        if torch.compiler.is_compiling() and not self._groups_checked:
+            for metric in self._modules.values():
+                metric.update(*args, **metric._filter_kwargs(**kwargs))
+            return
+        super().update(*args, **kwargs)
+
+    def _compute_groups_create_state_ref(self, copy: bool = False) -> None:
+        """torchmetrics' state sharing within compute groups; update counts are copied without a host read."""  # noqa: D403
+        if not self._state_is_copy:
+            for group in self._groups.values():
+                first = getattr(self, group[0])
+                for name in group[1:]:
+                    member = getattr(self, name)
+                    for state in first._defaults:
+                        value = getattr(first, state)
+                        setattr(member, state, deepcopy(value) if copy else value)
+                    copy_update_count(first, member)
+        self._state_is_copy = copy
 
     def compute(self) -> dict[str, Any]:
         """Sync all members together, compute each, restore their local states.

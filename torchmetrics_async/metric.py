@@ -22,7 +22,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -39,15 +39,27 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.deferred import (
+    _COMPILED_DIRTY,
+    _COMPILED_SEEN,
+    _COMPILED_UNREPORTED,
+    COMPILED_UPDATES,
     DEFERRED_RAISE_OWNED,
     FORWARD_INDEX,
     DeferredChecks,
+    mark_static_address,
     nan_where,
     report_deferred,
 )
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 
-__all__ = ["OnePassForward", "SyncFreeMixin", "has_stock_compute", "uses_one_pass_forward"]
+__all__ = [
+    "OnePassForward",
+    "SyncFreeMixin",
+    "copy_update_count",
+    "has_stock_compute",
+    "set_update_count",
+    "uses_one_pass_forward",
+]
 
 #: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
 #: out. Only those are written in place; any other (received by pickling into a spawned worker, shared with a
@@ -78,6 +90,8 @@ class SyncFreeMixin(DeferredChecks):
         True
     """
 
+    __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
+
     def _wrap_update(self, update: Callable) -> Callable:
         """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""
         state = self.__dict__
@@ -85,13 +99,78 @@ class SyncFreeMixin(DeferredChecks):
         @functools.wraps(update)
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             state["_computed"] = None
-            state["_update_count"] += 1
+            if torch.compiler.is_compiling():
+                self._count_compiled_update()
+            else:
+                state["_update_count"] += 1
             self._own_states()
             self._run_guarded(state["_enable_grad"], update, args, kwargs)
             if state["compute_on_cpu"]:
                 self._move_list_states_to_cpu()
 
         return wrapped_func
+
+    @property
+    def _update_count(self) -> int:
+        """The window's update count, torchmetrics' int: host-counted updates plus those counted by compiled code.
+
+        Eager updates count in the Python int (``__dict__["_update_count"]``); updates traced by ``torch.compile``
+        count in a device tensor instead (:data:`~torchmetrics_async.deferred.COMPILED_UPDATES`: Dynamo would guard on
+        the int and recompile every step). Reading the count after compiled updates reads that tensor once (a host
+        read; ``compute()`` and ``reset()`` read the device anyway).
+        """
+        state = self.__dict__
+        if state.get(_COMPILED_DIRTY):
+            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
+        return state["_update_count"] + state.get(_COMPILED_SEEN, 0)
+
+    @_update_count.setter
+    def _update_count(self, value: int) -> None:
+        set_update_count(self, value)
+
+    def _filter_kwargs(self, **kwargs: Any) -> dict[str, Any]:
+        """Torchmetrics' keyword filtering for ``MetricCollection.update``, from a cached reading of the signature.
+
+        Same result as torchmetrics'; the signature's parameters (a ``mappingproxy``) are read once, not per update,
+        so a collection update traced by ``torch.compile`` does not break its graph there.
+
+        Args:
+            kwargs: the keyword arguments given to the collection.
+
+        Returns:
+            Those this metric's ``update`` accepts (all of them if it takes ``**kwargs``).
+
+        Example:
+            >>> from torchmetrics_async import MeanMetric
+            >>> MeanMetric()._filter_kwargs(value=1.0, target=2)
+            {'value': 1.0}
+        """
+        if not kwargs:
+            return {}
+        accepted, var_keyword = self._update_parameters()
+        if var_keyword:
+            return kwargs
+        return {key: value for key, value in kwargs.items() if key in accepted}
+
+    def _update_parameters(self) -> tuple[frozenset, bool]:
+        """``update``'s keyword-passable parameter names and whether it takes ``**kwargs``, cached per signature."""
+        state = self.__dict__
+        signature = state["_update_signature"]
+        cached = state.get("_update_parameters_cache")
+        if cached is None or cached[0] is not signature:
+            params = signature.parameters
+            variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+            accepted = frozenset(name for name, p in params.items() if p.kind not in variadic)
+            var_keyword = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+            cached = state["_update_parameters_cache"] = (signature, accepted, var_keyword)
+        return cached[1], cached[2]
+
+    def _count_compiled_update(self) -> None:
+        """Count an update inside traced code: in place on the device, and constant stores Dynamo does not guard on."""
+        state = self.__dict__
+        state[COMPILED_UPDATES].add_(1)
+        state[_COMPILED_DIRTY] = True
+        state[_COMPILED_UNREPORTED] = True
 
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
         """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`).
@@ -165,7 +244,7 @@ class SyncFreeMixin(DeferredChecks):
     def _reset_states(self) -> None:
         """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared."""
         state = self.__dict__
-        state["_update_count"] = 0
+        set_update_count(self, 0)
         state["_forward_cache"] = None
         state["_computed"] = None
         state["_cache"] = None
@@ -177,7 +256,7 @@ class SyncFreeMixin(DeferredChecks):
             current = state.get(attr)
             if isinstance(default, Tensor):
                 target = current.device if isinstance(current, Tensor) else default.device
-                fresh = default.detach().clone().to(target)
+                fresh = mark_static_address(default.detach().clone().to(target))
                 setattr(self, attr, fresh)
                 owned[attr] = fresh
             else:
@@ -190,7 +269,7 @@ class SyncFreeMixin(DeferredChecks):
         for attr in self._defaults:
             current = state[attr]
             if owned.get(attr) is not current:
-                mine = current.detach().clone() if isinstance(current, Tensor) else list(current)
+                mine = mark_static_address(current.detach().clone()) if isinstance(current, Tensor) else list(current)
                 setattr(self, attr, mine)
                 owned[attr] = mine
 
@@ -258,7 +337,7 @@ class SyncFreeMixin(DeferredChecks):
         previous = state.get(DEFERRED_RAISE_OWNED, False)
         # The batch's update is this update of the window; compute() must not read the flags (a host sync): its
         # wrapper turns a violating batch's value into NaN instead.
-        state[FORWARD_INDEX] = state["_update_count"] + 1
+        state[FORWARD_INDEX] = self._update_count + 1
         state[DEFERRED_RAISE_OWNED] = True
         try:
             return super().forward(*args, **kwargs)
@@ -293,7 +372,7 @@ class SyncFreeMixin(DeferredChecks):
         for attr, previous in before.items():
             current = state[attr]
             if isinstance(current, Tensor) and current is not previous and current is not incoming_state[attr]:
-                owned[attr] = current
+                owned[attr] = mark_static_address(current)
 
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
         """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent.
@@ -326,7 +405,7 @@ class SyncFreeMixin(DeferredChecks):
         count = state_dict.pop(prefix + _UPDATE_COUNT_KEY, None)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         if count is not None:
-            self.__dict__["_update_count"] = int(count)
+            set_update_count(self, int(count))
 
     def _apply(self, fn: Callable, exclude_state: Any = "") -> Any:
         fixed = self._extra_states()
@@ -335,7 +414,11 @@ class SyncFreeMixin(DeferredChecks):
             this._defaults[key] = _to_device(this._defaults[key], this.device)
             setattr(this, key, _to_device(getattr(this, key), this.device))
         this._move_deferred(this.device)
+        counter = this.__dict__.get(COMPILED_UPDATES)
+        if counter is not None:
+            this.__dict__[COMPILED_UPDATES] = mark_static_address(counter.to(this.device))
         this._set_constants()
+        this._own_states()  # before any update: compiled code then finds its states owned (no recompile)
         return this
 
     def _set_constants(self) -> None:
@@ -348,9 +431,18 @@ class SyncFreeMixin(DeferredChecks):
         It owns none of its states yet: they may be shared (a torchmetrics default object, a live instance being
         adopted), so each is copied once before its first in-place write.
         """
-        self.__dict__[OWNED_STATES] = {}
-        self.__dict__.setdefault(FORWARD_INDEX, None)
+        state = self.__dict__
+        state[OWNED_STATES] = {}
+        state.setdefault(FORWARD_INDEX, None)
+        state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
+        state[_COMPILED_DIRTY] = False
+        state[_COMPILED_UNREPORTED] = False
+        state[_COMPILED_SEEN] = 0
         self._set_constants()
+        # Copied now rather than at the first update: a step compiled with torch.compile then traces the same
+        # in-place path at every call (one graph), instead of a copying first call and a recompile.
+        self._own_states()
+        self._update_parameters()
         self._announce_fallbacks()
 
     def _adopt(self) -> None:
@@ -384,6 +476,64 @@ class SyncFreeMixin(DeferredChecks):
     def _number_tensor(self, x: float) -> Tensor:
         """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""
         return torch.full((), x, dtype=self.dtype, device=self.device)
+
+
+def set_update_count(metric: Any, count: int) -> None:
+    """Set a metric's window update count to ``count`` (compiled updates' device count cleared, without a read).
+
+    Args:
+        metric: any ``Metric``.
+        count: the count.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> metric = SumMetric()
+        >>> set_update_count(metric, 3)
+        >>> metric.update_count
+        3
+    """
+    state = metric.__dict__
+    state["_update_count"] = count
+    if state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
+        state[COMPILED_UPDATES].zero_()
+        state[_COMPILED_DIRTY] = False
+        state[_COMPILED_SEEN] = 0
+
+
+def copy_update_count(source: Any, target: Any) -> None:
+    """Give ``target`` the update count of ``source`` (same class) without a host read.
+
+    Args:
+        source: the metric whose count is copied.
+        target: the metric receiving it.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> a, b = SumMetric(), SumMetric()
+        >>> a.update(1.0)
+        >>> copy_update_count(a, b)
+        >>> b.update_count
+        1
+    """
+    src, dst = source.__dict__, target.__dict__
+    counter = src.get(COMPILED_UPDATES)
+    if counter is None:
+        set_update_count(target, src["_update_count"])
+        return
+    dst["_update_count"] = src["_update_count"]
+    mine = dst.get(COMPILED_UPDATES)
+    if isinstance(mine, Tensor) and mine.device == counter.device:
+        mine.copy_(counter)
+    else:
+        dst[COMPILED_UPDATES] = mark_static_address(counter.clone())
+    if torch.compiler.is_compiling():
+        # Constant stores only (reading the source's host-side values would make Dynamo guard on them): the
+        # target reads the copied device count when its count is next read.
+        dst[_COMPILED_DIRTY] = True
+        dst[_COMPILED_SEEN] = 0
+    else:
+        dst[_COMPILED_DIRTY] = src.get(_COMPILED_DIRTY, False)
+        dst[_COMPILED_SEEN] = src.get(_COMPILED_SEEN, 0)
 
 
 def has_stock_compute(metric: Any) -> bool:
@@ -464,7 +614,10 @@ class OnePassForward:
         """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
         state = self.__dict__
         state["_computed"] = None
-        state["_update_count"] += 1
+        if torch.compiler.is_compiling():
+            self._count_compiled_update()
+        else:
+            state["_update_count"] += 1
         # torchmetrics computes the batch value with grad on and clones it in the caller's grad mode: the result
         # has history exactly when the caller has grad enabled, which computing in the caller's mode reproduces.
         grad = torch.is_grad_enabled()

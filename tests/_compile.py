@@ -1,0 +1,98 @@
+"""Shared by the compile tests and ``benchmarks/compile_sweep.py``: compile a metric step, count graphs, compare.
+
+A step is compiled with ``torch.compile(step, fullgraph=True)`` (a graph break raises) under
+``error_on_recompile`` (a recompile raises); a counting backend records how many graphs Dynamo handed over.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+
+class CountingBackend:
+    """A ``torch.compile`` backend that counts the graphs it receives and hands them to ``inner``."""
+
+    def __init__(self, inner: str = "eager") -> None:
+        self.inner = inner
+        self.graphs = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        self.graphs += 1
+        if self.inner == "eager":
+            return gm.forward
+        from torch._dynamo.backends.registry import lookup_backend
+
+        return lookup_backend(self.inner)(gm, example_inputs)
+
+
+@dataclass
+class CompileReport:
+    """What one compiled run did: graphs compiled, Dynamo frames (1 per compiled frame), recompiles, breaks."""
+
+    graphs: int
+    frames: int
+    recompiles: int
+    graph_breaks: int
+
+
+def compile_and_run(step: Callable, batches: Sequence[tuple], backend: str = "eager") -> tuple[list, CompileReport]:
+    """Compile ``step`` with ``fullgraph=True`` and call it on every batch with recompiles forbidden.
+
+    Returns:
+        The step's outputs and the counts.
+    """
+    torch._dynamo.reset()
+    counters.clear()
+    counting = CountingBackend(backend)
+    compiled = torch.compile(step, fullgraph=True, backend=counting)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        outputs = [compiled(*batch) for batch in batches]
+    report = CompileReport(
+        graphs=counting.graphs,
+        frames=int(counters["stats"]["unique_graphs"]),
+        recompiles=sum(counters["recompiles"].values()),
+        graph_breaks=sum(counters["graph_break"].values()),
+    )
+    return outputs, report
+
+
+def assert_same(actual: Any, expected: Any) -> None:
+    """Equal values (NaN equal to NaN), through dicts, lists and tuples."""
+    if isinstance(expected, dict):
+        assert actual.keys() == expected.keys()
+        for key in expected:
+            assert_same(actual[key], expected[key])
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_same(a, e)
+    elif isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-5, atol=1e-6)
+    else:
+        assert actual == expected
+
+
+def check_metric(
+    make: Callable[[], Any], batches: Sequence[tuple], use_forward: bool, backend: str = "eager"
+) -> CompileReport:
+    """A compiled step calling ``update``/``forward`` of one metric: one graph, no recompile, values equal eager.
+
+    ``make`` builds a fresh metric; the compiled metric's step outputs, ``compute()`` and ``update_count`` are compared
+    with an eager twin's.
+    """
+    eager, compiled_metric = make(), make()
+
+    def step(*args: Any) -> Any:
+        return compiled_metric(*args) if use_forward else compiled_metric.update(*args)
+
+    outputs, report = compile_and_run(step, batches, backend)
+    expected = [eager(*b) if use_forward else eager.update(*b) for b in batches]
+    if use_forward:
+        assert_same(outputs, expected)
+    assert compiled_metric.update_count == eager.update_count == len(batches)
+    assert_same(compiled_metric.compute(), eager.compute())
+    return report

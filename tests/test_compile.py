@@ -1,0 +1,303 @@
+"""Metric updates inside ``torch.compile(fullgraph=True)``: one graph, no graph break, no recompile, eager's values.
+
+Each case compiles a step that calls ``update()`` or ``forward()`` with ``fullgraph=True`` (a graph break raises) under
+``error_on_recompile`` (a recompile raises), runs it on :data:`STEPS` batches of new values with the same shapes, counts
+the graphs the backend received, and compares the step outputs, ``compute()`` and ``update_count`` with an eager twin.
+Representatives only (Dynamo with the ``eager`` backend, a few seconds in all); ``python -m benchmarks.compile_sweep``
+covers every registered class and argument combination.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torchmetrics
+from torch import nn
+
+import torchmetrics_async as ta
+from tests._compile import assert_same, check_metric, compile_and_run
+from torchmetrics_async import accelerate
+from torchmetrics_async.classification import (
+    BinaryF1Score,
+    MulticlassAccuracy,
+    MulticlassConfusionMatrix,
+    MulticlassF1Score,
+    MultilabelPrecision,
+)
+from torchmetrics_async.demo import build_metrics, update_metrics
+
+STEPS = 20
+NUM_CLASSES = 5
+
+
+def _values(shape: tuple[int, ...], nan_at: int | None = None) -> list[tuple[torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for step in range(STEPS):
+        value = torch.randn(shape, generator=generator)
+        if step == nan_at:
+            value = value.fill_(math.nan) if not shape else value.index_fill_(0, torch.tensor([0]), math.nan)
+        batches.append((value,))
+    return batches
+
+
+STRATEGIES = ["warn", "error", "ignore", "disable", 0.5]
+
+
+@pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
+@pytest.mark.parametrize("shape", [(), (8,)], ids=["0dim", "batched"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_mean_metric_one_graph(strategy: Any, shape: tuple, use_forward: bool) -> None:
+    # A NaN at step 5 exercises the strategy (under "error" the batch value is NaN and compute() raises below).
+    batches = _values(shape, nan_at=5)
+    if strategy == "error":
+        with pytest.raises(RuntimeError, match="first recorded in update 6 of this window"):
+            check_metric(lambda: ta.MeanMetric(nan_strategy=strategy), batches, use_forward)
+        return
+    report = check_metric(lambda: ta.MeanMetric(nan_strategy=strategy), batches, use_forward)
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
+
+
+@pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
+@pytest.mark.parametrize(
+    ("cls", "strategy"),
+    [(ta.SumMetric, "warn"), (ta.SumMetric, 1.0), (ta.MaxMetric, "ignore"), (ta.MinMetric, "disable")],
+)
+def test_aggregators_one_graph(cls: type, strategy: Any, use_forward: bool) -> None:
+    report = check_metric(lambda: cls(nan_strategy=strategy), _values((8,), nan_at=3), use_forward)
+    assert (report.graphs, report.recompiles) == (1, 0), report
+
+
+def test_weights_and_constant_numbers_one_graph() -> None:
+    """Tensor weights, and Python numbers that are constants of the step (values, weights), trace into one graph."""
+    generator = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(6, generator=generator), torch.rand(6, generator=generator)) for _ in range(STEPS)]
+    report = check_metric(lambda: ta.MeanMetric(nan_strategy="ignore"), batches, use_forward=True)
+    assert (report.graphs, report.recompiles) == (1, 0), report
+
+    eager, compiled = ta.MeanMetric(), ta.MeanMetric()
+
+    def step(metric: Any, x: torch.Tensor) -> None:
+        metric.update(x, weight=2.0)
+        metric.update(1.5)
+
+    _, report = compile_and_run(lambda x: step(compiled, x), _values((4,)))
+    for (x,) in _values((4,)):
+        step(eager, x)
+    assert (report.graphs, report.recompiles) == (1, 0), report
+    assert_same(compiled.compute(), eager.compute())
+    assert compiled.update_count == eager.update_count == 2 * STEPS
+
+
+def _classification_batches(kind: str, samples: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(2)
+    batches = []
+    for _ in range(STEPS):
+        if kind == "binary":
+            batches.append((torch.rand(samples, generator=generator), torch.randint(0, 2, (samples,))))
+        elif kind == "multilabel":
+            batches.append((torch.rand(samples, 3, generator=generator), torch.randint(0, 2, (samples, 3))))
+        elif kind == "samplewise":
+            preds = torch.randn(samples, NUM_CLASSES, 4, generator=generator)
+            batches.append((preds, torch.randint(0, NUM_CLASSES, (samples, 4), generator=generator)))
+        else:
+            preds = torch.randn(samples, NUM_CLASSES, generator=generator)
+            target = torch.randint(-1, NUM_CLASSES, (samples,), generator=generator)  # -1: ignore_index below
+            batches.append((preds, target.clamp(min=0) if kind == "multiclass" else target))
+    return batches
+
+
+CLASSIFICATION = {
+    "multiclass-micro": (lambda: MulticlassAccuracy(NUM_CLASSES, average="micro"), "multiclass"),
+    "multiclass-macro-top2": (lambda: MulticlassF1Score(NUM_CLASSES, top_k=2), "multiclass"),
+    "multiclass-ignore-index": (lambda: MulticlassAccuracy(NUM_CLASSES, ignore_index=-1), "ignored"),
+    "confusion-matrix-normalized": (lambda: MulticlassConfusionMatrix(NUM_CLASSES, normalize="true"), "multiclass"),
+    "binary-f1": (lambda: BinaryF1Score(threshold=0.3), "binary"),
+    "multilabel-precision-macro": (lambda: MultilabelPrecision(3, average="macro"), "multilabel"),
+}
+
+
+@pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
+@pytest.mark.parametrize("case", sorted(CLASSIFICATION))
+def test_classification_one_graph(case: str, use_forward: bool) -> None:
+    make, kind = CLASSIFICATION[case]
+    report = check_metric(make, _classification_batches(kind), use_forward)
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
+
+
+LIST_STATES = {
+    "CatMetric": (lambda: ta.CatMetric(nan_strategy="disable"), lambda: _values((4,))),
+    "RunningMean": (lambda: ta.RunningMean(window=3), lambda: _values((4,))),
+    "MulticlassAccuracy-samplewise": (
+        lambda: MulticlassAccuracy(NUM_CLASSES, multidim_average="samplewise", average="none"),
+        lambda: _classification_batches("samplewise"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIST_STATES))
+def test_growing_states_recompile_up_to_the_limit_then_run_eagerly(case: str) -> None:
+    """List states grow and a running window moves: Dynamo guards on both, so every step recompiles.
+
+    Documented (README, "Using with torch.compile"): with ``fullgraph=False`` each step compiles a new graph until
+    Dynamo's ``recompile_limit``, then the step runs eagerly, with eager's values; ``fullgraph=True`` fails there.
+    """
+    import torch._dynamo
+
+    from tests._compile import CountingBackend
+
+    make, batches = LIST_STATES[case]
+    compiled, eager = make(), make()
+    torch._dynamo.reset()
+    counting = CountingBackend()
+    step = torch.compile(compiled.update, backend=counting)
+    for batch in batches()[:12]:
+        step(*batch)
+        eager.update(*batch)
+    assert counting.graphs == torch._dynamo.config.recompile_limit
+    assert_same(compiled.compute(), eager.compute())
+
+
+def test_deferred_check_under_compile_names_the_first_offending_update() -> None:
+    """A label out of range at step 7 of a compiled window: compute() raises it with its index, reset() starts over."""
+    batches = _classification_batches("multiclass")
+    batches[6] = (batches[6][0], torch.full_like(batches[6][1], NUM_CLASSES + 3))
+    metric = MulticlassAccuracy(NUM_CLASSES)
+    _, report = compile_and_run(metric.update, batches)
+    assert (report.graphs, report.recompiles) == (1, 0), report
+    with pytest.raises(RuntimeError, match="first recorded in update 7 of this window"):
+        metric.compute()
+    metric.reset()
+    assert metric.update_count == 0
+    metric.update(*batches[0])  # eager after compiled: the count and index go on from the host side
+    assert metric.update_count == 1
+
+
+def test_compiled_and_eager_updates_mix() -> None:
+    """Eager updates, then compiled ones, then eager again: one count, one window, eager's values."""
+    batches = _values((4,), nan_at=8)
+    mixed, eager = ta.MeanMetric(nan_strategy="error"), ta.MeanMetric(nan_strategy="error")
+    for batch in batches[:3]:
+        mixed.update(*batch)
+    compile_and_run(mixed.update, batches[3:10])
+    for batch in batches[10:]:
+        mixed.update(*batch)
+    for batch in batches:
+        eager.update(*batch)
+    assert mixed.update_count == eager.update_count == STEPS
+    assert mixed.state_dict().keys() == eager.state_dict().keys()
+    for metric in (mixed, eager):
+        with pytest.raises(RuntimeError, match="first recorded in update 9 of this window"):
+            metric.compute()
+
+
+def _collection(compute_groups: bool) -> Any:
+    metrics = {name: m for name, m in build_metrics(NUM_CLASSES).items() if name != "avg_loss"}
+    return accelerate(torchmetrics.MetricCollection(metrics, compute_groups=compute_groups))
+
+
+@pytest.mark.parametrize("groups", ["unformed", "formed-eagerly", "disabled"])
+def test_metric_collection_one_graph(groups: str) -> None:
+    batches = _classification_batches("multiclass")
+    compiled, eager = _collection(groups != "disabled"), _collection(groups != "disabled")
+    if groups == "formed-eagerly":  # the first update (eager) forms the compute groups: compiled steps use them
+        compiled.update(*batches[0])
+        eager.update(*batches[0])
+        batches = batches[1:]
+        assert len(compiled._groups) == 1
+    _, report = compile_and_run(compiled.update, batches)
+    for batch in batches:
+        eager.update(*batch)
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
+    assert_same(compiled.compute(), eager.compute())
+    for name in compiled:
+        assert compiled[name].update_count == eager[name].update_count
+
+
+class _Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, NUM_CLASSES))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def _model_batches(steps: int = STEPS) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(3)
+    return [(torch.randn(32, 16, generator=generator), torch.randint(0, NUM_CLASSES, (32,))) for _ in range(steps)]
+
+
+def _eval_step(model: nn.Module, metrics: dict[str, Any]) -> Callable:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            output = model(x)
+            loss = nn.functional.cross_entropy(output, y)
+            update_metrics(metrics, loss, output, y)
+        return loss
+
+    return step
+
+
+def test_eval_step_with_the_five_demo_metrics_compiles_to_one_graph() -> None:
+    """The article's eval step (model, loss, five metrics), AOTAutograd traced: one graph, no recompile, eager's values.
+
+    ``benchmarks/compile_bench.py`` runs the same step through Inductor (and compares its values with eager's).
+    """
+    torch.manual_seed(0)
+    model = _Model().eval()
+    compiled, eager = accelerate(build_metrics(NUM_CLASSES)), accelerate(build_metrics(NUM_CLASSES))
+    batches = _model_batches()
+    losses, report = compile_and_run(_eval_step(model, compiled), batches, backend="aot_eager")
+    expected = [_eval_step(model, eager)(*batch) for batch in batches]
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
+    assert_same(losses, expected)
+    for name in eager:
+        assert_same(compiled[name].compute(), eager[name].compute())
+
+
+def test_training_step_breaks_only_at_backward() -> None:
+    """A training step with the metrics: Dynamo splits it where ``backward()`` is, and nowhere because of metrics."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = _Model()
+    metrics = accelerate(build_metrics(NUM_CLASSES))
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        output = model(x)
+        loss = nn.functional.cross_entropy(output, y)
+        loss.backward()
+        update_metrics(metrics, loss, output, y)
+        return loss
+
+    torch._dynamo.reset()
+    counters.clear()
+    explained = torch._dynamo.explain(step)(*_model_batches(1)[0])
+    reasons = [reason.reason for reason in explained.break_reasons]
+    assert explained.graph_break_count <= 1, reasons
+    assert all("backward" in reason for reason in reasons), reasons
+    # ... and the compiled step runs every batch without a recompile.
+    _, report = _compile_training(step)
+    assert report.recompiles == 0, report
+    assert report.graphs <= 2, report
+
+
+def _compile_training(step: Callable) -> tuple[list, Any]:
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from tests._compile import CompileReport, CountingBackend
+
+    torch._dynamo.reset()
+    counters.clear()
+    counting = CountingBackend("eager")
+    compiled = torch.compile(step, backend=counting)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        outputs = [compiled(*batch) for batch in _model_batches()]
+    return outputs, CompileReport(counting.graphs, 0, sum(counters["recompiles"].values()), 0)
