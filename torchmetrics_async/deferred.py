@@ -126,9 +126,14 @@ class DeferredChecks:
             return
         if violated.dim():
             violated = violated.any()
-        getattr(self, name).logical_or_(violated)
-        first = state[_FIRST][name]
-        torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
+        flag, first = getattr(self, name), state[_FIRST][name]
+        if state[FORWARD_INDEX] is None:
+            # The index is written only while the flag is still clean: it stays the window's first (two ops).
+            first.masked_fill_(torch.gt(violated, flag), _INDEX_BASE - index)
+        else:
+            # forward() computes a batch the torchmetrics way, on reset states: keep the earliest of both.
+            torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
+        flag.logical_or_(violated)
 
     def _update_index(self) -> "int | Tensor":
         """The index of the current update in the window: a Python int, or a device tensor once compiled code counted.
