@@ -596,7 +596,7 @@ class _SyncFreeRunning(SyncFreeMixin):
             else:
                 setattr(self, f"{key}_{slot}", current.clone() if isinstance(current, Tensor) else list(current))
                 self.__dict__[OWNED_STATES][f"{key}_{slot}"] = getattr(self, f"{key}_{slot}")
-        base._reset_states()
+        base._reset_states(in_place=True)  # the slot holds a copy; the base's states are its own
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Update the base metric and store its state in the current window slot.

@@ -70,7 +70,7 @@ from torchmetrics_async.deferred import (
     violation_code,
 )
 from torchmetrics_async.distributed import SyncHandle, sync_metrics
-from torchmetrics_async.metric import OWNED_STATES, copy_update_count, has_stock_compute, set_update_count
+from torchmetrics_async.metric import OWNED_STATES, _same_layout, copy_update_count, has_stock_compute, set_update_count
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
@@ -305,11 +305,6 @@ def _clone_state(value: Any) -> Any:
     if isinstance(value, Tensor):
         return value.detach().clone()
     return [piece.detach().clone() for piece in value]
-
-
-def _same_layout(a: Tensor, b: Tensor) -> bool:
-    """Whether ``a.copy_(b)`` keeps ``a`` as it is (``copy_`` crosses devices itself)."""
-    return a.shape == b.shape and a.dtype == b.dtype
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -216,13 +216,20 @@ class DeferredChecks:
             for (name, (message, action)), code in zip(checks.items(), codes, strict=True)
         ]
 
-    def _reset_deferred(self) -> None:
-        """Clear the per-window bookkeeping beside the flag states (which ``reset`` restores from their defaults)."""
+    def _reset_deferred(self, in_place: bool = False) -> None:
+        """Clear the per-window bookkeeping beside the flag states (which ``reset`` restores from their defaults).
+
+        The first-violation indices are replaced (a collector may hold the old ones), or zeroed ``in_place`` where
+        nobody else can.
+        """
         state = self.__dict__
         firsts = state.get(_FIRST)
         if firsts:
             for name, first in firsts.items():
-                firsts[name] = mark_static_address(torch.zeros_like(first))
+                if in_place:
+                    first.zero_()
+                else:
+                    firsts[name] = mark_static_address(torch.zeros_like(first))
         state[_REPORTED_AT] = 0
         state[_WARNED] = False
         state[_COMPILED_UNREPORTED] = False

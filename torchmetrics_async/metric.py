@@ -241,8 +241,13 @@ class SyncFreeMixin(DeferredChecks):
         finally:
             self._reset_states()
 
-    def _reset_states(self) -> None:
-        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared."""
+    def _reset_states(self, in_place: bool = False) -> None:
+        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared.
+
+        Args:
+            in_place: copy the defaults into the states this metric owns instead, for an owner that has just copied
+                them out and holds no reference (a ``Running`` window after filling its slot): no allocation.
+        """
         state = self.__dict__
         set_update_count(self, 0)
         state["_forward_cache"] = None
@@ -250,11 +255,14 @@ class SyncFreeMixin(DeferredChecks):
         state["_cache"] = None
         state["_is_synced"] = False
         if state.get(FORWARD_INDEX) is None:  # forward() resets for the batch alone: the window goes on
-            self._reset_deferred()
+            self._reset_deferred(in_place)
         owned = state[OWNED_STATES]
         for attr, default in self._defaults.items():
             current = state.get(attr)
             if isinstance(default, Tensor):
+                if in_place and owned.get(attr) is current and _same_layout(current, default):
+                    current.copy_(default)
+                    continue
                 target = current.device if isinstance(current, Tensor) else default.device
                 fresh = mark_static_address(default.detach().clone().to(target))
                 setattr(self, attr, fresh)
@@ -557,6 +565,11 @@ def has_stock_compute(metric: Any) -> bool:
     return wrap is Metric._wrap_compute or (
         wrap is SyncFreeMixin._wrap_compute and not isinstance(metric, WrapperMetric)
     )
+
+
+def _same_layout(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a.copy_(b)`` keeps ``a`` as it is (``copy_`` crosses devices itself)."""
+    return a.shape == b.shape and a.dtype == b.dtype
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
