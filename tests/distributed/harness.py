@@ -92,3 +92,14 @@ def run_scenarios(scenarios: dict[str, Callable[[int, int], Any]], rank: int, wo
         except BaseException:
             results[name] = {ERROR: traceback.format_exc()}
     return results
+
+
+def scenario(ranks: list[dict[str, Any]], name: str) -> list[Any]:
+    """Every rank's result of scenario ``name`` (from :func:`run_scenarios`); fails the test with a rank's traceback."""
+    import pytest  # the workers import this module too: only the tests need pytest
+
+    per_rank = [results[name] for results in ranks]
+    for rank, result in enumerate(per_rank):
+        if isinstance(result, dict) and ERROR in result:
+            pytest.fail(f"scenario {name!r} failed on rank {rank}:\n{result[ERROR]}")
+    return per_rank

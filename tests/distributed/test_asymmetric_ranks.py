@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.distributed import asymmetric, harness
+from tests.distributed.harness import scenario
 from tests.distributed.test_two_ranks import assert_same
 
 pytestmark = pytest.mark.skipif(
@@ -21,14 +22,6 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def ranks() -> list[dict[str, Any]]:
     return harness.run(asymmetric.run_all, world_size=2, timeout=150)
-
-
-def scenario(ranks: list[dict[str, Any]], name: str) -> list[Any]:
-    per_rank = [results[name] for results in ranks]
-    for rank, result in enumerate(per_rank):
-        if isinstance(result, dict) and harness.ERROR in result:
-            pytest.fail(f"scenario {name!r} failed on rank {rank}:\n{result[harness.ERROR]}")
-    return per_rank
 
 
 def test_rank_without_batches_computes_torchmetrics_values(ranks):

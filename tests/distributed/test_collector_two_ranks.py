@@ -16,6 +16,7 @@ import torchmetrics
 
 import torchmetrics_async as ta
 from tests.distributed import harness
+from tests.distributed.harness import scenario
 from tests.parity import torchmetrics_text
 from torchmetrics_async import AsyncMetricCollector
 from torchmetrics_async.testing import count_host_syncs
@@ -184,14 +185,6 @@ def run_all(rank: int, world_size: int) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def ranks() -> list[dict[str, Any]]:
     return harness.run(run_all, world_size=2)
-
-
-def scenario(ranks: list[dict[str, Any]], name: str) -> list[Any]:
-    per_rank = [results[name] for results in ranks]
-    for rank, result in enumerate(per_rank):
-        if isinstance(result, dict) and harness.ERROR in result:
-            pytest.fail(f"scenario {name!r} failed on rank {rank}:\n{result[harness.ERROR]}")
-    return per_rank
 
 
 def _close(got: Any, expected: Any) -> bool:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.distributed import harness, scenarios
+from tests.distributed.harness import scenario
 from tests.parity import torchmetrics_text
 
 pytestmark = pytest.mark.skipif(
@@ -22,14 +23,6 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def ranks() -> list[dict[str, Any]]:
     return harness.run(scenarios.run_all, world_size=2)
-
-
-def scenario(ranks: list[dict[str, Any]], name: str) -> list[Any]:
-    per_rank = [results[name] for results in ranks]
-    for rank, result in enumerate(per_rank):
-        if isinstance(result, dict) and harness.ERROR in result:
-            pytest.fail(f"scenario {name!r} failed on rank {rank}:\n{result[harness.ERROR]}")
-    return per_rank
 
 
 def assert_same(got: Any, expected: Any, where: str = "") -> None:
