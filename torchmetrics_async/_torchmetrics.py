@@ -40,6 +40,7 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
 from torchmetrics.wrappers.abstract import WrapperMetric
 from torchmetrics.wrappers.running import Running
+from torchmetrics.wrappers.tracker import MetricTracker
 
 #: torchmetrics' compute-group test (a staticmethod of MetricCollection), kept before patch() replaces it.
 equal_metric_states = MetricCollection.__dict__["_equal_metric_states"].__func__
@@ -282,6 +283,7 @@ __all__ = [
     "BaseAggregator",
     "Metric",
     "MetricCollection",
+    "MetricTracker",
     "Running",
     "TorchMetricsUserError",
     "WrapperMetric",

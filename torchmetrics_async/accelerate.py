@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
+from torch import nn
 from torchmetrics import MetricCollection
 
 from torchmetrics_async import aggregation, classification
-from torchmetrics_async._torchmetrics import Metric, torchmetrics_origin
+from torchmetrics_async._torchmetrics import Metric, MetricTracker, Running, WrapperMetric, torchmetrics_origin
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.decorators import _DECORATORS, _derive
 from torchmetrics_async.distributed import fused_collection_class
@@ -199,7 +200,33 @@ def _unaccelerated(obj: Any, strict: bool) -> Any:
     return obj
 
 
+def _is_convertible_wrapper(obj: Any) -> bool:
+    """A torchmetrics wrapper whose inner metrics ``accelerate()`` converts (the wrapper itself stays as it is).
+
+    torchmetrics' generic ``Running`` is not one: it made window slots for its base metric's states when it was built,
+    and the accelerated base metric has more states (its deferred flags).
+    """
+    return (
+        isinstance(obj, (WrapperMetric, MetricTracker))
+        and not isinstance(obj, Running)
+        and is_torchmetrics_class(type(obj))
+        and type(obj) not in _REGISTRY
+    )
+
+
+def _convert_wrapped(module: nn.Module, strict: bool) -> None:
+    """Convert the metrics a wrapper holds: its child modules, through ``ModuleList``/``ModuleDict`` containers."""
+    for child in module.children():
+        if isinstance(child, (Metric, MetricCollection, MetricTracker)):
+            accelerate(child, strict)
+        elif isinstance(child, (nn.ModuleList, nn.ModuleDict)):
+            _convert_wrapped(child, strict)
+
+
 def _convert_instance(metric: Metric, strict: bool) -> Metric:
+    if _is_convertible_wrapper(metric):
+        _convert_wrapped(metric, strict)
+        return metric
     target = accelerated_class_for(type(metric))
     if target is None:
         return _unaccelerated(metric, strict)
@@ -217,7 +244,9 @@ def accelerate(obj: T, strict: bool = False) -> T:
 
     Args:
         obj: a ``Metric`` instance (its class is swapped in place, states and options kept, mid-window too), a
-            ``MetricCollection`` (every member), a ``dict``/``list``/``tuple`` of them, or a ``Metric`` subclass.
+            ``MetricCollection`` (every member), a torchmetrics wrapper (``MinMaxMetric``, ``ClasswiseWrapper``,
+            ``MetricTracker``, ``MultitaskWrapper``, ``BootStrapper``, ...: the metrics it holds are converted, the
+            wrapper itself stays torchmetrics'), a ``dict``/``list``/``tuple`` of them, or a ``Metric`` subclass.
         strict: raise ``TypeError`` instead of warning for anything that cannot be accelerated.
 
     Returns:
@@ -242,7 +271,7 @@ def accelerate(obj: T, strict: bool = False) -> T:
         # compute() then syncs every member in one fused round (a subclass of the collection's own class).
         obj.__class__ = fused_collection_class(type(obj))
         return obj
-    if isinstance(obj, Metric):
+    if isinstance(obj, (Metric, MetricTracker)):  # MetricTracker: a wrapper, but a ModuleList rather than a Metric
         return _convert_instance(obj, strict)
     if isinstance(obj, dict):
         for value in obj.values():

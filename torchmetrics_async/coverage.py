@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torchmetrics.aggregation
 
-from torchmetrics_async._torchmetrics import BaseAggregator, Metric
+from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
 
 __all__ = ["FORWARD_CAVEATS", "CoverageRow", "accelerated_coverage", "why_not_accelerated"]
@@ -155,10 +155,15 @@ def _torchmetrics_reason(cls: type) -> str:
         return "a base class: torchmetrics' metrics subclass it; it computes nothing itself"
     if _is_task_wrapper(cls):
         return "a task wrapper whose task-specific classes are not accelerated (the wrapper builds torchmetrics' own)"
+    if cls.__module__.startswith("torchmetrics.wrappers.") and issubclass(cls, Running):
+        return (
+            "a wrapper: its own update() and forward() are torchmetrics' and accelerate() does not convert the metric"
+            " it wraps (its window slots mirror that metric's states when built; use RunningMean/RunningSum)"
+        )
     if cls.__module__.startswith("torchmetrics.wrappers."):
         return (
-            "a wrapper: its own update() and forward() are torchmetrics' and accelerate() does not convert the metrics"
-            " it wraps (wrap accelerated metrics instead)"
+            "a wrapper: its own update() and forward() are torchmetrics'; accelerate() converts the metrics it wraps"
+            " and leaves the wrapper itself as it is"
         )
     accelerated_bases = [base.__name__ for base in cls.__mro__[1:] if base in registry()]
     if accelerated_bases:

@@ -50,6 +50,7 @@ from torchmetrics_async.deferred import (
     nan_where,
     report_deferred,
 )
+from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 
 __all__ = [
@@ -91,6 +92,9 @@ class SyncFreeMixin(DeferredChecks):
     """
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
+
+    # Also merges a plain torchmetrics instance of the same torchmetrics class (see torchmetrics_async.merging).
+    merge_state = merge_state_accepting_torchmetrics
 
     def _wrap_update(self, update: Callable) -> Callable:
         """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""

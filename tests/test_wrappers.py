@@ -1,0 +1,181 @@
+"""accelerate() and patch() with torchmetrics' wrappers (issue 13, point 4): the metrics a wrapper holds are
+accelerated, the wrapper stays torchmetrics' own, and every value equals plain torchmetrics'."""
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torchmetrics
+from torchmetrics import wrappers
+from torchmetrics.classification import BinaryAccuracy, MulticlassAccuracy
+
+import torchmetrics_async as ta
+from torchmetrics_async.metric import SyncFreeMixin
+
+
+def _binary(n: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.rand(n), torch.randint(0, 2, (n,))
+
+
+def _multiclass(n: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(n, 3).softmax(-1), torch.randint(0, 3, (n,))
+
+
+def _two_outputs(n: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.rand(n, 2), torch.randint(0, 2, (n, 2))
+
+
+def _tasks(n: int = 8) -> tuple[dict, dict]:
+    (pa, ta_), (pb, tb) = _binary(n), _multiclass(n)
+    return {"a": pa, "b": pb}, {"a": ta_, "b": tb}
+
+
+# name -> (builder, batch maker); builders look names up at call time (patch() rebinds them).
+WRAPPERS: dict[str, tuple[Callable[[], Any], Callable[[], tuple]]] = {
+    "MinMaxMetric": (lambda: wrappers.MinMaxMetric(torchmetrics.classification.BinaryAccuracy()), _binary),
+    "ClasswiseWrapper": (
+        lambda: wrappers.ClasswiseWrapper(torchmetrics.classification.MulticlassAccuracy(num_classes=3, average=None)),
+        _multiclass,
+    ),
+    "ClasswiseWrapper-labels": (
+        lambda: wrappers.ClasswiseWrapper(
+            torchmetrics.classification.MulticlassAccuracy(num_classes=3, average=None), labels=["x", "y", "z"]
+        ),
+        _multiclass,
+    ),
+    "MultioutputWrapper": (
+        lambda: wrappers.MultioutputWrapper(torchmetrics.classification.BinaryAccuracy(), num_outputs=2),
+        _two_outputs,
+    ),
+    "BootStrapper": (
+        lambda: wrappers.BootStrapper(torchmetrics.classification.BinaryAccuracy(), num_bootstraps=3),
+        _binary,
+    ),
+    "MultitaskWrapper": (
+        lambda: wrappers.MultitaskWrapper(
+            {
+                "a": torchmetrics.classification.BinaryAccuracy(),
+                "b": torchmetrics.classification.MulticlassAccuracy(num_classes=3),
+            }
+        ),
+        _tasks,
+    ),
+    "MultitaskWrapper-collection": (
+        lambda: wrappers.MultitaskWrapper(
+            {
+                "a": torchmetrics.MetricCollection([torchmetrics.classification.BinaryAccuracy()]),
+                "b": torchmetrics.classification.MulticlassAccuracy(num_classes=3),
+            }
+        ),
+        _tasks,
+    ),
+    "BinaryTargetTransformer": (
+        lambda: wrappers.BinaryTargetTransformer(torchmetrics.classification.BinaryAccuracy(), threshold=0),
+        lambda: (torch.rand(8), torch.randint(0, 3, (8,))),
+    ),
+    "MultitaskWrapper-of-MinMaxMetric": (
+        lambda: wrappers.MultitaskWrapper({"a": wrappers.MinMaxMetric(torchmetrics.classification.BinaryAccuracy())}),
+        lambda: ({"a": torch.rand(8)}, {"a": torch.randint(0, 2, (8,))}),
+    ),
+}
+
+
+def _inner_metrics(wrapper: torch.nn.Module) -> list:
+    """The leaf metrics a wrapper holds (not wrappers or collections)."""
+    leaves = (BinaryAccuracy, MulticlassAccuracy)
+    return [m for m in wrapper.modules() if isinstance(m, leaves)]
+
+
+def _run(wrapper: Any, steps: list[tuple], seed: int) -> list:
+    """update/forward/compute over the steps, a reset, and again: everything the user reads."""
+    out = []
+    torch.manual_seed(seed)  # BootStrapper samples with torch's generator
+    for i, (preds, target) in enumerate(steps):
+        if i % 2:
+            out.append(wrapper(preds, target))
+        else:
+            wrapper.update(preds, target)
+        out.append(wrapper.compute())
+    wrapper.reset()
+    preds, target = steps[0]
+    wrapper.update(preds, target)
+    out.append(wrapper.compute())
+    return out
+
+
+@pytest.mark.parametrize("name", list(WRAPPERS))
+def test_accelerated_wrapper_equals_torchmetrics(name: str) -> None:
+    build, make = WRAPPERS[name]
+    torch.manual_seed(0)
+    steps = [make() for _ in range(4)]
+    ref, ours = build(), build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every inner metric here is accelerable: no warning
+        assert ta.accelerate(ours) is ours
+    assert type(ours) is type(ref)  # the wrapper stays torchmetrics' own
+    assert not isinstance(ours, SyncFreeMixin)
+    inner = _inner_metrics(ours)
+    assert inner
+    assert all(isinstance(m, SyncFreeMixin) for m in inner)
+    expected = _run(ref, steps, seed=1)
+    got = _run(ours, steps, seed=1)
+    torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("name", list(WRAPPERS))
+def test_wrappers_built_under_patch_hold_accelerated_metrics(name: str) -> None:
+    build, make = WRAPPERS[name]
+    torch.manual_seed(0)
+    steps = [make() for _ in range(4)]
+    ref = build()
+    with ta.patch():
+        ours = build()
+    assert type(ours) is type(ref)
+    inner = _inner_metrics(ours)
+    assert inner
+    assert all(isinstance(m, SyncFreeMixin) for m in inner)
+    torch.testing.assert_close(_run(ours, steps, seed=1), _run(ref, steps, seed=1))
+
+
+def test_metric_tracker() -> None:
+    torch.manual_seed(0)
+    steps = [[_binary() for _ in range(2)] for _ in range(3)]
+    ref = wrappers.MetricTracker(BinaryAccuracy())
+    ours = wrappers.MetricTracker(BinaryAccuracy())
+    ref.increment()
+    ours.increment()
+    ta.accelerate(ours)  # after an increment: the base and the tracked copy are both converted
+    assert type(ours) is wrappers.MetricTracker
+    results = []
+    for tracker in (ref, ours):
+        values = []
+        for i, epoch in enumerate(steps):
+            if i:
+                tracker.increment()
+            for preds, target in epoch:
+                values.append(tracker(preds, target))
+            values.append(tracker.compute())
+        values.append(tracker.compute_all())
+        values.append(tracker.best_metric(return_step=True))
+        results.append(values)
+    assert all(isinstance(m, SyncFreeMixin) for m in ours)  # every tracked copy, later increments included
+    assert isinstance(ours._base_metric, SyncFreeMixin)
+    torch.testing.assert_close(results[1], results[0])
+
+
+def test_generic_running_wrapper_is_left_unchanged() -> None:
+    """torchmetrics' generic Running made slots for its base's states when built; converting the base would break it."""
+    running = wrappers.Running(torchmetrics.SumMetric(), window=2)
+    with pytest.warns(UserWarning, match="cannot accelerate Running"):
+        ta.accelerate(running)
+    assert type(running.base_metric) is torchmetrics.SumMetric
+
+
+def test_wrapper_of_an_unaccelerated_metric_names_it() -> None:
+    wrapper = wrappers.MinMaxMetric(torchmetrics.MeanSquaredError())
+    with pytest.warns(UserWarning, match="cannot accelerate MeanSquaredError"):
+        assert ta.accelerate(wrapper) is wrapper
+    with pytest.raises(TypeError, match="MeanSquaredError"):
+        ta.accelerate(wrappers.MinMaxMetric(torchmetrics.MeanSquaredError()), strict=True)
