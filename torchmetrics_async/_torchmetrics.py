@@ -85,6 +85,43 @@ def torchmetrics_origin(cls: type) -> type | None:
     )
 
 
+def is_torchmetrics_class(cls: type) -> bool:
+    """Whether ``cls`` is torchmetrics' own (defined in the ``torchmetrics`` package, not a decorator's subclass).
+
+    Args:
+        cls: a class.
+
+    Returns:
+        ``True`` for torchmetrics' classes.
+
+    Example:
+        >>> import torchmetrics
+        >>> from torchmetrics_async import MeanMetric
+        >>> is_torchmetrics_class(torchmetrics.MeanMetric), is_torchmetrics_class(MeanMetric)
+        (True, False)
+    """
+    return cls.__module__.split(".")[0] == "torchmetrics" and "_decorator" not in vars(cls)
+
+
+def torchmetrics_base(cls: type) -> type | None:
+    """The nearest torchmetrics class in the MRO of ``cls`` (``cls`` itself if it is one), or ``None``.
+
+    Args:
+        cls: a class.
+
+    Returns:
+        The class or ``None``.
+
+    Example:
+        >>> import torchmetrics
+        >>> class Doubled(torchmetrics.MeanMetric):
+        ...     pass
+        >>> torchmetrics_base(Doubled) is torchmetrics.MeanMetric
+        True
+    """
+    return next((base for base in cls.__mro__ if is_torchmetrics_class(base)), None)
+
+
 def device_mismatch_message(class_name: str) -> str:
     """Return the message torchmetrics raises when an update mixes devices.
 
@@ -309,11 +346,13 @@ __all__ = [
     "dim_zero_sum",
     "equal_metric_states",
     "gather_all_tensors",
+    "is_torchmetrics_class",
     "jit_distributed_available",
     "label_preds_values_message",
     "multiclass_shape_validation",
     "multiclass_values_message",
     "num_labels_mismatch_message",
     "rank_zero_warn",
+    "torchmetrics_base",
     "torchmetrics_origin",
 ]

@@ -19,7 +19,15 @@ from torch import nn
 from torchmetrics import MetricCollection
 
 from torchmetrics_async import aggregation, classification
-from torchmetrics_async._torchmetrics import Metric, MetricTracker, Running, WrapperMetric, torchmetrics_origin
+from torchmetrics_async._torchmetrics import (
+    Metric,
+    MetricTracker,
+    Running,
+    WrapperMetric,
+    is_torchmetrics_class,
+    torchmetrics_base,
+    torchmetrics_origin,
+)
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.decorators import _DECORATORS, _derive
 from torchmetrics_async.distributed import fused_collection_class
@@ -100,43 +108,6 @@ def _is_accelerated(cls: type) -> bool:
     """Whether ``cls`` is, or subclasses, a registered accelerated class (a rebased user subclass included)."""
     accelerated = set(_REGISTRY.values())
     return any(base in accelerated for base in cls.__mro__)
-
-
-def is_torchmetrics_class(cls: type) -> bool:
-    """Whether ``cls`` is torchmetrics' own (defined in the ``torchmetrics`` package, not a decorator's subclass).
-
-    Args:
-        cls: a class.
-
-    Returns:
-        ``True`` for torchmetrics' classes.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import MeanMetric
-        >>> is_torchmetrics_class(torchmetrics.MeanMetric), is_torchmetrics_class(MeanMetric)
-        (True, False)
-    """
-    return cls.__module__.split(".")[0] == "torchmetrics" and "_decorator" not in vars(cls)
-
-
-def torchmetrics_base(cls: type) -> type | None:
-    """The nearest torchmetrics class in the MRO of ``cls`` (``cls`` itself if it is one), or ``None``.
-
-    Args:
-        cls: a class.
-
-    Returns:
-        The class or ``None``.
-
-    Example:
-        >>> import torchmetrics
-        >>> class Doubled(torchmetrics.MeanMetric):
-        ...     pass
-        >>> torchmetrics_base(Doubled) is torchmetrics.MeanMetric
-        True
-    """
-    return next((base for base in cls.__mro__ if is_torchmetrics_class(base)), None)
 
 
 def _rebased(cls: type) -> type | None:

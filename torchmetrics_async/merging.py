@@ -23,14 +23,9 @@ Example:
 
 from typing import Any
 
-from torchmetrics_async._torchmetrics import Metric
+from torchmetrics_async._torchmetrics import Metric, torchmetrics_base
 
 __all__ = ["is_same_torchmetrics_class", "merge_state_accepting_torchmetrics"]
-
-
-def _torchmetrics_class(cls: type) -> type | None:
-    """The nearest class of the ``torchmetrics`` package in the MRO of ``cls`` (``cls`` itself if it is one)."""
-    return next((base for base in cls.__mro__ if base.__module__.split(".")[0] == "torchmetrics"), None)
 
 
 def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
@@ -57,8 +52,8 @@ def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
         False
     """
     cls = type(incoming)
-    tm_class = _torchmetrics_class(cls)
-    return isinstance(metric, cls) and tm_class is not None and tm_class is _torchmetrics_class(type(metric))
+    tm_class = torchmetrics_base(cls)
+    return isinstance(metric, cls) and tm_class is not None and tm_class is torchmetrics_base(type(metric))
 
 
 def merge_state_accepting_torchmetrics(self: Any, incoming_state: dict[str, Any] | Metric) -> None:
