@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 import torchmetrics_async as ta
-from tests.examples import _is_task_wrapper, example_for, violating_example_for
+from tests.example_families import is_task_wrapper as _is_task_wrapper
+from tests.examples import example_for, violating_example_for
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 

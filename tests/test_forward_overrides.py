@@ -16,7 +16,8 @@ import torchmetrics
 from torch import Tensor
 
 import torchmetrics_async as ta
-from tests.examples import _is_task_wrapper, example_for
+from tests.example_families import is_task_wrapper as _is_task_wrapper
+from tests.examples import example_for
 from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import patch, registry
 from torchmetrics_async.metric import OnePassForward, uses_one_pass_forward

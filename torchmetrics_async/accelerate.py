@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 from torch import nn
 from torchmetrics import MetricCollection
 
-from torchmetrics_async import aggregation, classification
 from torchmetrics_async._torchmetrics import (
     Metric,
     MetricTracker,
@@ -26,11 +25,11 @@ from torchmetrics_async._torchmetrics import (
     WrapperMetric,
     is_torchmetrics_class,
     torchmetrics_base,
-    torchmetrics_origin,
 )
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.decorators import _DECORATORS, _derive
 from torchmetrics_async.distributed import fused_collection_class
+from torchmetrics_async.registry import _REGISTRY, register, registry
 
 __all__ = [
     "accelerate",
@@ -45,52 +44,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-_REGISTRY: dict[type, type] = {}
-
-
-def register(accelerated: type) -> type:
-    """Register an accelerated class under the torchmetrics class of the same name it subclasses.
-
-    Args:
-        accelerated: a class of this package that subclasses a torchmetrics class of the same name.
-
-    Returns:
-        ``accelerated``, so this works as a class decorator.
-
-    Raises:
-        TypeError: if no base class of ``accelerated`` is a torchmetrics class of the same name.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import MeanMetric
-        >>> register(MeanMetric) is MeanMetric and registry()[torchmetrics.MeanMetric] is MeanMetric
-        True
-    """
-    origin = torchmetrics_origin(accelerated)
-    if origin is None:
-        raise TypeError(f"{accelerated.__qualname__} does not subclass a torchmetrics class of the same name.")
-    _REGISTRY[origin] = accelerated
-    return accelerated
-
-
-def registry() -> dict[type, type]:
-    """A copy of the registry: torchmetrics class -> accelerated class.
-
-    Returns:
-        The mapping.
-
-    Example:
-        >>> import torchmetrics
-        >>> registry()[torchmetrics.SumMetric].__module__
-        'torchmetrics_async.aggregation'
-    """
-    return dict(_REGISTRY)
-
-
-for _module in (aggregation, classification):
-    for _name in _module.__all__:
-        register(getattr(_module, _name))
 
 
 def _rebase_or_raise(cls: type) -> type:

@@ -52,6 +52,7 @@ from torchmetrics_async.deferred import (
 )
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
+from torchmetrics_async.registry import AutoRegistered
 
 __all__ = [
     "OnePassForward",
@@ -82,7 +83,7 @@ _ANNOUNCED: set[tuple[str, str]] = set()
 _UPDATE_COUNT_KEY = "_update_count"
 
 
-class SyncFreeMixin(DeferredChecks):
+class SyncFreeMixin(AutoRegistered, DeferredChecks):
     """Lean update wrapper, owned storage, deferred checks, adoption of live instances; first in a ``Metric``'s bases.
 
     Example:

@@ -28,7 +28,7 @@ from torchmetrics_async._torchmetrics import (
     binary_target_values_message,
     label_preds_values_message,
 )
-from torchmetrics_async.classification.base import SyncFreeClassification
+from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
 
 __all__ = [
     "BinaryAccuracy",
@@ -153,7 +153,7 @@ class _SyncFreeBinaryStatScores(SyncFreeClassification):
     def _deferred_checks(self) -> dict[str, str]:
         return zero_one_checks(self, quoted_preds=True)
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         validate = self.validate_args
         samplewise = self.multidim_average == "samplewise"
         violations: dict[str, Tensor] = {}
@@ -178,7 +178,7 @@ class _SyncFreeBinaryStatScores(SyncFreeClassification):
             violations[INVALID_TARGET] = targets_outside(binary_count, target, ignored)
         if samplewise:  # torchmetrics squeezes: a batch of one sample gives 0-dim statistics
             tp, fp, tn, fn = tp.squeeze(), fp.squeeze(), tn.squeeze(), fn.squeeze()
-        return (tp, fp, tn, fn), violations
+        return BatchStats((tp, fp, tn, fn), violations)
 
 
 class BinaryStatScores(_SyncFreeBinaryStatScores, tm.BinaryStatScores):
@@ -380,7 +380,7 @@ class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
     def _deferred_checks(self) -> dict[str, str]:
         return zero_one_checks(self, quoted_preds=False)
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         validate = self.validate_args
         if validate:
             _check_same_shape(preds, target)
@@ -408,7 +408,7 @@ class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
         # Dropped entries go to bin 0 with weight 0: no out-of-range index whatever the values (validate_args=False).
         bins = torch.where(valid, target * 2 + preds, 0).long()
         confmat = torch.zeros(4, dtype=torch.long, device=bins.device).scatter_add_(0, bins, valid.long())
-        return (confmat.view(2, 2),), violations
+        return BatchStats((confmat.view(2, 2),), violations)
 
-    def _batch_value(self, stats: tuple | None) -> Tensor:
+    def _batch_value(self, stats: BatchStats) -> Tensor:
         return normalize_confmat(stats[0][0], self.normalize)

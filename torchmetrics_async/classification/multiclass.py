@@ -46,7 +46,7 @@ from torchmetrics_async._torchmetrics import (
     multiclass_values_message,
     rank_zero_warn,
 )
-from torchmetrics_async.classification.base import SyncFreeClassification
+from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
 __all__ = [
@@ -270,7 +270,7 @@ class _SyncFreeMulticlass(SyncFreeClassification):
     def _keep(self, target: Tensor) -> Tensor | None:
         return None if self.ignore_index is None else target != self.ignore_index
 
-    def _batch_value(self, stats: tuple | None) -> Any:
+    def _batch_value(self, stats: BatchStats) -> Any:
         # torchmetrics computes the batch value from fresh states, which set_dtype() may have made floating point.
         values, violations = stats
         state = self.__dict__
@@ -292,7 +292,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
         # num_classes=None counts as one class; only the one-hot (samplewise) form fails on other labels.
         return 1 if self.multidim_average == "samplewise" else None
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         top_k = self.top_k
         if self.validate_args:
@@ -318,7 +318,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
                 violations[INVALID_TARGET] = outside(target, as_index(target, num_classes), num_classes, keep)
                 if label_preds:
                     violations[INVALID_PREDS] = outside(preds, as_index(preds, num_classes), num_classes, keep)
-            return micro_counts(preds, target, keep, num_classes), violations
+            return BatchStats(micro_counts(preds, target, keep, num_classes), violations)
         hit = preds == target
         if keep is not None:
             hit = hit & keep
@@ -328,7 +328,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             violations[INVALID_TARGET] = outside(target, target_index, num_classes, keep)
             if label_preds:
                 violations[INVALID_PREDS] = outside(preds, preds_index, num_classes, keep)
-        return class_counts(preds_index, target_index, hit, keep, num_classes, samplewise), violations
+        return BatchStats(class_counts(preds_index, target_index, hit, keep, num_classes, samplewise), violations)
 
 
 class _SyncFreeMacroAverage:
@@ -609,7 +609,7 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
 
     _stat_states = ("correct", "total")
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         if self.validate_args:
             multiclass_shape_validation(preds, target, self.num_classes, self.multidim_average)
         label_preds = preds.ndim == target.ndim
@@ -628,11 +628,11 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
         device = correct.device
         if self.multidim_average == "samplewise":
             # torchmetrics' samplewise total is 1 after any update (it is replaced, not accumulated).
-            return (correct, torch.ones(1, dtype=torch.long, device=device)), violations
+            return BatchStats((correct, torch.ones(1, dtype=torch.long, device=device)), violations)
         total = torch.full((1,), target.shape[0], dtype=torch.long, device=device)
-        return (correct.sum(0, keepdim=True), total), violations
+        return BatchStats((correct.sum(0, keepdim=True), total), violations)
 
-    def _merge_stats(self, stats: tuple) -> None:
+    def _merge_stats(self, stats: BatchStats) -> None:
         if self.multidim_average != "samplewise":
             super()._merge_stats(stats)
             return
@@ -670,7 +670,7 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
 
     _stat_states = ("confmat",)
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_classes = self.num_classes
         if self.validate_args:
             multiclass_shape_validation(preds, target, num_classes, confusion_matrix=True)
@@ -689,9 +689,9 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
         bins = target_index * num_classes + preds_index
         weight = ones_like_index(bins) if keep is None else keep.long()
         # Sparse statistics: update adds them into the state (no num_classes**2 batch matrix to fill and add).
-        return ((bins, weight),), violations
+        return BatchStats(((bins, weight),), violations)
 
-    def _merge_stats(self, stats: tuple) -> None:
+    def _merge_stats(self, stats: BatchStats) -> None:
         ((bins, weight),), violations = stats
         if not self.confmat.is_contiguous():  # a loaded state may be a view: index_add_ needs the real storage
             self.confmat = self.confmat.contiguous()
@@ -700,7 +700,7 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
         for name, violated in violations.items():
             self._record_violation(name, violated)
 
-    def _batch_value(self, stats: tuple | None) -> Tensor:
+    def _batch_value(self, stats: BatchStats) -> Tensor:
         ((bins, weight),), _ = stats
         num_classes = self.num_classes
         dtype = self.confmat.dtype  # long, unless set_dtype() changed it (torchmetrics' batch matrix follows)

@@ -24,7 +24,7 @@ from torchmetrics_async._torchmetrics import (
     _check_same_shape,
     num_labels_mismatch_message,
 )
-from torchmetrics_async.classification.base import SyncFreeClassification
+from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
 from torchmetrics_async.classification.binary import (
     INVALID_PREDS,
     INVALID_TARGET,
@@ -93,7 +93,7 @@ class _MultilabelChecks(SyncFreeClassification):
 class _SyncFreeMultilabelStatScores(_MultilabelChecks):
     """Sync-free ``update`` of torchmetrics' ``MultilabelStatScores`` family (states ``tp, fp, tn, fn``)."""
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         preds, target, ignored, violations = self._format(preds, target, samplewise)
         dim: int | tuple[int, int] = -1 if samplewise else (0, -1)
@@ -110,7 +110,7 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
             # broadcasting (or fails there), which forward's batch value must see too.
             zeros = torch.zeros(self.num_labels, dtype=tp.dtype, device=tp.device)
             tp, fp, tn, fn = zeros + tp, zeros + fp, zeros + tn, zeros + fn
-        return (tp, fp, tn, fn), violations
+        return BatchStats((tp, fp, tn, fn), violations)
 
 
 class MultilabelStatScores(_SyncFreeMultilabelStatScores, tm.MultilabelStatScores):
@@ -324,7 +324,7 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
 
     _stat_states = ("correct", "total")
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         preds, target, ignored, violations = self._format(preds, target, samplewise)
         if self.validate_args:
@@ -338,7 +338,7 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
         correct = ((preds == target).sum(1) == self.num_labels).sum(dim=-1)
         # torchmetrics builds this count with torch.tensor(n, device=...), a host-to-device copy; a fill kernel is not.
         total = torch.full((), preds.shape[2 if samplewise else 0], dtype=torch.long, device=correct.device)
-        return (correct, total), violations
+        return BatchStats((correct, total), violations)
 
     @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -362,7 +362,7 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
         finally:
             self.__dict__["_in_forward"] = False
 
-    def _merge_stats(self, stats: tuple) -> None:
+    def _merge_stats(self, stats: BatchStats) -> None:
         if self.multidim_average != "samplewise":
             super()._merge_stats(stats)
             return
@@ -406,7 +406,7 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
 
     _stat_states = ("confmat",)
 
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> tuple:
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_labels = self.num_labels
         violations: dict[str, Tensor] = {}
         if self.validate_args:
@@ -437,7 +437,7 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
         bins = torch.where(valid, 2 * target + preds + offsets, 0).long().flatten()
         confmat = torch.zeros(4 * num_labels, dtype=torch.long, device=bins.device)
         confmat.scatter_add_(0, bins, valid.flatten().long())
-        return (confmat.view(num_labels, 2, 2),), violations
+        return BatchStats((confmat.view(num_labels, 2, 2),), violations)
 
-    def _batch_value(self, stats: tuple | None) -> Tensor:
+    def _batch_value(self, stats: BatchStats) -> Tensor:
         return normalize_confmat(stats[0][0], self.normalize)

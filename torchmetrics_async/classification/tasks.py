@@ -20,6 +20,7 @@ from typing import Any
 import torchmetrics
 
 from torchmetrics_async._torchmetrics import Metric
+from torchmetrics_async.registry import AutoRegistered
 
 __all__ = [
     "Accuracy",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-class _AcceleratedTaskWrapper:
+class _AcceleratedTaskWrapper(AutoRegistered):
     """``__new__``: torchmetrics' wrapper builds the task metric, :func:`accelerate` converts it in place."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -47,7 +48,7 @@ class _AcceleratedTaskWrapper:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Metric:
         metric = super().__new__(cls, *args, **kwargs)
-        # Imported here: torchmetrics_async.accelerate registers this module's classes when it is imported.
+        # Imported here: accelerate imports the families (the collection class, the wrappers' conversions).
         from torchmetrics_async.accelerate import accelerate
 
         return accelerate(metric)
