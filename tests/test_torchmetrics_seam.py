@@ -78,3 +78,48 @@ def test_squeeze_if_scalar_matches_compute_wrapper():
 def test_base_aggregator_is_the_aggregation_base():
     assert issubclass(torchmetrics.MeanMetric, seam.BaseAggregator)
     assert issubclass(seam.BaseAggregator, seam.Metric)
+
+
+def _private_names(obj: object) -> set[str]:
+    names = {name for name in dir(obj) if name.startswith("_") and not name.startswith("__")}
+    return names | {name for name in vars(obj) if name.startswith("_") and not name.startswith("__")}
+
+
+def _torchmetrics_private_names() -> dict[str, set[str]]:
+    """Private names of torchmetrics' bases (instances included: states set in ``__init__``), minus ``nn.Module``'s."""
+    module_names = _private_names(torch.nn.Module())
+    return {
+        "METRIC_INTERNALS": _private_names(torchmetrics.SumMetric()) - module_names,
+        "COLLECTION_INTERNALS": _private_names(torchmetrics.MetricCollection([torchmetrics.SumMetric()]))
+        - module_names,
+        "AGGREGATOR_INTERNALS": _private_names(torchmetrics.aggregation.BaseAggregator) - module_names,
+    }
+
+
+@pytest.mark.parametrize("declared", ["METRIC_INTERNALS", "COLLECTION_INTERNALS", "AGGREGATOR_INTERNALS"])
+def test_declared_internals_exist_on_installed_torchmetrics(declared: str) -> None:
+    missing = getattr(seam, declared) - _torchmetrics_private_names()[declared]
+    assert not missing, f"torchmetrics no longer has {sorted(missing)}: update {declared} and the code using them"
+
+
+def test_package_uses_no_undeclared_torchmetrics_internal() -> None:
+    """Scan the package's source for ``.name`` / ``"name"`` of every private torchmetrics name not declared here."""
+    import pathlib
+    import re
+
+    import torchmetrics_async
+
+    private = set().union(*_torchmetrics_private_names().values())
+    declared = seam.METRIC_INTERNALS | seam.COLLECTION_INTERNALS | seam.AGGREGATOR_INTERNALS
+    # Names this package defines itself on its own classes are not torchmetrics'.
+    undeclared = private - declared
+    package = pathlib.Path(torchmetrics_async.__file__).parent
+    found = {}
+    for path in package.rglob("*.py"):
+        if path.name == "_torchmetrics.py":
+            continue
+        source = path.read_text()
+        for name in undeclared:
+            if re.search(rf"(\.|[\"']){re.escape(name)}\b", source):
+                found.setdefault(name, []).append(path.name)
+    assert not found, f"torchmetrics internals used outside the seam's declarations: {found}"

@@ -42,6 +42,46 @@ from torchmetrics.wrappers.abstract import WrapperMetric
 from torchmetrics.wrappers.running import Running
 from torchmetrics.wrappers.tracker import MetricTracker
 
+# The private attributes and methods of torchmetrics' Metric, MetricCollection and BaseAggregator that this package
+# reads, sets or overrides, by name. tests/test_torchmetrics_seam.py checks that each exists on the installed
+# torchmetrics and that the package's source uses no other private torchmetrics name: an upgrade that renames one
+# fails there, naming it, rather than somewhere at run time.
+METRIC_INTERNALS = frozenset(
+    {
+        "_cache",  # the local states kept while synced (sync/unsync)
+        "_computed",  # compute()'s cached value
+        "_defaults",  # add_state's defaults: the state registry
+        "_device",
+        "_enable_grad",
+        "_filter_kwargs",
+        "_forward_cache",
+        "_is_synced",
+        "_move_list_states_to_cpu",
+        "_persistent",
+        "_reduce_states",  # merge_state's fold, overridden
+        "_reductions",  # add_state's dist_reduce_fx
+        "_should_unsync",
+        "_copy_state_dict",
+        "_sync_dist",  # overridden: the fused sync
+        "_to_sync",
+        "_update_count",
+        "_update_signature",
+        "_wrap_compute",  # overridden
+        "_wrap_update",  # overridden
+    }
+)
+COLLECTION_INTERNALS = frozenset(
+    {
+        "_compute_groups_create_state_ref",
+        "_enable_compute_groups",
+        "_equal_metric_states",  # replaced by patch() (see torchmetrics_async.compute_groups)
+        "_groups",
+        "_groups_checked",
+        "_state_is_copy",
+    }
+)
+AGGREGATOR_INTERNALS = frozenset({"_cast_and_nan_check_input"})
+
 #: torchmetrics' compute-group test (a staticmethod of MetricCollection), kept before patch() replaces it.
 equal_metric_states = MetricCollection.__dict__["_equal_metric_states"].__func__
 
@@ -309,10 +349,13 @@ def confusion_matrix_nan_message(count: int) -> str:
 
 
 __all__ = [
+    "AGGREGATOR_INTERNALS",
     "ALREADY_SYNCED_MESSAGE",
     "BINARY_SAMPLEWISE_NDIM_MESSAGE",
+    "COLLECTION_INTERNALS",
     "DEVICE_MISMATCH_MARKER",
     "FORWARD_WHILE_SYNCED_MESSAGE",
+    "METRIC_INTERNALS",
     "MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE",
     "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
     "NAN_ERROR_MESSAGE",
