@@ -136,7 +136,8 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
         state = self.__dict__
         saved = {name: state[name] for name in self._stat_states}
         for name, value in zip(self._stat_states, stats[0], strict=True):
-            state[name] = [value] if isinstance(saved[name], list) else value
+            # torchmetrics computes the batch value from states in their dtype (set_dtype changes it): so do we.
+            state[name] = [value] if isinstance(saved[name], list) else value.to(saved[name].dtype)
         try:
             return super().compute()
         finally:

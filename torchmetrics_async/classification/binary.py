@@ -411,4 +411,4 @@ class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
         return BatchStats((confmat.view(2, 2),), violations)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        return normalize_confmat(stats[0][0], self.normalize)
+        return normalize_confmat(stats[0][0].to(self.confmat.dtype), self.normalize)  # the state dtype, as torchmetrics

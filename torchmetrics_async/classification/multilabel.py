@@ -440,4 +440,4 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
         return BatchStats((confmat.view(num_labels, 2, 2),), violations)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        return normalize_confmat(stats[0][0], self.normalize)
+        return normalize_confmat(stats[0][0].to(self.confmat.dtype), self.normalize)  # the state dtype, as torchmetrics

@@ -1,0 +1,216 @@
+"""The drop-in contract over the whole registry: every accelerated class behaves like its torchmetrics class.
+
+Parametrized over :func:`torchmetrics_async.registry.registry` with inputs from ``tests/example_families``, so a newly
+registered class is covered by adding its family's examples, not by editing this file. Each test runs the
+accelerated class and the installed torchmetrics class side by side on the same inputs; expected values always come
+from torchmetrics. (``tests/test_drop_in.py`` goes deeper for the aggregators: NaN strategies, weights, windows.)
+"""
+
+import copy
+import pickle
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+from torchmetrics import MetricCollection
+
+from tests.example_families import is_task_wrapper
+from tests.examples import Example, example_for
+from torchmetrics_async.registry import registry
+
+REGISTERED = sorted(registry().items(), key=lambda item: (item[0].__module__, item[0].__name__))
+IDS = [origin.__name__ for origin, _ in REGISTERED]
+parametrize_registered = pytest.mark.parametrize(("origin", "accelerated"), REGISTERED, ids=IDS)
+
+
+def _quiet(fn: Callable[..., Any], *args: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+def _pair(origin: type, accelerated: type, example: Example) -> tuple[Any, Any]:
+    """(ours, torchmetrics') built with the example's arguments; a task wrapper builds its task class."""
+    ours = _quiet(lambda: accelerated(**example.init))
+    ref = _quiet(lambda: origin(**example.init))
+    return ours, ref
+
+
+def _batches(origin: type, n: int, start: int = 1) -> list[tuple[Tensor, ...]]:
+    return [example_for(origin, seed).inputs for seed in range(start, start + n)]
+
+
+def _clone(inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    return tuple(x.clone() for x in inputs)
+
+
+def _detach(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        return x.detach()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_detach(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _detach(v) for k, v in x.items()}
+    return x
+
+
+def _same(actual: Any, expected: Any) -> None:
+    torch.testing.assert_close(_detach(actual), _detach(expected), equal_nan=True)
+
+
+def _steps(ours: Any, ref: Any, batches: list[tuple[Tensor, ...]]) -> None:
+    """Updates, with every third step a forward whose batch values must match."""
+    for i, inputs in enumerate(batches):
+        if i % 3 == 2:
+            _same(_quiet(ours, *_clone(inputs)), _quiet(ref, *_clone(inputs)))
+        else:
+            _quiet(ours.update, *_clone(inputs))
+            _quiet(ref.update, *_clone(inputs))
+
+
+def _compute_same(ours: Any, ref: Any) -> None:
+    _same(_quiet(ours.compute), _quiet(ref.compute))
+
+
+@parametrize_registered
+def test_isinstance_and_class_name(origin: type, accelerated: type) -> None:
+    ours, ref = _pair(origin, accelerated, example_for(origin))
+    assert isinstance(ours, type(ref))
+    assert type(ours).__name__ == type(ref).__name__
+    assert type(ours).__module__.startswith("torchmetrics_async.")
+    if not is_task_wrapper(origin):
+        assert isinstance(ours, origin)
+        assert type(ours) is accelerated
+
+
+@parametrize_registered
+def test_update_forward_compute_reset(origin: type, accelerated: type) -> None:
+    ours, ref = _pair(origin, accelerated, example_for(origin))
+    _steps(ours, ref, _batches(origin, 4))
+    _compute_same(ours, ref)
+    ours.reset()
+    ref.reset()
+    _steps(ours, ref, _batches(origin, 3, start=7))
+    _compute_same(ours, ref)
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "clone"])
+@parametrize_registered
+def test_copies_mid_window_continue_independently(origin: type, accelerated: type, how: str) -> None:
+    ours, ref = _pair(origin, accelerated, example_for(origin))
+    _steps(ours, ref, _batches(origin, 2))
+    copy_of = {
+        "pickle": lambda m: pickle.loads(pickle.dumps(m)),
+        "deepcopy": copy.deepcopy,
+        "clone": lambda m: m.clone(),
+    }[how]
+    ours_copy, ref_copy = copy_of(ours), copy_of(ref)
+    assert type(ours_copy) is type(ours)
+    later = _batches(origin, 3, start=5)
+    _steps(ours_copy, ref_copy, later)
+    _compute_same(ours_copy, ref_copy)
+    _compute_same(ours, ref)  # the original did not see the copy's updates
+
+
+def _persistent_pair(origin: type, accelerated: type) -> tuple[Any, Any]:
+    ours, ref = _pair(origin, accelerated, example_for(origin))
+    ours.persistent(True)
+    ref.persistent(True)
+    return ours, ref
+
+
+@pytest.mark.parametrize("source", ["ours", "torchmetrics"])
+@parametrize_registered
+def test_state_dict_round_trips_both_ways(origin: type, accelerated: type, source: str) -> None:
+    ours, ref = _persistent_pair(origin, accelerated)
+    _steps(ours, ref, _batches(origin, 2))
+    ours_loaded, ref_loaded = _persistent_pair(origin, accelerated)
+    if source == "ours":
+        ours_loaded.load_state_dict(copy.deepcopy(ours.state_dict()))
+    else:  # a torchmetrics checkpoint resumed with the accelerated class
+        ours_loaded.load_state_dict(copy.deepcopy(ref.state_dict()))
+    ref_loaded.load_state_dict(copy.deepcopy(ref.state_dict()))
+    later = _batches(origin, 3, start=5)
+    _steps(ours_loaded, ref_loaded, later)
+    _compute_same(ours_loaded, ref_loaded)
+
+
+@parametrize_registered
+def test_torchmetrics_loads_our_state_dict(origin: type, accelerated: type) -> None:
+    """A consumer without this package reads the accelerated checkpoint (our extra states are ignored keys)."""
+    ours, ref = _persistent_pair(origin, accelerated)
+    _steps(ours, ref, _batches(origin, 2))
+    plain = _persistent_pair(origin, accelerated)[1]
+    result = plain.load_state_dict(copy.deepcopy(ours.state_dict()), strict=False)
+    assert not result.missing_keys
+    _compute_same(plain, ref)
+
+
+def _script_outcome(metric: Any) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.jit.script is deprecated
+            return torch.jit.script(metric)
+    except Exception as err:  # any scripting failure counts
+        return err
+
+
+@parametrize_registered
+def test_jit_script_works_where_torchmetrics_scripts(origin: type, accelerated: type) -> None:
+    ours, ref = _pair(origin, accelerated, example_for(origin))
+    if isinstance(_script_outcome(ref), torch.jit.ScriptModule):
+        assert isinstance(_script_outcome(ours), torch.jit.ScriptModule)
+
+
+@pytest.mark.parametrize("move", ["double", "set_dtype", "to_float64"])
+@parametrize_registered
+def test_module_moves_and_set_dtype(origin: type, accelerated: type, move: str) -> None:
+    ours, ref = _pair(origin, accelerated, example_for(origin))
+    _steps(ours, ref, _batches(origin, 1))
+    moves = {
+        "double": lambda m: m.double(),
+        "set_dtype": lambda m: m.set_dtype(torch.float64),
+        "to_float64": lambda m: m.to(torch.float64),
+    }
+    moves[move](ours)
+    moves[move](ref)
+    _steps(ours, ref, _batches(origin, 3, start=4))
+    _compute_same(ours, ref)
+
+
+@parametrize_registered
+def test_merge_state(origin: type, accelerated: type) -> None:
+    ours, ref = _pair(origin, accelerated, example_for(origin))
+    ours_other, ref_other = _pair(origin, accelerated, example_for(origin))
+    _steps(ours, ref, _batches(origin, 2))
+    _steps(ours_other, ref_other, _batches(origin, 2, start=5))
+    try:
+        ref.merge_state(ref_other)
+    except Exception as err:  # torchmetrics refuses (e.g. a custom reduction): ours refuses the same way
+        with pytest.raises(type(err)):
+            ours.merge_state(ours_other)
+        return
+    ours.merge_state(ours_other)
+    _compute_same(ours, ref)
+
+
+@pytest.mark.parametrize("compute_groups", [True, False])
+@parametrize_registered
+def test_in_a_metric_collection(origin: type, accelerated: type, compute_groups: bool) -> None:
+    """Two members of the class (one compute group when allowed), through update and forward."""
+    example = example_for(origin)
+
+    def collection(cls: type) -> MetricCollection:
+        members = {"a": _quiet(lambda: cls(**example.init)), "b": _quiet(lambda: cls(**example.init))}
+        return MetricCollection(members, compute_groups=compute_groups)
+
+    ours, ref = collection(accelerated), collection(origin)
+    for i, inputs in enumerate(_batches(origin, 4)):
+        kind = "forward" if i % 2 else "update"
+        ours_out = _quiet(getattr(ours, kind), *_clone(inputs))
+        ref_out = _quiet(getattr(ref, kind), *_clone(inputs))
+        _same(ours_out, ref_out)
+    _same(_quiet(ours.compute), _quiet(ref.compute))
