@@ -32,7 +32,6 @@ from torchmetrics_async._torchmetrics import Running, dim_zero_cat
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import (
-    NAN_FLAG_STATE,
     NAN_KEPT_STATE,
     DeferredNanFlag,
     NanStrategy,
@@ -62,15 +61,9 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
         True
     """
 
-    def _init_sync_free(self) -> None:
-        """Add the deferred-NaN flag state and the device-resident constants; call at the end of ``__init__``."""
+    def _add_extra_states(self) -> None:
         self._add_nan_flag_state()
-        self._setup_sync_free()
-
-    def _adopt(self) -> None:
-        if NAN_FLAG_STATE not in self._defaults:
-            self._add_nan_flag_state()
-        super()._adopt()
+        super()._add_extra_states()
 
     def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
         if attr == NAN_KEPT_STATE:  # torchmetrics already dropped the NaNs from those values
@@ -140,7 +133,7 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._init_sync_free()
+        self._setup_sync_free()
 
     def update(self, value: float | Tensor) -> None:
         """Add ``value`` (a tensor of any shape, or a number) to the sum.
@@ -202,7 +195,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._init_sync_free()
+        self._setup_sync_free()
 
     def update(self, value: float | Tensor, weight: float | Tensor | None = None) -> None:
         """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones).
@@ -378,7 +371,7 @@ class MaxMetric(_ExtremumMetric, tm_aggregation.MaxMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._init_sync_free()
+        self._setup_sync_free()
 
 
 class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
@@ -405,7 +398,7 @@ class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._init_sync_free()
+        self._setup_sync_free()
 
 
 class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
@@ -431,9 +424,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        if self.nan_strategy in ("ignore", "warn"):
-            self.add_state(NAN_KEPT_STATE, default=[], dist_reduce_fx="cat")
-        self._init_sync_free()
+        self._setup_sync_free()
 
     def update(self, value: float | Tensor) -> None:
         """Append ``value`` (cast to the metric's dtype).
@@ -446,12 +437,12 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         """
         self._update_from_stats(value)
 
-    def _adopt(self) -> None:
+    def _add_extra_states(self) -> None:
         if self._masks_nans and NAN_KEPT_STATE not in self._defaults:
-            # Values already held were filtered by torchmetrics in its update: all of them are kept.
             self.add_state(NAN_KEPT_STATE, default=[], dist_reduce_fx="cat")
+            # Values held by an adopted instance were filtered by torchmetrics in its update: all are kept.
             setattr(self, NAN_KEPT_STATE, _kept_masks(self.value))
-        super()._adopt()
+        super()._add_extra_states()
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
         had_masks = prefix + NAN_KEPT_STATE in state_dict
@@ -613,10 +604,6 @@ class _SyncFreeRunning(SyncFreeMixin):
 
         return wrapped_func
 
-    def _setup_running(self) -> None:
-        self._take_over_base_checks()
-        self._setup_sync_free()
-
     def _take_over_base_checks(self) -> None:
         """The wrapper reports the base metric's checks (over its whole window); the base never reads them."""
         base = self.base_metric
@@ -624,15 +611,15 @@ class _SyncFreeRunning(SyncFreeMixin):
             self._add_deferred_check(name, message, action)
         base.__dict__[DEFERRED_RAISE_OWNED] = True
 
-    def _adopt(self) -> None:
-        """Finish converting a live torchmetrics ``Running`` whose base metric was converted already."""
+    def _add_extra_states(self) -> None:
+        """Window slots for the base metric's extra states (an adopted ``Running`` lacks them), then its checks."""
         base = self.base_metric
         for key in base._defaults:
             for slot in range(self.window):
                 if f"{key}_{slot}" not in self._defaults:
                     self.add_state(f"{key}_{slot}", default=base._defaults[key], dist_reduce_fx=base._reductions[key])
         self._take_over_base_checks()
-        super()._adopt()
+        super()._add_extra_states()
 
     def _store_window_slot(self) -> None:
         slot = self._num_vals_seen % self.window
@@ -737,7 +724,7 @@ class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=MeanMetric(nan_strategy=nan_strategy, **kwargs), window=window)
-        self._setup_running()
+        self._setup_sync_free()
 
 
 class RunningSum(_SyncFreeRunning, tm_aggregation.RunningSum):
@@ -758,4 +745,4 @@ class RunningSum(_SyncFreeRunning, tm_aggregation.RunningSum):
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=SumMetric(nan_strategy=nan_strategy, **kwargs), window=window)
-        self._setup_running()
+        self._setup_sync_free()

@@ -52,7 +52,7 @@ class BatchStats(NamedTuple):
 def _forwarding_init(cls: type, origin: type) -> Any:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         super(cls, self).__init__(*args, **kwargs)
-        self._init_sync_free()
+        self._setup_sync_free()
 
     __init__.__signature__ = inspect.signature(origin.__init__)  # type: ignore[attr-defined]
     __init__.__doc__ = f"Same arguments as ``{origin.__module__}.{origin.__name__}``."
@@ -89,16 +89,10 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
     def _deferred_checks(self) -> dict[str, str]:
         return {}
 
-    def _init_sync_free(self) -> None:
-        """Register the checks and the constants; call at the end of ``__init__``."""
+    def _add_extra_states(self) -> None:
         for name, message in self._deferred_checks().items():
             self._add_deferred_check(name, message)
-        self._setup_sync_free()
-
-    def _adopt(self) -> None:
-        for name, message in self._deferred_checks().items():
-            self._add_deferred_check(name, message)
-        super()._adopt()
+        super()._add_extra_states()
 
     def update(self, preds: Tensor, target: Tensor) -> None:  # the signature of most families; others override
         """Accumulate a batch without a host sync.

@@ -42,7 +42,7 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.metric import SyncFreeMixin
-from torchmetrics_async.nan import NAN_FLAG_STATE, DeferredNanFlag, apply_nan_strategy
+from torchmetrics_async.nan import DeferredNanFlag, apply_nan_strategy
 from torchmetrics_async.scalars import is_number
 
 __all__ = ["GENERIC_MARK", "scalar_to_tensor_updates", "suppress_nan_check", "sync_free"]
@@ -193,10 +193,8 @@ def _scalar_namespace(cls: type) -> dict:
 class _SyncFreeNanAggregator(DeferredNanFlag):
     """Sync-free ``_cast_and_nan_check_input`` for users' ``BaseAggregator`` subclasses."""
 
-    def _adopt(self) -> None:
-        # Runs from SyncFreeMixin._adopt (earlier in the MRO); nothing after this class adopts.
-        if NAN_FLAG_STATE not in self._defaults:
-            self._add_nan_flag_state()
+    def _add_extra_states(self) -> None:  # reached from SyncFreeMixin's, earlier in the MRO
+        self._add_nan_flag_state()
 
     def _cast_and_nan_check_input(self, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
         neutral = _neutral_element(self)
@@ -225,14 +223,16 @@ def _sync_free_init(cls: type) -> Callable:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         inner_init(self, *args, **kwargs)
         self._setup_sync_free()
-        if isinstance(self, DeferredNanFlag):
-            self._add_nan_flag_state()
-            if _neutral_element(self) is None and self.nan_strategy in ("ignore", "warn"):
-                rank_zero_warn(
-                    f"{cls.__name__}: nan_strategy={self.nan_strategy!r} on a cat state drops values, which changes"
-                    " the state's shape; torchmetrics-async keeps torchmetrics' NaN check here (a host sync).",
-                    UserWarning,
-                )
+        if (
+            isinstance(self, DeferredNanFlag)
+            and _neutral_element(self) is None
+            and self.nan_strategy in ("ignore", "warn")
+        ):
+            rank_zero_warn(
+                f"{cls.__name__}: nan_strategy={self.nan_strategy!r} on a cat state drops values, which changes"
+                " the state's shape; torchmetrics-async keeps torchmetrics' NaN check here (a host sync).",
+                UserWarning,
+            )
 
     return __init__
 

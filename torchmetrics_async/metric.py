@@ -438,12 +438,24 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         # Device-resident 1 used as `state.add_(one, alpha=x)`: a Python number enters as a kernel argument.
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
 
+    def _add_extra_states(self) -> None:
+        """Add the states this class keeps beyond torchmetrics' (deferred-check flags, ...) that are not there yet.
+
+        Idempotent, and the one place a family adds them: it runs at the end of construction and when
+        :func:`torchmetrics_async.accelerate` adopts a live torchmetrics instance (whose states it must keep).
+        Overrides call ``super()._add_extra_states()``.
+        """
+        parent = getattr(super(), "_add_extra_states", None)  # a mixin later in the MRO (see decorators)
+        if parent is not None:
+            parent()
+
     def _setup_sync_free(self) -> None:
-        """What every sync-free metric needs once its states exist: ownership, constants, the fallback notice.
+        """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants.
 
         It owns none of its states yet: they may be shared (a torchmetrics default object, a live instance being
         adopted), so each is copied once before its first in-place write.
         """
+        self._add_extra_states()
         state = self.__dict__
         state[OWNED_STATES] = {}
         state.setdefault(FORWARD_INDEX, None)
@@ -469,9 +481,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
         self.__dict__["compute"] = self._wrap_compute(cls.compute.__get__(self))
         self._setup_sync_free()
-        parent = getattr(super(), "_adopt", None)
-        if parent is not None:
-            parent()
 
     def _announce_fallbacks(self) -> None:
         """Say once per class and option when an option makes this metric take torchmetrics' syncing path."""
