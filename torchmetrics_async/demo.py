@@ -64,12 +64,16 @@ MODES: dict[str, Callable[[dict], dict]] = {
 ASYNC_MODE = "accelerated_async"
 
 
-def build_metrics(num_classes: int = 1000, average: str | None = None) -> dict[str, torchmetrics.Metric]:
+def build_metrics(
+    num_classes: int = 1000, average: str | None = None, extra_metrics: bool = False
+) -> dict[str, torchmetrics.Metric]:
     """The article's metrics, as plain torchmetrics objects: the loss mean and four multiclass scores.
 
     Args:
         num_classes: classes of the classification task.
         average: the scores' ``average``; ``None`` keeps the task wrappers' default (``"micro"``), as the article.
+        extra_metrics: also what users put next to them: a binned AUROC (``thresholds=50``), the Jaccard index and
+            a regression metric (the Brier score: mean squared error of the probabilities against one-hot labels).
 
     Returns:
         Name -> metric.
@@ -87,6 +91,15 @@ def build_metrics(num_classes: int = 1000, average: str | None = None) -> dict[s
         "precision": torchmetrics.Precision(**task),
         "recall": torchmetrics.Recall(**task),
         "f1_score": torchmetrics.F1Score(**task),
+        **(
+            {
+                "auroc": torchmetrics.AUROC(task="multiclass", num_classes=num_classes, thresholds=50),
+                "jaccard": torchmetrics.JaccardIndex(task="multiclass", num_classes=num_classes),
+                "brier": torchmetrics.MeanSquaredError(),
+            }
+            if extra_metrics
+            else {}
+        ),
     }
 
 
@@ -110,6 +123,9 @@ def update_metrics(
     for name, metric in metrics.items():
         if name == "avg_loss":
             metric.update(loss.detach())
+        elif name == "brier":
+            probs = output.detach().softmax(-1)
+            metric.update(probs, torch.nn.functional.one_hot(target, probs.shape[-1]).to(probs.dtype))
         else:
             metric.update(output.detach(), target)
 
@@ -279,7 +295,8 @@ def _run_mode(mode: str, device: torch.device, steps: int, log_every: int, cfg: 
         model = nn.parallel.DistributedDataParallel(model)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    metrics = {name: metric.to(device) for name, metric in build_metrics(cfg["num_classes"], cfg["average"]).items()}
+    built = build_metrics(cfg["num_classes"], cfg["average"], cfg["extra_metrics"])
+    metrics = {name: metric.to(device) for name, metric in built.items()}
     metric_log = _Logging(mode, metrics, distributed)
     step_syncs = 0
     step_times: list[float] = []
@@ -329,6 +346,7 @@ def run(
     seed: int = 0,
     image_size: int = 0,
     average: str | None = None,
+    extra_metrics: bool = False,
 ) -> dict[str, Any]:
     """Run every mode on the same data and return the report (the ``--json`` document).
 
@@ -345,6 +363,7 @@ def run(
         seed: seed for the model and the data.
         image_size: image side; 0 picks 224 with CUDA and 32 on the CPU.
         average: the classification scores' ``average`` (``None``: torchmetrics' task-wrapper default, micro).
+        extra_metrics: add AUROC, JaccardIndex and a regression metric (see :func:`build_metrics`).
 
     Returns:
         ``{"device", "world_size", "steps", "model", "average", "modes": {mode: {"step_ms", "host_syncs_per_step",
@@ -369,6 +388,7 @@ def run(
         "image_size": image_size or (224 if cuda else 32),
         "warmup": 10 if steps > 20 else 0,
         "average": average,
+        "extra_metrics": extra_metrics,
         "world_size": world_size,
     }
     if cuda:
@@ -380,6 +400,7 @@ def run(
         "steps": steps,
         "model": cfg["model"],
         "average": average or "micro",
+        "metrics": list(build_metrics(2, average, extra_metrics)),
         "modes": {},
     }
     for mode in modes:
@@ -558,6 +579,11 @@ def main(argv: Sequence[str] = ()) -> int:
         help="average of the four scores (default: the task wrappers' default, micro, as in the article)",
     )
     parser.add_argument(
+        "--extra-metrics",
+        action="store_true",
+        help="also log a binned AUROC, the Jaccard index and the Brier score (mean squared error)",
+    )
+    parser.add_argument(
         "--world-size",
         type=int,
         default=1,
@@ -577,6 +603,7 @@ def main(argv: Sequence[str] = ()) -> int:
         "seed": args.seed,
         "image_size": args.image_size,
         "average": args.average,
+        "extra_metrics": args.extra_metrics,
     }
     if args.world_size > 1:
         return _spawn(args.world_size, {**kwargs, "device": "cpu"}, args.json)
