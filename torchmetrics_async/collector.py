@@ -16,22 +16,30 @@ Where the work runs:
 - **CPU** (gloo): collectives run in gloo's threads; ``collect_results()`` waits for them, computes, and reads the
   results where they are (no copy).
 
+Collection is local, scheduling is collective: ``schedule_collection()`` issues every collective of its window, on
+every rank, and ``collect_results()`` issues none. So ``if rank == 0: log(collector.collect_results())`` works: a
+rank that does not collect a window drops it at its next ``schedule_collection()`` (its results and errors are
+discarded there; the synced deferred-error flags make the collecting rank raise what any rank recorded). Members
+that sync inside their own ``compute()`` (wrappers) are therefore computed at schedule time in a distributed run.
+A window restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
+
 Host syncs: ``schedule_collection()`` has none on either path (on CUDA with NCCL, whose ``wait()`` only orders
 streams), with one documented exception: list (``"cat"``) states in a distributed run need their shapes exchanged
-before their data, and reading those shapes is a host read. On CPU that read happens in ``collect_results()``
-(inside ``SyncHandle.wait()``); on CUDA the whole sync is enqueued at schedule time, so it happens there.
-``collect_results()`` reads the device exactly once on CUDA (one ``synchronize()``).
+before their data, and reading those shapes is a host read (:meth:`SyncHandle.launch_remaining
+<torchmetrics_async.distributed.SyncHandle.launch_remaining>`), in ``schedule_collection()`` on both paths; it returns
+once every rank has scheduled the window. ``collect_results()`` reads the device exactly once on CUDA (one
+``synchronize()``).
 
 Deferred errors: the shadow's ``compute()`` does not read the deferred NaN and value-check flags (the
 :data:`~torchmetrics_async.deferred.DEFERRED_RAISE_OWNED` hook); the collector transfers them with the results and
 raises (``RuntimeError``) or warns at collect time with torchmetrics' messages, member by member in ``compute()`` order,
 as ``compute()`` would. An exception raised by a member's ``compute()`` itself is also held and raised at collect time,
 after the deferred errors of the members before it. Other warnings of ``compute()`` are emitted where it runs (at
-collect time on CPU, at schedule time on CUDA).
+collect time on CPU, at schedule time on CUDA and for members computed early, below).
 
 Metrics with their own ``compute()`` wrapper (torchmetrics' ``Running``, wrappers, compositions) are computed as they
-are: they sync inside their ``compute()`` (not fused, not overlapped) and raise their own errors; ``bind()`` says so
-once per class.
+are: they sync inside their ``compute()`` (not fused, not overlapped; in a distributed run at schedule time, with the
+whole window) and raise their own errors; ``bind()`` says so once per class.
 
 Example:
     >>> import torch
@@ -60,7 +68,7 @@ import torch
 from torch import Tensor
 from torch.distributed.checkpoint.stateful import Stateful
 
-from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero_warn
+from torchmetrics_async._torchmetrics import Metric, MetricCollection, jit_distributed_available, rank_zero_warn
 from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     DeferredChecks,
@@ -456,13 +464,15 @@ class AsyncMetricCollector(Stateful):
         self._slots: list[_Slot] = []  # per metric: the live one, its shadow and the shadow's buffers
         self._sync_units: list[Metric] = []
         self._checked_units: list[Metric] = []
+        self._own_sync = False  # some member computes (and syncs) through its own compute() wrapper
         self._log: list[_Record] = []
         # The window in flight: scheduled (a snapshot exists), launched (its sync has started), what it produced.
         self._scheduled = False
         self._launched = False
         self._process_group: Any = None
         self._handle: SyncHandle | None = None
-        self._outcome: tuple[Any, _Transfer] | None = None
+        # what the window produced when computed at schedule time: (tree, transfer) on CUDA, (tree, flags) on CPU
+        self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
 
@@ -537,6 +547,7 @@ class AsyncMetricCollector(Stateful):
         units = list({id(unit): unit for unit in _units(shadow)}.values())  # a metric under two keys: hook it once
         self._checked_units = [unit for unit in units if has_stock_compute(unit)]
         self._sync_units = [unit for unit in self._checked_units if unit.sync_on_compute]
+        self._own_sync = len(self._checked_units) < len(units)
         for unit in units:
             if has_stock_compute(unit):
                 # Synced explicitly (fused, early); compute leaves it synced until the collector restores it; the
@@ -551,8 +562,9 @@ class AsyncMetricCollector(Stateful):
     def unbind(self) -> None:
         """Release the side stream and the buffers.
 
-        Raises:
-            RuntimeError: if a collection is in flight (collect it first).
+        A window scheduled and not collected is dropped, as the next ``schedule_collection()`` would drop it (its
+        collectives were issued when it was scheduled, so this communicates nothing). A window loaded before
+        ``bind()`` and not bound since is kept for the next ``bind()``.
 
         Example:
             >>> from torchmetrics_async import SumMetric
@@ -562,10 +574,8 @@ class AsyncMetricCollector(Stateful):
             >>> collector.is_bound
             False
         """
-        if self._scheduled and self._launched:
-            raise RuntimeError("AsyncMetricCollector: a collection is in flight: call collect_results() first.")
-        if self._scheduled and self._bound:  # loaded, not launched: keep the window for the next bind()
-            self._pending = self._window_state()
+        if self._scheduled and self._bound:
+            self._drop()
         self._bound = False
         self._ops = None
         self._side = None
@@ -613,8 +623,13 @@ class AsyncMetricCollector(Stateful):
         Args:
             process_group: the group to sync over (``None``: each metric's ``process_group``, else the world).
 
+        A window scheduled before and not collected (on a rank that does not log, say) is dropped first: its
+        results and errors are discarded, never raised here. Every rank's collectives for it were issued by its own
+        ``schedule_collection()``, so dropping it communicates nothing.
+
         Raises:
-            RuntimeError: if not bound, or if a window is scheduled already and not collected.
+            RuntimeError: if not bound.
+            PlanMismatchError: if the ranks sync different metrics (on every rank; the live metrics keep the window).
 
         Example:
             >>> import torch
@@ -630,7 +645,7 @@ class AsyncMetricCollector(Stateful):
         """
         self._require_bound("schedule_collection")
         if self._scheduled:
-            raise RuntimeError("AsyncMetricCollector: already scheduled: call collect_results() first.")
+            self._drop()
         self._snapshot()
         self._process_group = process_group
         # The sync reads only the buffers, so it can start before the reset; if it fails to start, the live metrics
@@ -672,13 +687,14 @@ class AsyncMetricCollector(Stateful):
         if not self._scheduled:
             raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
         try:
-            if not self._launched:  # a window restored from a checkpoint: its sync starts now
-                self._launch()
             if self._ops is None:
-                self._handle.wait()
-                tree = _compute_tree(self._shadow)
                 records = self._log
-                flags = self._read_flags(records)
+                if self._outcome is None:
+                    self._handle.wait()  # local: every collective of the window was issued at schedule time
+                    tree = _compute_tree(self._shadow)
+                    flags = self._read_flags(records)
+                else:  # computed at schedule time (see _launch)
+                    tree, flags = self._outcome
                 values = [tensor.detach().tolist() for tensor in [*_tensor_leaves(tree, []), *flags]]
             else:
                 tree, transfer = self._outcome
@@ -751,13 +767,29 @@ class AsyncMetricCollector(Stateful):
             target["_computed"] = None
         self._scheduled = True
         self._launched = False
+        # Its collectives start now, at a point every rank passes (bind or load), so that collecting stays local.
+        try:
+            self._launch()
+        except BaseException:
+            self._release()
+            self._scheduled = False
+            raise
 
     def _launch(self) -> None:
         """Start the sync of the buffers (and on the accelerator path, the compute and the host copies)."""
         self._log.clear()
         ops = self._ops
         if ops is None:
-            self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            # Every collective of the window is issued here, on every rank: list states' data exchange needs the
+            # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
+            handle.launch_remaining()
+            self._handle = handle
+            if self._own_sync and jit_distributed_available():
+                # Members that sync inside their own compute() (wrappers) communicate there: compute now.
+                handle.wait()
+                tree = _compute_tree(self._shadow)
+                self._outcome = (tree, self._read_flags(self._log))
             self._launched = True
             return
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
@@ -886,9 +918,9 @@ class AsyncMetricCollector(Stateful):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore live states, update counts and a window in flight, at any point of the lifecycle.
 
-        A restored window in flight is synced (over each metric's own ``process_group``, else the world) and computed
-        by the next ``collect_results()``, after ``bind()`` if not bound yet. A window this collector had in flight is
-        finished (its collectives complete) and dropped.
+        A restored window in flight starts its sync here (over each metric's own ``process_group``, else the world),
+        or at ``bind()`` if not bound yet, so call this (and ``bind()``) on every rank; the next ``collect_results()``
+        returns it. A window this collector had in flight is finished (its collectives complete) and dropped.
 
         Args:
             state_dict: from :meth:`state_dict` of a collector over the same metric structure.
@@ -936,6 +968,18 @@ class AsyncMetricCollector(Stateful):
             self._pending = {name: dict(entry) for name, entry in window.items()}
             self._scheduled = True
             self._launched = False
+
+    def _drop(self) -> None:
+        """Forget the window in flight without reporting it (a rank that did not collect it)."""
+        try:
+            if self._ops is None:
+                self._handle.wait()  # local: its collectives were issued at schedule time; lets them complete
+            else:
+                # No host wait: the next snapshot (current stream) must not overwrite buffers the side stream reads.
+                self._ops.wait_event(self._ops.current_stream(), self._done)
+        finally:
+            self._release()
+            self._scheduled = False
 
     def _drain(self) -> None:
         """Let an in-flight window's work finish (other ranks take part in its collectives) and forget it."""
