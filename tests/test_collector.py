@@ -632,7 +632,7 @@ def test_state_dict_roundtrip_at_every_lifecycle_point(point, fake):
     collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
     before = _run(collector, live, _SCRIPT[:cut], seed=0)
     state = _roundtrip(collector.state_dict())
-    assert state["in_flight"] is point.startswith("in flight")
+    assert state["rank0"]["in_flight"] is point.startswith("in flight")
 
     fresh_live = _checkpointed_collection()
     fresh = AsyncMetricCollector(fresh_live, stream_ops=FakeStreamOps() if fake else None)
@@ -663,15 +663,15 @@ def test_state_dict_holds_every_state_whatever_persistent_and_the_local_window()
     collector.schedule_collection()
     metric.update(torch.tensor(5.0))
     state = collector.state_dict()
-    assert state["in_flight"] is True
-    assert state["metrics"]["metric"]["states"]["sum_value"] == 5.0
-    assert state["metrics"]["metric"]["update_count"] == 1
-    assert state["window"]["metric"]["states"]["sum_value"] == 2.0
-    assert set(state["window"]["metric"]["states"]) == {"sum_value", "nan_seen"}
+    assert state["rank0"]["in_flight"] is True
+    assert state["rank0"]["metrics"]["metric"]["states"]["sum_value"] == 5.0
+    assert state["rank0"]["metrics"]["metric"]["update_count"] == 1
+    assert state["rank0"]["window"]["metric"]["states"]["sum_value"] == 2.0
+    assert set(state["rank0"]["window"]["metric"]["states"]) == {"sum_value", "nan_seen"}
     assert collector.collect_results() == 2.0
     state = collector.state_dict()
-    assert state["in_flight"] is False
-    assert state["window"]["metric"]["states"]["sum_value"] == 0.0  # defaults: the same layout at every point
+    assert state["rank0"]["in_flight"] is False
+    assert state["rank0"]["window"]["metric"]["states"]["sum_value"] == 0.0  # defaults: the same layout at every point
 
 
 def test_a_loaded_window_starts_at_load_or_at_bind():
@@ -795,7 +795,7 @@ def test_running_window_position_survives_a_checkpoint():
     for x in (1.0, 2.0, 3.0):
         live.update(torch.tensor(x))
     state = _roundtrip(collector.state_dict())
-    assert state["metrics"]["metric.running"]["counters"] == {"_num_vals_seen": 3}
+    assert state["rank0"]["metrics"]["metric.running"]["counters"] == {"_num_vals_seen": 3}
     fresh_live, _ = _running()
     fresh = AsyncMetricCollector(fresh_live)
     fresh.load_state_dict(state)

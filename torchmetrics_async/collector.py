@@ -69,6 +69,20 @@ from torch import Tensor
 from torch.distributed.checkpoint.stateful import Stateful
 
 from torchmetrics_async._torchmetrics import Metric, MetricCollection, jit_distributed_available, rank_zero_warn
+from torchmetrics_async.checkpoint import (
+    _COUNTERS,
+    WORLD_SIZE,
+    check_structure,
+    clone_state,
+    counters,
+    entry,
+    load_metric_entry,
+    metric_entry,
+    named_metrics,
+    per_rank,
+    state,
+    this_rank,
+)
 from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     DeferredChecks,
@@ -78,14 +92,12 @@ from torchmetrics_async.deferred import (
     violation_code,
 )
 from torchmetrics_async.distributed import SyncHandle, sync_metrics
-from torchmetrics_async.metric import OWNED_STATES, _same_layout, copy_update_count, has_stock_compute, set_update_count
+from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
 _ANNOUNCED: set[str] = set()
-# Window counters besides ``_update_count`` that compute() or the next update reads: torchmetrics' ``Running``
-# wrapper picks its window slot and its base metric's update count from ``_num_vals_seen``.
-_COUNTERS = ("_num_vals_seen",)
+_WHAT = "AsyncMetricCollector"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -240,41 +252,6 @@ class CudaStreamOps:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _check_structure(obj: Any, where: str = "metric") -> None:
-    if isinstance(obj, (Metric, MetricCollection)):
-        return
-    if isinstance(obj, Mapping) and obj:
-        for key, value in obj.items():
-            if not isinstance(value, (Metric, MetricCollection)):
-                raise TypeError(
-                    f"{where}[{key!r}] is a {type(value).__name__}; expected a torchmetrics Metric or MetricCollection."
-                )
-        return
-    raise TypeError(
-        f"AsyncMetricCollector expects a torchmetrics Metric, a MetricCollection or a non-empty dict of them; got"
-        f" {type(obj).__name__}."
-    )
-
-
-def _named_metrics(tree: Any) -> list[tuple[str, Metric]]:
-    """Every ``Metric`` module of the structure (wrappers' inner metrics too), named, each once, in a fixed order."""
-    out: list[tuple[str, Metric]] = []
-    seen: set[int] = set()
-
-    def visit(obj: Any, name: str) -> None:
-        if isinstance(obj, torch.nn.Module):
-            for sub_name, module in obj.named_modules(prefix=name):
-                if isinstance(module, Metric) and id(module) not in seen:
-                    seen.add(id(module))
-                    out.append((sub_name, module))
-        else:
-            for key, value in obj.items():
-                visit(value, str(key))
-
-    visit(tree, "metric" if isinstance(tree, torch.nn.Module) else "")
-    return out
-
-
 def _units(tree: Any) -> list[Metric]:
     """The metrics whose ``compute()`` the structure's compute calls, in that order."""
     if isinstance(tree, MetricCollection):
@@ -303,16 +280,6 @@ def _deferred_flags(metric: Metric) -> list[tuple[str, str, str]]:
     if not isinstance(metric, DeferredChecks):
         return []
     return [(name, message, action) for name, (message, action) in metric._deferred_checks_registered().items()]
-
-
-def _counters(metric: Metric) -> dict[str, int]:
-    return {name: int(metric.__dict__[name]) for name in _COUNTERS if name in metric.__dict__}
-
-
-def _clone_state(value: Any) -> Any:
-    if isinstance(value, Tensor):
-        return value.detach().clone()
-    return [piece.detach().clone() for piece in value]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -453,10 +420,10 @@ class AsyncMetricCollector(Stateful):
     """
 
     def __init__(self, metric: Any, stream_ops: StreamOps | None = None) -> None:
-        _check_structure(metric)
+        check_structure(metric, _WHAT)
         self._metric = metric
         self._stream_ops = stream_ops
-        self._live = _named_metrics(metric)
+        self._live = named_metrics(metric)
         self._bound = False
         self._ops: StreamOps | None = None
         self._side: Any = None
@@ -524,7 +491,7 @@ class AsyncMetricCollector(Stateful):
 
     def _make_shadow(self) -> None:
         shadow = copy.deepcopy(self._metric)
-        named = _named_metrics(shadow)
+        named = named_metrics(shadow)
         if [name for name, _ in named] != [name for name, _ in self._live]:
             raise RuntimeError("AsyncMetricCollector: the deep copy of the metrics has a different structure.")
         for collection in _collections(shadow):
@@ -747,10 +714,10 @@ class AsyncMetricCollector(Stateful):
     def _install(self, window: Mapping[str, Mapping[str, Any]]) -> None:
         """Put a saved window (``state_dict()["window"]``) into the buffers: it is scheduled, not launched."""
         for slot in self._slots:
-            states, count, counters = _entry(window, slot.name)
+            states, count, saved_counters = entry(window, slot.name, _WHAT)
             target = slot.shadow.__dict__
             for attr, default in slot.shadow._defaults.items():
-                value = _state(states, attr, slot.name)
+                value = state(states, attr, slot.name, _WHAT)
                 if isinstance(default, Tensor):
                     buffer = slot.buffers[attr]
                     if _same_layout(buffer, value):
@@ -763,7 +730,7 @@ class AsyncMetricCollector(Stateful):
             set_update_count(slot.shadow, int(count))
             if isinstance(slot.shadow, DeferredChecks):
                 slot.shadow._reset_deferred()  # a saved window carries its flags, not where they were first set
-            target.update({name: int(value) for name, value in counters.items()})
+            target.update({name: int(value) for name, value in saved_counters.items()})
             target["_computed"] = None
         self._scheduled = True
         self._launched = False
@@ -851,15 +818,20 @@ class AsyncMetricCollector(Stateful):
     # ---------------------------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: live states and update counts, and the window in flight (local states).
+        """Everything this rank needs to resume: live states and update counts, and the window in flight (local).
 
-        Every state is included whatever its ``persistent`` setting. ``"window"`` holds the scheduled window's local
-        (pre-sync) states when one is in flight, else the defaults, so the layout is the same at every point of the
-        lifecycle (``torch.distributed.checkpoint`` loads into the layout of a fresh collector). Tensors are copies.
+        The layout of :mod:`torchmetrics_async.checkpoint`: this rank's values under its own key ``"rank{r}"`` (the
+        global rank; ``"rank0"`` without a process group) beside ``"world_size"``, list states as tuples. So
+        ``torch.save`` per rank and ``torch.distributed.checkpoint`` (``dcp.save({"collector": collector}, ...)``,
+        which calls this) both give every rank back its own window. Every state is included whatever its
+        ``persistent`` setting. ``"window"`` holds the scheduled window's local (pre-sync) states when one is in
+        flight, else the defaults, so the layout is the same at every point of the lifecycle (DCP loads into the
+        layout of a fresh collector). Tensors are copies.
 
         Returns:
-            ``{"metrics": {name: {"states": ..., "update_count": int, "counters": ...}}, "window": {same},
-            "in_flight": bool}``; ``counters`` holds other window counters (a ``Running`` wrapper's position).
+            ``{"world_size": int, "rank{r}": {"metrics": {name: {"states": ..., "update_count": int, "counters":
+            ...}}, "window": {same}, "in_flight": bool}}``; ``counters`` holds other window counters (a ``Running``
+            wrapper's position).
 
         Example:
             >>> import torch
@@ -867,38 +839,31 @@ class AsyncMetricCollector(Stateful):
             >>> metric = SumMetric()
             >>> metric.update(torch.tensor(3.0))
             >>> state = AsyncMetricCollector(metric).state_dict()
-            >>> state["metrics"]["metric"]["states"], state["in_flight"]
-            ({'sum_value': tensor(3.), 'nan_seen': tensor(False)}, False)
+            >>> state["world_size"], state["rank0"]["metrics"]["metric"]["states"], state["rank0"]["in_flight"]
+            (1, {'sum_value': tensor(3.), 'nan_seen': tensor(False)}, False)
         """
-        live = {
-            name: {
-                "states": {attr: _clone_state(getattr(metric, attr)) for attr in metric._defaults},
-                "update_count": int(metric._update_count),
-                "counters": _counters(metric),
-            }
-            for name, metric in self._live
-        }
+        live = {name: metric_entry(metric) for name, metric in self._live}
         if not self._scheduled:
             window = {
                 name: {
-                    "states": {attr: _clone_state(default) for attr, default in metric._defaults.items()},
+                    "states": {attr: clone_state(default) for attr, default in metric._defaults.items()},
                     "update_count": 0,
-                    "counters": dict.fromkeys(_counters(metric), 0),
+                    "counters": dict.fromkeys(counters(metric), 0),
                 }
                 for name, metric in self._live
             }
         elif self._pending is not None:
             window = {
                 name: {
-                    "states": {attr: _clone_state(value) for attr, value in entry["states"].items()},
-                    "update_count": int(entry["update_count"]),
-                    "counters": dict(entry.get("counters", {})),
+                    "states": {attr: clone_state(value) for attr, value in saved["states"].items()},
+                    "update_count": int(saved["update_count"]),
+                    "counters": dict(saved.get("counters", {})),
                 }
-                for name, entry in self._pending.items()
+                for name, saved in self._pending.items()
             }
         else:
             window = self._window_state()
-        return {"metrics": live, "window": window, "in_flight": self._scheduled}
+        return per_rank({"metrics": live, "window": window, "in_flight": self._scheduled})
 
     def _window_state(self) -> dict[str, dict[str, Any]]:
         """The scheduled window's local states, from the buffers (the sync replaces the shadow's states, not them)."""
@@ -907,26 +872,29 @@ class AsyncMetricCollector(Stateful):
             states = {}
             for attr, default in slot.shadow._defaults.items():
                 local = slot.buffers[attr] if isinstance(default, Tensor) else slot.lists.get(attr, [])
-                states[attr] = _clone_state(local)
+                states[attr] = clone_state(local)
             out[slot.name] = {
                 "states": states,
                 "update_count": int(slot.shadow._update_count),
-                "counters": _counters(slot.shadow),
+                "counters": counters(slot.shadow),
             }
         return out
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore live states, update counts and a window in flight, at any point of the lifecycle.
 
         A restored window in flight starts its sync here (over each metric's own ``process_group``, else the world),
         or at ``bind()`` if not bound yet, so call this (and ``bind()``) on every rank; the next ``collect_results()``
-        returns it. A window this collector had in flight is finished (its collectives complete) and dropped.
+        returns it. A window this collector had in flight is dropped.
 
         Args:
-            state_dict: from :meth:`state_dict` of a collector over the same metric structure.
+            state_dict: from :meth:`state_dict` of a collector over the same metric structure, saved by as many
+                processes; or one rank's entry of it (``state_dict["rank1"]``, to load a rank's window elsewhere on
+                purpose).
 
         Raises:
-            KeyError: if a metric or a state of this collector is missing from ``state_dict``.
+            ValueError: if ``state_dict`` was saved by another number of processes.
+            KeyError: if this rank, a metric or a state of this collector is missing from ``state_dict``.
 
         Example:
             >>> import torch
@@ -943,29 +911,23 @@ class AsyncMetricCollector(Stateful):
             >>> restored.collect_results(), saved.collect_results()
             (4.0, 4.0)
         """
-        live = state_dict["metrics"]
+        mine = this_rank(state_dict, _WHAT) if WORLD_SIZE in state_dict else state_dict
+        live = mine["metrics"]
         for name, metric in self._live:
-            states, count, counters = _entry(live, name)
-            for attr in metric._defaults:
-                _load_live_state(metric, attr, _state(states, attr, name))
-            set_update_count(metric, int(count))
-            metric.__dict__.update({counter: int(value) for counter, value in counters.items()})
-            metric.__dict__["_computed"] = None
-        if self._scheduled and self._launched:
-            self._drain()
-        if self._bound:
-            self._release()
+            load_metric_entry(metric, name, live, _WHAT)
+        if self._scheduled and self._bound:
+            self._drop()
         self._scheduled = False
         self._pending = None
-        if not state_dict["in_flight"]:
+        if not mine["in_flight"]:
             return
-        window = state_dict["window"]
+        window = mine["window"]
         for name, _ in self._live:
-            _entry(window, name)  # fail now, not at bind()
+            entry(window, name, _WHAT)  # fail now, not at bind()
         if self._bound:
             self._install(window)
         else:
-            self._pending = {name: dict(entry) for name, entry in window.items()}
+            self._pending = {name: dict(saved) for name, saved in window.items()}
             self._scheduled = True
             self._launched = False
 
@@ -981,13 +943,6 @@ class AsyncMetricCollector(Stateful):
             self._release()
             self._scheduled = False
 
-    def _drain(self) -> None:
-        """Let an in-flight window's work finish (other ranks take part in its collectives) and forget it."""
-        if self._ops is None:
-            self._handle.wait()
-        else:
-            self._ops.synchronize(self._done)
-
 
 def _collections(tree: Any) -> list[MetricCollection]:
     if isinstance(tree, MetricCollection):
@@ -995,33 +950,6 @@ def _collections(tree: Any) -> list[MetricCollection]:
     if isinstance(tree, Metric):
         return []
     return [collection for value in tree.values() for collection in _collections(value)]
-
-
-def _entry(section: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], int, Mapping[str, int]]:
-    if name not in section:
-        raise KeyError(f"AsyncMetricCollector state_dict has no entry for metric {name!r}; it has {sorted(section)}.")
-    entry = section[name]
-    return entry["states"], entry["update_count"], entry.get("counters", {})
-
-
-def _state(states: Mapping[str, Any], attr: str, name: str) -> Any:
-    if attr not in states:
-        raise KeyError(f"AsyncMetricCollector state_dict has no state {attr!r} for metric {name!r}.")
-    return states[attr]
-
-
-def _load_live_state(metric: Metric, attr: str, value: Any) -> None:
-    """Give the live metric a copy of a saved state (its own: it may be written in place from then on)."""
-    current = getattr(metric, attr)
-    device = current.device if isinstance(current, Tensor) else metric.device
-    if isinstance(value, Tensor):
-        loaded: Any = value.detach().clone().to(device)
-    else:
-        loaded = [piece.detach().clone().to(device) for piece in value]
-    setattr(metric, attr, loaded)
-    owned = metric.__dict__.get(OWNED_STATES)
-    if owned is not None:
-        owned[attr] = loaded
 
 
 def _announce_own_sync(metric: Metric) -> None:
