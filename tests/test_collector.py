@@ -320,17 +320,45 @@ def test_lifecycle_errors():
     metric.update(torch.tensor(1.0))
     collector.schedule_collection()
     metric.update(torch.tensor(2.0))
-    with pytest.raises(RuntimeError, match=r"already scheduled: call collect_results\(\) first"):
-        collector.schedule_collection()
-    with pytest.raises(RuntimeError, match="in flight"):
-        collector.unbind()
-    assert collector.collect_results() == 1.0  # the refused calls changed nothing
+    assert collector.collect_results() == 1.0
     collector.unbind()
     with pytest.raises(RuntimeError, match="not bound"):
         collector.schedule_collection()
     collector.bind()
     collector.schedule_collection()
     assert collector.collect_results() == 2.0
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_scheduling_again_without_collecting_drops_the_window(fake):
+    """A rank that does not log: each schedule_collection() drops the window before; the next collect gets the last."""
+    live = ta.MetricCollection(
+        {"sum": ta.SumMetric(), "cat": ta.CatMetric(), "bad": ta.SumMetric(nan_strategy="error")}
+    )
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    reference = torchmetrics.MetricCollection({"sum": torchmetrics.SumMetric(), "cat": torchmetrics.CatMetric()})
+    live["bad"].update(torch.tensor(math.nan))  # a deferred error in a dropped window is not raised
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "bad" sees no update after the first window (compute() runs where it runs)
+        for window in range(3):
+            batch = torch.arange(window + 2.0)
+            live["sum"].update(batch)
+            live["cat"].update(batch)
+            collector.schedule_collection()
+            assert collector.is_scheduled
+        results = collector.collect_results()
+    reference.update(batch)
+    assert_close(results, {"bad": 0.0, **python(reference.compute())})
+    assert not collector.is_scheduled
+    live["sum"].update(torch.tensor(5.0))
+    collector.schedule_collection()
+    collector.unbind()  # drops the window in flight too
+    assert not collector.is_scheduled
+    collector.bind()
+    live["sum"].update(torch.tensor(7.0))
+    collector.schedule_collection()
+    assert collector.collect_results()["sum"] == 7.0
 
 
 @pytest.mark.parametrize("bad", [[ta.SumMetric()], {}, {"a": [ta.SumMetric()]}, torch.nn.Linear(1, 1)])
@@ -604,7 +632,7 @@ def test_state_dict_roundtrip_at_every_lifecycle_point(point, fake):
     collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
     before = _run(collector, live, _SCRIPT[:cut], seed=0)
     state = _roundtrip(collector.state_dict())
-    assert state["in_flight"] is point.startswith("in flight")
+    assert state["rank0"]["in_flight"] is point.startswith("in flight")
 
     fresh_live = _checkpointed_collection()
     fresh = AsyncMetricCollector(fresh_live, stream_ops=FakeStreamOps() if fake else None)
@@ -635,30 +663,36 @@ def test_state_dict_holds_every_state_whatever_persistent_and_the_local_window()
     collector.schedule_collection()
     metric.update(torch.tensor(5.0))
     state = collector.state_dict()
-    assert state["in_flight"] is True
-    assert state["metrics"]["metric"]["states"]["sum_value"] == 5.0
-    assert state["metrics"]["metric"]["update_count"] == 1
-    assert state["window"]["metric"]["states"]["sum_value"] == 2.0
-    assert set(state["window"]["metric"]["states"]) == {"sum_value", "nan_seen"}
+    assert state["rank0"]["in_flight"] is True
+    assert state["rank0"]["metrics"]["metric"]["states"]["sum_value"] == 5.0
+    assert state["rank0"]["metrics"]["metric"]["update_count"] == 1
+    assert state["rank0"]["window"]["metric"]["states"]["sum_value"] == 2.0
+    assert set(state["rank0"]["window"]["metric"]["states"]) == {"sum_value", "nan_seen"}
     assert collector.collect_results() == 2.0
     state = collector.state_dict()
-    assert state["in_flight"] is False
-    assert state["window"]["metric"]["states"]["sum_value"] == 0.0  # defaults: the same layout at every point
+    assert state["rank0"]["in_flight"] is False
+    assert state["rank0"]["window"]["metric"]["states"]["sum_value"] == 0.0  # defaults: the same layout at every point
 
 
-def test_loaded_window_survives_unbind_and_bind():
+def test_a_loaded_window_starts_at_load_or_at_bind():
     metric = ta.SumMetric()
     saved = AsyncMetricCollector(metric)
     saved.bind()
     metric.update(torch.tensor(3.0))
     saved.schedule_collection()
-    restored = AsyncMetricCollector(ta.SumMetric())
-    restored.bind()
-    restored.load_state_dict(saved.state_dict())
-    assert restored.is_scheduled
-    restored.unbind()  # not launched yet: allowed, the window is kept
-    restored.bind()
-    assert restored.collect_results() == saved.collect_results() == 3.0
+    state = saved.state_dict()
+    bound = AsyncMetricCollector(ta.SumMetric())
+    bound.bind()
+    bound.load_state_dict(state)
+    assert bound.is_scheduled
+    assert bound._launched  # by the load: collecting stays local
+    unbound = AsyncMetricCollector(ta.SumMetric())
+    unbound.load_state_dict(state)
+    assert unbound.is_scheduled
+    assert not unbound._launched
+    unbound.bind()
+    assert unbound._launched
+    assert bound.collect_results() == unbound.collect_results() == saved.collect_results() == 3.0
 
 
 def test_load_while_in_flight_finishes_the_old_window_and_replaces_it():
@@ -761,7 +795,7 @@ def test_running_window_position_survives_a_checkpoint():
     for x in (1.0, 2.0, 3.0):
         live.update(torch.tensor(x))
     state = _roundtrip(collector.state_dict())
-    assert state["metrics"]["metric.running"]["counters"] == {"_num_vals_seen": 3}
+    assert state["rank0"]["metrics"]["metric.running"]["counters"] == {"_num_vals_seen": 3}
     fresh_live, _ = _running()
     fresh = AsyncMetricCollector(fresh_live)
     fresh.load_state_dict(state)

@@ -16,22 +16,30 @@ Where the work runs:
 - **CPU** (gloo): collectives run in gloo's threads; ``collect_results()`` waits for them, computes, and reads the
   results where they are (no copy).
 
+Collection is local, scheduling is collective: ``schedule_collection()`` issues every collective of its window, on
+every rank, and ``collect_results()`` issues none. So ``if rank == 0: log(collector.collect_results())`` works: a
+rank that does not collect a window drops it at its next ``schedule_collection()`` (its results and errors are
+discarded there; the synced deferred-error flags make the collecting rank raise what any rank recorded). Members
+that sync inside their own ``compute()`` (wrappers) are therefore computed at schedule time in a distributed run.
+A window restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
+
 Host syncs: ``schedule_collection()`` has none on either path (on CUDA with NCCL, whose ``wait()`` only orders
 streams), with one documented exception: list (``"cat"``) states in a distributed run need their shapes exchanged
-before their data, and reading those shapes is a host read. On CPU that read happens in ``collect_results()``
-(inside ``SyncHandle.wait()``); on CUDA the whole sync is enqueued at schedule time, so it happens there.
-``collect_results()`` reads the device exactly once on CUDA (one ``synchronize()``).
+before their data, and reading those shapes is a host read (:meth:`SyncHandle.launch_remaining
+<torchmetrics_async.distributed.SyncHandle.launch_remaining>`), in ``schedule_collection()`` on both paths; it returns
+once every rank has scheduled the window. ``collect_results()`` reads the device exactly once on CUDA (one
+``synchronize()``).
 
 Deferred errors: the shadow's ``compute()`` does not read the deferred NaN and value-check flags (the
 :data:`~torchmetrics_async.deferred.DEFERRED_RAISE_OWNED` hook); the collector transfers them with the results and
 raises (``RuntimeError``) or warns at collect time with torchmetrics' messages, member by member in ``compute()`` order,
 as ``compute()`` would. An exception raised by a member's ``compute()`` itself is also held and raised at collect time,
 after the deferred errors of the members before it. Other warnings of ``compute()`` are emitted where it runs (at
-collect time on CPU, at schedule time on CUDA).
+collect time on CPU, at schedule time on CUDA and for members computed early, below).
 
 Metrics with their own ``compute()`` wrapper (torchmetrics' ``Running``, wrappers, compositions) are computed as they
-are: they sync inside their ``compute()`` (not fused, not overlapped) and raise their own errors; ``bind()`` says so
-once per class.
+are: they sync inside their ``compute()`` (not fused, not overlapped; in a distributed run at schedule time, with the
+whole window) and raise their own errors; ``bind()`` says so once per class.
 
 Example:
     >>> import torch
@@ -60,7 +68,21 @@ import torch
 from torch import Tensor
 from torch.distributed.checkpoint.stateful import Stateful
 
-from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero_warn
+from torchmetrics_async._torchmetrics import Metric, MetricCollection, jit_distributed_available, rank_zero_warn
+from torchmetrics_async.checkpoint import (
+    _COUNTERS,
+    WORLD_SIZE,
+    check_structure,
+    clone_state,
+    counters,
+    entry,
+    load_metric_entry,
+    metric_entry,
+    named_metrics,
+    per_rank,
+    state,
+    this_rank,
+)
 from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     DeferredChecks,
@@ -70,14 +92,12 @@ from torchmetrics_async.deferred import (
     violation_code,
 )
 from torchmetrics_async.distributed import SyncHandle, sync_metrics
-from torchmetrics_async.metric import OWNED_STATES, _same_layout, copy_update_count, has_stock_compute, set_update_count
+from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
 _ANNOUNCED: set[str] = set()
-# Window counters besides ``_update_count`` that compute() or the next update reads: torchmetrics' ``Running``
-# wrapper picks its window slot and its base metric's update count from ``_num_vals_seen``.
-_COUNTERS = ("_num_vals_seen",)
+_WHAT = "AsyncMetricCollector"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -232,41 +252,6 @@ class CudaStreamOps:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _check_structure(obj: Any, where: str = "metric") -> None:
-    if isinstance(obj, (Metric, MetricCollection)):
-        return
-    if isinstance(obj, Mapping) and obj:
-        for key, value in obj.items():
-            if not isinstance(value, (Metric, MetricCollection)):
-                raise TypeError(
-                    f"{where}[{key!r}] is a {type(value).__name__}; expected a torchmetrics Metric or MetricCollection."
-                )
-        return
-    raise TypeError(
-        f"AsyncMetricCollector expects a torchmetrics Metric, a MetricCollection or a non-empty dict of them; got"
-        f" {type(obj).__name__}."
-    )
-
-
-def _named_metrics(tree: Any) -> list[tuple[str, Metric]]:
-    """Every ``Metric`` module of the structure (wrappers' inner metrics too), named, each once, in a fixed order."""
-    out: list[tuple[str, Metric]] = []
-    seen: set[int] = set()
-
-    def visit(obj: Any, name: str) -> None:
-        if isinstance(obj, torch.nn.Module):
-            for sub_name, module in obj.named_modules(prefix=name):
-                if isinstance(module, Metric) and id(module) not in seen:
-                    seen.add(id(module))
-                    out.append((sub_name, module))
-        else:
-            for key, value in obj.items():
-                visit(value, str(key))
-
-    visit(tree, "metric" if isinstance(tree, torch.nn.Module) else "")
-    return out
-
-
 def _units(tree: Any) -> list[Metric]:
     """The metrics whose ``compute()`` the structure's compute calls, in that order."""
     if isinstance(tree, MetricCollection):
@@ -295,16 +280,6 @@ def _deferred_flags(metric: Metric) -> list[tuple[str, str, str]]:
     if not isinstance(metric, DeferredChecks):
         return []
     return [(name, message, action) for name, (message, action) in metric._deferred_checks_registered().items()]
-
-
-def _counters(metric: Metric) -> dict[str, int]:
-    return {name: int(metric.__dict__[name]) for name in _COUNTERS if name in metric.__dict__}
-
-
-def _clone_state(value: Any) -> Any:
-    if isinstance(value, Tensor):
-        return value.detach().clone()
-    return [piece.detach().clone() for piece in value]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -445,10 +420,10 @@ class AsyncMetricCollector(Stateful):
     """
 
     def __init__(self, metric: Any, stream_ops: StreamOps | None = None) -> None:
-        _check_structure(metric)
+        check_structure(metric, _WHAT)
         self._metric = metric
         self._stream_ops = stream_ops
-        self._live = _named_metrics(metric)
+        self._live = named_metrics(metric)
         self._bound = False
         self._ops: StreamOps | None = None
         self._side: Any = None
@@ -456,13 +431,15 @@ class AsyncMetricCollector(Stateful):
         self._slots: list[_Slot] = []  # per metric: the live one, its shadow and the shadow's buffers
         self._sync_units: list[Metric] = []
         self._checked_units: list[Metric] = []
+        self._own_sync = False  # some member computes (and syncs) through its own compute() wrapper
         self._log: list[_Record] = []
         # The window in flight: scheduled (a snapshot exists), launched (its sync has started), what it produced.
         self._scheduled = False
         self._launched = False
         self._process_group: Any = None
         self._handle: SyncHandle | None = None
-        self._outcome: tuple[Any, _Transfer] | None = None
+        # what the window produced when computed at schedule time: (tree, transfer) on CUDA, (tree, flags) on CPU
+        self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
 
@@ -514,7 +491,7 @@ class AsyncMetricCollector(Stateful):
 
     def _make_shadow(self) -> None:
         shadow = copy.deepcopy(self._metric)
-        named = _named_metrics(shadow)
+        named = named_metrics(shadow)
         if [name for name, _ in named] != [name for name, _ in self._live]:
             raise RuntimeError("AsyncMetricCollector: the deep copy of the metrics has a different structure.")
         for collection in _collections(shadow):
@@ -537,6 +514,7 @@ class AsyncMetricCollector(Stateful):
         units = list({id(unit): unit for unit in _units(shadow)}.values())  # a metric under two keys: hook it once
         self._checked_units = [unit for unit in units if has_stock_compute(unit)]
         self._sync_units = [unit for unit in self._checked_units if unit.sync_on_compute]
+        self._own_sync = len(self._checked_units) < len(units)
         for unit in units:
             if has_stock_compute(unit):
                 # Synced explicitly (fused, early); compute leaves it synced until the collector restores it; the
@@ -551,8 +529,9 @@ class AsyncMetricCollector(Stateful):
     def unbind(self) -> None:
         """Release the side stream and the buffers.
 
-        Raises:
-            RuntimeError: if a collection is in flight (collect it first).
+        A window scheduled and not collected is dropped, as the next ``schedule_collection()`` would drop it (its
+        collectives were issued when it was scheduled, so this communicates nothing). A window loaded before
+        ``bind()`` and not bound since is kept for the next ``bind()``.
 
         Example:
             >>> from torchmetrics_async import SumMetric
@@ -562,10 +541,8 @@ class AsyncMetricCollector(Stateful):
             >>> collector.is_bound
             False
         """
-        if self._scheduled and self._launched:
-            raise RuntimeError("AsyncMetricCollector: a collection is in flight: call collect_results() first.")
-        if self._scheduled and self._bound:  # loaded, not launched: keep the window for the next bind()
-            self._pending = self._window_state()
+        if self._scheduled and self._bound:
+            self._drop()
         self._bound = False
         self._ops = None
         self._side = None
@@ -613,8 +590,13 @@ class AsyncMetricCollector(Stateful):
         Args:
             process_group: the group to sync over (``None``: each metric's ``process_group``, else the world).
 
+        A window scheduled before and not collected (on a rank that does not log, say) is dropped first: its
+        results and errors are discarded, never raised here. Every rank's collectives for it were issued by its own
+        ``schedule_collection()``, so dropping it communicates nothing.
+
         Raises:
-            RuntimeError: if not bound, or if a window is scheduled already and not collected.
+            RuntimeError: if not bound.
+            PlanMismatchError: if the ranks sync different metrics (on every rank; the live metrics keep the window).
 
         Example:
             >>> import torch
@@ -630,7 +612,7 @@ class AsyncMetricCollector(Stateful):
         """
         self._require_bound("schedule_collection")
         if self._scheduled:
-            raise RuntimeError("AsyncMetricCollector: already scheduled: call collect_results() first.")
+            self._drop()
         self._snapshot()
         self._process_group = process_group
         # The sync reads only the buffers, so it can start before the reset; if it fails to start, the live metrics
@@ -672,13 +654,14 @@ class AsyncMetricCollector(Stateful):
         if not self._scheduled:
             raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
         try:
-            if not self._launched:  # a window restored from a checkpoint: its sync starts now
-                self._launch()
             if self._ops is None:
-                self._handle.wait()
-                tree = _compute_tree(self._shadow)
                 records = self._log
-                flags = self._read_flags(records)
+                if self._outcome is None:
+                    self._handle.wait()  # local: every collective of the window was issued at schedule time
+                    tree = _compute_tree(self._shadow)
+                    flags = self._read_flags(records)
+                else:  # computed at schedule time (see _launch)
+                    tree, flags = self._outcome
                 values = [tensor.detach().tolist() for tensor in [*_tensor_leaves(tree, []), *flags]]
             else:
                 tree, transfer = self._outcome
@@ -731,10 +714,10 @@ class AsyncMetricCollector(Stateful):
     def _install(self, window: Mapping[str, Mapping[str, Any]]) -> None:
         """Put a saved window (``state_dict()["window"]``) into the buffers: it is scheduled, not launched."""
         for slot in self._slots:
-            states, count, counters = _entry(window, slot.name)
+            states, count, saved_counters = entry(window, slot.name, _WHAT)
             target = slot.shadow.__dict__
             for attr, default in slot.shadow._defaults.items():
-                value = _state(states, attr, slot.name)
+                value = state(states, attr, slot.name, _WHAT)
                 if isinstance(default, Tensor):
                     buffer = slot.buffers[attr]
                     if _same_layout(buffer, value):
@@ -747,17 +730,33 @@ class AsyncMetricCollector(Stateful):
             set_update_count(slot.shadow, int(count))
             if isinstance(slot.shadow, DeferredChecks):
                 slot.shadow._reset_deferred()  # a saved window carries its flags, not where they were first set
-            target.update({name: int(value) for name, value in counters.items()})
+            target.update({name: int(value) for name, value in saved_counters.items()})
             target["_computed"] = None
         self._scheduled = True
         self._launched = False
+        # Its collectives start now, at a point every rank passes (bind or load), so that collecting stays local.
+        try:
+            self._launch()
+        except BaseException:
+            self._release()
+            self._scheduled = False
+            raise
 
     def _launch(self) -> None:
         """Start the sync of the buffers (and on the accelerator path, the compute and the host copies)."""
         self._log.clear()
         ops = self._ops
         if ops is None:
-            self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            # Every collective of the window is issued here, on every rank: list states' data exchange needs the
+            # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
+            handle.launch_remaining()
+            self._handle = handle
+            if self._own_sync and jit_distributed_available():
+                # Members that sync inside their own compute() (wrappers) communicate there: compute now.
+                handle.wait()
+                tree = _compute_tree(self._shadow)
+                self._outcome = (tree, self._read_flags(self._log))
             self._launched = True
             return
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
@@ -819,15 +818,20 @@ class AsyncMetricCollector(Stateful):
     # ---------------------------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: live states and update counts, and the window in flight (local states).
+        """Everything this rank needs to resume: live states and update counts, and the window in flight (local).
 
-        Every state is included whatever its ``persistent`` setting. ``"window"`` holds the scheduled window's local
-        (pre-sync) states when one is in flight, else the defaults, so the layout is the same at every point of the
-        lifecycle (``torch.distributed.checkpoint`` loads into the layout of a fresh collector). Tensors are copies.
+        The layout of :mod:`torchmetrics_async.checkpoint`: this rank's values under its own key ``"rank{r}"`` (the
+        global rank; ``"rank0"`` without a process group) beside ``"world_size"``, list states as tuples. So
+        ``torch.save`` per rank and ``torch.distributed.checkpoint`` (``dcp.save({"collector": collector}, ...)``,
+        which calls this) both give every rank back its own window. Every state is included whatever its
+        ``persistent`` setting. ``"window"`` holds the scheduled window's local (pre-sync) states when one is in
+        flight, else the defaults, so the layout is the same at every point of the lifecycle (DCP loads into the
+        layout of a fresh collector). Tensors are copies.
 
         Returns:
-            ``{"metrics": {name: {"states": ..., "update_count": int, "counters": ...}}, "window": {same},
-            "in_flight": bool}``; ``counters`` holds other window counters (a ``Running`` wrapper's position).
+            ``{"world_size": int, "rank{r}": {"metrics": {name: {"states": ..., "update_count": int, "counters":
+            ...}}, "window": {same}, "in_flight": bool}}``; ``counters`` holds other window counters (a ``Running``
+            wrapper's position).
 
         Example:
             >>> import torch
@@ -835,38 +839,31 @@ class AsyncMetricCollector(Stateful):
             >>> metric = SumMetric()
             >>> metric.update(torch.tensor(3.0))
             >>> state = AsyncMetricCollector(metric).state_dict()
-            >>> state["metrics"]["metric"]["states"], state["in_flight"]
-            ({'sum_value': tensor(3.), 'nan_seen': tensor(False)}, False)
+            >>> state["world_size"], state["rank0"]["metrics"]["metric"]["states"], state["rank0"]["in_flight"]
+            (1, {'sum_value': tensor(3.), 'nan_seen': tensor(False)}, False)
         """
-        live = {
-            name: {
-                "states": {attr: _clone_state(getattr(metric, attr)) for attr in metric._defaults},
-                "update_count": int(metric._update_count),
-                "counters": _counters(metric),
-            }
-            for name, metric in self._live
-        }
+        live = {name: metric_entry(metric) for name, metric in self._live}
         if not self._scheduled:
             window = {
                 name: {
-                    "states": {attr: _clone_state(default) for attr, default in metric._defaults.items()},
+                    "states": {attr: clone_state(default) for attr, default in metric._defaults.items()},
                     "update_count": 0,
-                    "counters": dict.fromkeys(_counters(metric), 0),
+                    "counters": dict.fromkeys(counters(metric), 0),
                 }
                 for name, metric in self._live
             }
         elif self._pending is not None:
             window = {
                 name: {
-                    "states": {attr: _clone_state(value) for attr, value in entry["states"].items()},
-                    "update_count": int(entry["update_count"]),
-                    "counters": dict(entry.get("counters", {})),
+                    "states": {attr: clone_state(value) for attr, value in saved["states"].items()},
+                    "update_count": int(saved["update_count"]),
+                    "counters": dict(saved.get("counters", {})),
                 }
-                for name, entry in self._pending.items()
+                for name, saved in self._pending.items()
             }
         else:
             window = self._window_state()
-        return {"metrics": live, "window": window, "in_flight": self._scheduled}
+        return per_rank({"metrics": live, "window": window, "in_flight": self._scheduled})
 
     def _window_state(self) -> dict[str, dict[str, Any]]:
         """The scheduled window's local states, from the buffers (the sync replaces the shadow's states, not them)."""
@@ -875,26 +872,29 @@ class AsyncMetricCollector(Stateful):
             states = {}
             for attr, default in slot.shadow._defaults.items():
                 local = slot.buffers[attr] if isinstance(default, Tensor) else slot.lists.get(attr, [])
-                states[attr] = _clone_state(local)
+                states[attr] = clone_state(local)
             out[slot.name] = {
                 "states": states,
                 "update_count": int(slot.shadow._update_count),
-                "counters": _counters(slot.shadow),
+                "counters": counters(slot.shadow),
             }
         return out
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore live states, update counts and a window in flight, at any point of the lifecycle.
 
-        A restored window in flight is synced (over each metric's own ``process_group``, else the world) and computed
-        by the next ``collect_results()``, after ``bind()`` if not bound yet. A window this collector had in flight is
-        finished (its collectives complete) and dropped.
+        A restored window in flight starts its sync here (over each metric's own ``process_group``, else the world),
+        or at ``bind()`` if not bound yet, so call this (and ``bind()``) on every rank; the next ``collect_results()``
+        returns it. A window this collector had in flight is dropped.
 
         Args:
-            state_dict: from :meth:`state_dict` of a collector over the same metric structure.
+            state_dict: from :meth:`state_dict` of a collector over the same metric structure, saved by as many
+                processes; or one rank's entry of it (``state_dict["rank1"]``, to load a rank's window elsewhere on
+                purpose).
 
         Raises:
-            KeyError: if a metric or a state of this collector is missing from ``state_dict``.
+            ValueError: if ``state_dict`` was saved by another number of processes.
+            KeyError: if this rank, a metric or a state of this collector is missing from ``state_dict``.
 
         Example:
             >>> import torch
@@ -911,38 +911,37 @@ class AsyncMetricCollector(Stateful):
             >>> restored.collect_results(), saved.collect_results()
             (4.0, 4.0)
         """
-        live = state_dict["metrics"]
+        mine = this_rank(state_dict, _WHAT) if WORLD_SIZE in state_dict else state_dict
+        live = mine["metrics"]
         for name, metric in self._live:
-            states, count, counters = _entry(live, name)
-            for attr in metric._defaults:
-                _load_live_state(metric, attr, _state(states, attr, name))
-            set_update_count(metric, int(count))
-            metric.__dict__.update({counter: int(value) for counter, value in counters.items()})
-            metric.__dict__["_computed"] = None
-        if self._scheduled and self._launched:
-            self._drain()
-        if self._bound:
-            self._release()
+            load_metric_entry(metric, name, live, _WHAT)
+        if self._scheduled and self._bound:
+            self._drop()
         self._scheduled = False
         self._pending = None
-        if not state_dict["in_flight"]:
+        if not mine["in_flight"]:
             return
-        window = state_dict["window"]
+        window = mine["window"]
         for name, _ in self._live:
-            _entry(window, name)  # fail now, not at bind()
+            entry(window, name, _WHAT)  # fail now, not at bind()
         if self._bound:
             self._install(window)
         else:
-            self._pending = {name: dict(entry) for name, entry in window.items()}
+            self._pending = {name: dict(saved) for name, saved in window.items()}
             self._scheduled = True
             self._launched = False
 
-    def _drain(self) -> None:
-        """Let an in-flight window's work finish (other ranks take part in its collectives) and forget it."""
-        if self._ops is None:
-            self._handle.wait()
-        else:
-            self._ops.synchronize(self._done)
+    def _drop(self) -> None:
+        """Forget the window in flight without reporting it (a rank that did not collect it)."""
+        try:
+            if self._ops is None:
+                self._handle.wait()  # local: its collectives were issued at schedule time; lets them complete
+            else:
+                # No host wait: the next snapshot (current stream) must not overwrite buffers the side stream reads.
+                self._ops.wait_event(self._ops.current_stream(), self._done)
+        finally:
+            self._release()
+            self._scheduled = False
 
 
 def _collections(tree: Any) -> list[MetricCollection]:
@@ -951,33 +950,6 @@ def _collections(tree: Any) -> list[MetricCollection]:
     if isinstance(tree, Metric):
         return []
     return [collection for value in tree.values() for collection in _collections(value)]
-
-
-def _entry(section: Mapping[str, Any], name: str) -> tuple[Mapping[str, Any], int, Mapping[str, int]]:
-    if name not in section:
-        raise KeyError(f"AsyncMetricCollector state_dict has no entry for metric {name!r}; it has {sorted(section)}.")
-    entry = section[name]
-    return entry["states"], entry["update_count"], entry.get("counters", {})
-
-
-def _state(states: Mapping[str, Any], attr: str, name: str) -> Any:
-    if attr not in states:
-        raise KeyError(f"AsyncMetricCollector state_dict has no state {attr!r} for metric {name!r}.")
-    return states[attr]
-
-
-def _load_live_state(metric: Metric, attr: str, value: Any) -> None:
-    """Give the live metric a copy of a saved state (its own: it may be written in place from then on)."""
-    current = getattr(metric, attr)
-    device = current.device if isinstance(current, Tensor) else metric.device
-    if isinstance(value, Tensor):
-        loaded: Any = value.detach().clone().to(device)
-    else:
-        loaded = [piece.detach().clone().to(device) for piece in value]
-    setattr(metric, attr, loaded)
-    owned = metric.__dict__.get(OWNED_STATES)
-    if owned is not None:
-        owned[attr] = loaded
 
 
 def _announce_own_sync(metric: Metric) -> None:

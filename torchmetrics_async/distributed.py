@@ -183,21 +183,30 @@ def _host_to_device(values: list[int], device: torch.device) -> Tensor:
 class SyncHandle:
     """A fused sync or reduction in flight: ``wait()`` finishes it and returns its result.
 
-    A sync with list states needs a second collective whose size depends on the first one's result; it is launched
-    by ``wait()`` (every rank launches collectives in the same order only at such program points), so
-    ``is_completed()`` stays ``False`` until then.
+    A sync with list states needs a second collective whose size depends on the first one's result (every rank's
+    shapes). :meth:`launch_remaining` issues it (reading those shapes on the host); ``wait()`` does so first if it
+    was not called. After :meth:`launch_remaining` the handle issues no collective: ``wait()`` only waits for the
+    collectives already issued and finishes locally, so it may be called on some ranks only, or never.
+    ``is_completed()`` stays ``False`` while a second collective remains to be issued.
 
     Example:
         >>> import torch
         >>> handle = reduce_sum({"n": torch.tensor(3)}, async_op=True)
+        >>> handle.launch_remaining()  # nothing left to issue: one all_reduce at most
         >>> handle.is_completed(), handle.wait()
         (True, {'n': tensor(3)})
     """
 
-    def __init__(self, finish: Callable[[], Any] | None, works: Iterable[Any] = (), second_phase: bool = False) -> None:
+    def __init__(
+        self,
+        finish: Callable[[], Any] | None,
+        works: Iterable[Any] = (),
+        launch: Callable[[], Iterable[Any]] | None = None,
+    ) -> None:
         self._finish = finish
         self._works = [work for work in works if work is not None]
-        self._second_phase = second_phase
+        #: issues the second phase (the collectives that depend on the first one's results); returns their works
+        self._launch = launch
         self._result: Any = None
         self._error: BaseException | None = None
 
@@ -231,23 +240,47 @@ class SyncHandle:
         """
         if self._finish is None:
             return True
-        return not self._second_phase and all(work.is_completed() for work in self._works)
+        return self._launch is None and all(work.is_completed() for work in self._works)
+
+    def launch_remaining(self) -> None:
+        """Issue every collective still to come, so that ``wait()`` only waits (call it on every rank).
+
+        For a sync with list states this waits for the shape exchange and reads the shapes on the host (one host
+        read; it returns once every rank has started the sync), then launches the data exchange. Otherwise it does
+        nothing. Calling it again does nothing.
+
+        Raises:
+            Exception: whatever launching raised (a :class:`PlanMismatchError` on every rank), again on later calls.
+
+        Example:
+            >>> SyncHandle.completed(None).launch_remaining()
+        """
+        if self._error is not None:
+            raise self._error
+        launch, self._launch = self._launch, None
+        if launch is None:
+            return
+        try:
+            self._works.extend(work for work in launch() if work is not None)
+        except BaseException as err:
+            self._error = err
+            self._finish = None
+            raise
 
     def wait(self) -> Any:
-        """Wait for the collectives, launch the second phase if any, and finish (once).
+        """Launch the second phase if not launched yet, wait for the collectives, and finish (once).
 
         Returns:
             The result: the reduced dict for the functional API, ``None`` for metric syncs.
 
         Raises:
-            Exception: whatever finishing raised (again on every later call).
+            Exception: whatever launching or finishing raised (again on every later call).
 
         Example:
             >>> SyncHandle.completed(3).wait()
             3
         """
-        if self._error is not None:
-            raise self._error
+        self.launch_remaining()
         finish, self._finish = self._finish, None
         if finish is not None:
             try:
@@ -358,9 +391,18 @@ class _Bucket:
         self.work = dist.all_reduce(self.pack(), op=_REDUCE_OPS[self.op], group=group, async_op=async_op)
         return self.work
 
+    def plan_agrees(self, world_size: int) -> Tensor:
+        """Wait for the all_reduce; whether the plan check riding in it agrees on every rank (a 0-dim bool)."""
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        total = sum(segment.numel for segment in self.segments)
+        return _check_agrees(self.buffer[total : total + self.check.numel()], self.op, world_size)
+
     def finish(self, world_size: int) -> dict[Any, Tensor]:
         if self.work is not None:
             self.work.wait()
+            self.work = None
         buffer = self.buffer
         total = sum(segment.numel for segment in self.segments)
         checked = total + (0 if self.check is None else self.check.numel())
@@ -604,22 +646,36 @@ class _Gather:
             reduced[flag.token] = _to(value.view(flag.shape), flag.device)
         return reduced
 
-    def finish(self, described: list[list[tuple[torch.dtype, tuple[int, ...]] | None]]) -> list[list[Tensor | None]]:
-        """Exchange the data; per item, per rank, a view of that rank's tensor (``None`` where it had none)."""
-        layouts = [_layout(rank) for rank in described]
-        longest = max(total for _, total in layouts)
+    def launch_data(self, described: list[list[tuple[torch.dtype, tuple[int, ...]] | None]], async_op: bool) -> Any:
+        """Start the data exchange sized by ``described`` (from :meth:`shapes`); its work, or ``None``."""
+        self.described = described
+        self.layouts = [_layout(rank) for rank in described]
+        longest = max(total for _, total in self.layouts)
+        self.gathered: Tensor | None = None
+        self.data_work: Any = None
         if longest == 0:
-            return [[None if d is None else _empty(d) for d in column] for column in zip(*described, strict=True)]
+            return None
         local = self.local
         if local.numel() < longest:
             local = torch.empty(longest, dtype=torch.uint8, device=self.device)
             local[: self.local.numel()].copy_(self.local)
-        gathered = torch.empty(self.world_size * longest, dtype=torch.uint8, device=self.device)
-        _all_gather_single(gathered, local, self.group, async_op=False)
-        gathered = gathered.view(self.world_size, longest)
+        self.sent = local  # alive until the exchange completes
+        self.gathered = torch.empty(self.world_size * longest, dtype=torch.uint8, device=self.device)
+        self.data_work = _all_gather_single(self.gathered, local, self.group, async_op)
+        return self.data_work
+
+    def data(self) -> list[list[Tensor | None]]:
+        """Wait for the data exchange; per item, per rank, a view of that rank's tensor (``None`` where it had none)."""
+        described = self.described
+        if self.gathered is None:
+            return [[None if d is None else _empty(d) for d in column] for column in zip(*described, strict=True)]
+        if self.data_work is not None:
+            self.data_work.wait()
+            self.data_work = None
+        gathered = self.gathered.view(self.world_size, -1)
         return [
             [
-                None if d is None else _byte_view(gathered[rank], layouts[rank][0][index], *d)
+                None if d is None else _byte_view(gathered[rank], self.layouts[rank][0][index], *d)
                 for rank, d in enumerate(column)
             ]
             for index, column in enumerate(zip(*described, strict=True))
@@ -867,9 +923,7 @@ def all_gather(
     gather = _Gather(list(values.values()), process_group, device)
     works = [gather.start(async_op)] if keys else []
 
-    def finish() -> dict[Any, Any]:
-        if not keys:
-            return dict(tensors)
+    def launch() -> list[Any]:
         described = gather.shapes()
         for index, key in enumerate(keys):
             column = [rank[index] for rank in described]
@@ -879,15 +933,19 @@ def all_gather(
                     f"all_gather: key {key!r} differs across ranks ({per_rank}); every rank must pass the same"
                     " shape and dtype."
                 )
-        gathered = gather.finish(described)
+        return [gather.launch_data(described, async_op)]
+
+    def finish() -> dict[Any, Any]:
+        if not keys:
+            return dict(tensors)
+        gathered = gather.data()
         stacked = {
             key: _to(torch.stack(per_rank), values[key].device) for key, per_rank in zip(keys, gathered, strict=True)
         }
         return {key: stacked.get(key, value) for key, value in tensors.items()}
 
-    if async_op:
-        return SyncHandle(finish, works, second_phase=bool(keys))
-    return finish()
+    handle = SyncHandle(finish, works, launch if keys else None)
+    return handle if async_op else handle.wait()
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -1107,12 +1165,27 @@ def _start_state_sync(
     world_size = dist.get_world_size(group)
     rank = dist.get_rank(group)
 
+    def launch() -> list[Any]:
+        """The second phase: every collective whose size or presence depends on the first phase's results."""
+        works = []
+        if gather is not None:
+            described = gather.shapes()  # the one host read
+            _verify_gathered(gather.gathered_checks, member_labels)
+            works.append(gather.launch_data(described, async_op))
+        elif fallbacks and verify and buckets and buckets[0].check is not None:
+            # torchmetrics' own sync of the fallbacks must not start on mismatched plans: read the check first
+            agrees = bool(buckets[0].plan_agrees(world_size))
+            if not agrees:
+                raise _mismatch(member_labels, None)
+        for metric, attrs in fallbacks.values():  # blocking: torchmetrics' gathers, done by the time this returns
+            _torchmetrics_sync_dist(metric, attrs, group)
+        return works
+
     def finish() -> None:
+        """Local: wait for the collectives issued, unpack, set the states."""
         results: dict[int, Any] = {}
         if gather is not None:
-            described = gather.shapes()
-            _verify_gathered(gather.gathered_checks, member_labels)
-            gathered = gather.finish(described)
+            gathered = gather.data()
             for entry, per_rank, own in zip(gathers, gathered, gather.own, strict=True):
                 results[id(entry)] = _combine_gathered(entry, per_rank, own, rank)
             for token, value in gather.reduced_flags().items():
@@ -1126,10 +1199,8 @@ def _start_state_sync(
             results[id(entries[token])] = value
         for entry in entries:
             setattr(entry.metric, entry.attr, results[id(entry)])
-        for metric, attrs in fallbacks.values():
-            _torchmetrics_sync_dist(metric, attrs, group)
 
-    return SyncHandle(finish, works, second_phase=gather is not None)
+    return SyncHandle(finish, works, launch if gather is not None or fallbacks else None)
 
 
 def _verify_gathered(per_rank: list[list[int]], labels: list[str]) -> None:
@@ -1225,9 +1296,21 @@ def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False)
 
 
 def _joined(
-    handles: list[SyncHandle], then: Callable[[], None] | None = None, then_communicates: bool = False
+    handles: list[SyncHandle], then: Callable[[], None] | None = None, communicate: Callable[[], None] | None = None
 ) -> SyncHandle:
-    """One handle for several, finished in order (the same order on every rank), then ``then()``."""
+    """One handle for several, launched and finished in order (the same order on every rank).
+
+    ``communicate()`` runs after every handle's second phase is launched (it may issue blocking collectives);
+    ``then()`` after every handle has finished (local work only).
+    """
+
+    def launch() -> list[Any]:
+        issued = [len(handle._works) for handle in handles]
+        for handle in handles:
+            handle.launch_remaining()
+        if communicate is not None:
+            communicate()
+        return [work for handle, count in zip(handles, issued, strict=True) for work in handle._works[count:]]
 
     def finish() -> None:
         for handle in handles:
@@ -1235,9 +1318,8 @@ def _joined(
         if then is not None:
             then()
 
-    handle = SyncHandle(finish, [w for h in handles for w in h._works])
-    handle._second_phase = then_communicates or any(h._second_phase for h in handles)
-    return handle
+    remaining = communicate is not None or any(handle._launch is not None for handle in handles)
+    return SyncHandle(finish, [w for h in handles for w in h._works], launch if remaining else None)
 
 
 def _labels(metrics: Any, into: dict[int, str], prefix: str = "") -> dict[int, str]:
@@ -1279,13 +1361,15 @@ def _start_metric_sync(
         if _member(group)  # outside the group there is nothing to exchange: the local states stand
     ]
 
+    def sync_others() -> None:
+        for metric in others:  # a user's dist_sync_fn or a custom _sync_dist: torchmetrics' own (blocking) sync
+            metric.sync(process_group=process_group)
+
     def mark_synced() -> None:
         for metric in fused:
             metric._is_synced = True
-        for metric in others:  # a user's dist_sync_fn or a custom _sync_dist: torchmetrics' own sync, in order
-            metric.sync(process_group=process_group)
 
-    return _joined(handles, mark_synced, then_communicates=bool(others))
+    return _joined(handles, mark_synced, sync_others if others else None)
 
 
 def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:

@@ -8,6 +8,8 @@ torchmetrics' sync, window by window.
 from __future__ import annotations
 
 import math
+import time
+import warnings
 from typing import Any
 
 import pytest
@@ -134,7 +136,7 @@ def checkpoint(rank: int, world_size: int) -> dict[str, Any]:
 
 
 def list_states(rank: int, world_size: int) -> dict[str, Any]:
-    """List states: the shape exchange is launched at schedule, its host read and the data gather wait for collect."""
+    """List states: the shape exchange, its host read and the data exchange at schedule; collect is local."""
     live = ta.MetricCollection({"cat": ta.CatMetric(), "sum": ta.SumMetric()})
     collector = AsyncMetricCollector(live)
     collector.bind()
@@ -172,8 +174,97 @@ def nan_error(rank: int, world_size: int) -> dict[str, Any]:
     return {"error": None}
 
 
+def _logged_members(module: Any) -> dict[str, Any]:
+    """List state, fused states, a wrapper computing (and syncing) through its own compute(), classification."""
+    members = {
+        "cat": module.CatMetric(),
+        "sum": module.SumMetric(),
+        "mean": module.MeanMetric(),
+        "running": module.RunningMean(window=2),
+    }
+    if MulticlassAccuracy is not None:
+        classes = torchmetrics.classification if module is torchmetrics else ta.classification
+        members["acc"] = classes.MulticlassAccuracy(num_classes=CLASSES)
+    return members
+
+
+def _update_logged(collection: Any, batches: list) -> None:
+    for x, preds, target in batches:
+        for name, metric in collection.items(keep_base=True, copy_state=False):
+            if name == "acc":
+                metric.update(preds, target)
+            else:
+                metric.update(x)
+
+
+# Batches per rank, per window; rank 0 does not collect window 2 either (the next schedule drops it there too).
+_LOGGED = ((2, 1), (0, 3), (1, 1), (3, 0), (1, 2))
+_NOT_COLLECTED = (2,)
+
+
+def rank0_only(rank: int, world_size: int) -> dict[str, Any]:
+    """``if rank == 0: log(collector.collect_results())``: rank 1 never collects, rank 0 collects late."""
+    live = ta.MetricCollection(_logged_members(ta))
+    collector = AsyncMetricCollector(live)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RunningMean has its own compute(): said once
+        collector.bind()
+    data = [_data(rank, 20 + window, counts[rank]) for window, counts in enumerate(_LOGGED)]
+    out: dict[str, Any] = {"ours": {}, "schedule": [], "collect": []}
+    for window in range(len(_LOGGED)):
+        _update_logged(live, data[window])
+        with harness.count_collectives() as scheduled, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # compute() before update() on a rank without batches
+            collector.schedule_collection()
+        out["schedule"].append(scheduled.as_dict())
+        if rank == 0 and window not in _NOT_COLLECTED:
+            time.sleep(0.2)  # rank 1 runs ahead into the next window meanwhile
+            with harness.count_collectives() as collected, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out["ours"][window] = collector.collect_results()
+            out["collect"].append(collected.as_dict())
+    out["still scheduled"] = collector.is_scheduled
+    collector.unbind()  # drops rank 1's last window
+    out["theirs"] = {}
+    for window in range(len(_LOGGED)):
+        reference = torchmetrics.MetricCollection(_logged_members(torchmetrics))
+        _update_logged(reference, data[window])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out["theirs"][window] = _python(reference.compute())  # torchmetrics syncs inside compute()
+    return out
+
+
+def rank0_only_error(rank: int, world_size: int) -> dict[str, Any]:
+    """A NaN recorded on rank 1, which never collects: rank 0 raises it; the next window is clean."""
+    live = ta.MetricCollection({"sum": ta.SumMetric(nan_strategy="error"), "cat": ta.CatMetric()})
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    out: dict[str, Any] = {"error": None}
+    batches = [torch.tensor([1.0, math.nan if rank == 1 else 2.0]), torch.tensor([2.0 + rank, 5.0])]
+    for window, batch in enumerate(batches):
+        live.update(batch)
+        collector.schedule_collection()
+        if rank == 0:
+            try:
+                out[window] = collector.collect_results()
+            except RuntimeError as err:
+                out["error"] = str(err)
+    reference = torchmetrics.MetricCollection({"sum": torchmetrics.SumMetric(), "cat": torchmetrics.CatMetric()})
+    reference.update(batches[1])
+    out["theirs"] = _python(reference.compute())
+    return out
+
+
 def run_all(rank: int, world_size: int) -> dict[str, Any]:
-    scenarios = {"windows": windows, "checkpoint": checkpoint, "list_states": list_states, "nan_error": nan_error}
+    scenarios = {
+        "windows": windows,
+        "checkpoint": checkpoint,
+        "list_states": list_states,
+        "nan_error": nan_error,
+        "rank0_only": rank0_only,
+        "rank0_only_error": rank0_only_error,
+    }
     return harness.run_scenarios(scenarios, rank, world_size)
 
 
@@ -218,15 +309,39 @@ def test_window_in_flight_survives_a_checkpoint(ranks):
         assert results["reloaded second"] == results["second"], f"rank {rank}"
 
 
-def test_list_states_exchange_shapes_at_schedule_and_data_at_collect(ranks):
+def test_list_states_exchange_shapes_and_data_at_schedule_and_nothing_at_collect(ranks):
     for rank, results in enumerate(scenario(ranks, "list_states")):
         assert _close(results["ours"], results["theirs"]), f"rank {rank}"
         assert results["ours"]["cat"] == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0, 13.0, 1.0]
-        assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 1}
-        assert results["collect"] == {"all_gather_single": 1}
-        assert results["schedule host syncs"] == 0  # the shapes are read in collect_results()
+        assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 2}
+        assert results["collect"] == {}
+        assert results["schedule host syncs"] == 1  # the exchanged shapes, read to size the data exchange
 
 
 def test_nan_on_one_rank_raises_at_collect_on_every_rank(ranks):
     for results in scenario(ranks, "nan_error"):
         assert torchmetrics_text(results["error"]) == "Encountered `nan` values in tensor"
+
+
+def test_collecting_on_rank_0_only_over_windows_with_list_states(ranks):
+    rank0, rank1 = scenario(ranks, "rank0_only")
+    collected = [w for w in range(len(_LOGGED)) if w not in _NOT_COLLECTED]
+    assert sorted(rank0["ours"]) == collected
+    assert rank1["ours"] == {}
+    for window in collected:
+        expected = rank0["theirs"][window]
+        assert expected == rank1["theirs"][window]  # torchmetrics' synced values: the same on both ranks
+        assert _close(rank0["ours"][window], expected), f"window {window}: {rank0['ours'][window]} != {expected}"
+    assert rank0["schedule"] == rank1["schedule"]  # every collective is issued by schedule_collection(), alike
+    assert all(counts.get("all_gather_single") == 2 for counts in rank0["schedule"])  # shapes, then data
+    assert rank0["collect"] == [{}] * len(collected)  # collecting is local
+    assert rank0["still scheduled"] is False
+    assert rank1["still scheduled"] is True  # its last window, dropped by unbind()
+
+
+def test_an_error_recorded_on_a_rank_that_does_not_collect_is_raised_by_the_one_that_does(ranks):
+    rank0, rank1 = scenario(ranks, "rank0_only_error")
+    assert torchmetrics_text(rank0["error"]) == "Encountered `nan` values in tensor"
+    assert _close(rank0[1], rank0["theirs"])
+    assert rank1["error"] is None
+    assert 1 not in rank1

@@ -1,0 +1,103 @@
+"""The per-rank checkpoint layout on one process: torch.save and DCP round trips, list states, refusals.
+
+The 2-rank round trips (each rank its own window) are in tests/distributed/test_checkpoint_two_ranks.py.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import pytest
+import torch
+import torchmetrics
+
+import torchmetrics_async as ta
+from torchmetrics_async import AsyncMetricCollector
+from torchmetrics_async.checkpoint import PerRankState, rank_key
+
+
+def _metrics() -> dict:
+    return {"cat": ta.CatMetric(), "sum": ta.SumMetric(), "plain": torchmetrics.CatMetric()}
+
+
+def _feed(metrics: dict, seed: int) -> None:
+    for metric in metrics.values():
+        metric.update(torch.arange(3.0) + seed)
+
+
+def _computed(metrics: dict) -> dict:
+    return {name: metric.compute().tolist() for name, metric in metrics.items()}
+
+
+def test_list_states_are_tuples_under_this_ranks_key():
+    metrics = _metrics()
+    _feed(metrics, 0)
+    state = PerRankState(metrics).state_dict()
+    assert sorted(state) == [rank_key(), "world_size"]
+    assert isinstance(state["rank0"]["cat"]["states"]["value"], tuple)  # DCP: one object, whatever its length
+    assert isinstance(state["rank0"]["sum"]["states"]["sum_value"], torch.Tensor)
+
+
+@pytest.mark.parametrize("via", ["torch.save", "dcp"])
+def test_round_trip_into_fresh_metrics_with_empty_lists(via, tmp_path):
+    metrics, reference = _metrics(), _metrics()
+    for seed in range(2):
+        _feed(metrics, seed)
+        _feed(reference, seed)
+    fresh = _metrics()
+    if via == "dcp":
+        dcp = pytest.importorskip("torch.distributed.checkpoint")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # DCP runs without a process group
+            dcp.save({"metrics": PerRankState(metrics)}, checkpoint_id=str(tmp_path))
+            dcp.load({"metrics": PerRankState(fresh)}, checkpoint_id=str(tmp_path))
+    else:
+        buffer = io.BytesIO()
+        torch.save(PerRankState(metrics).state_dict(), buffer)
+        buffer.seek(0)
+        PerRankState(fresh).load_state_dict(torch.load(buffer, weights_only=True))
+    _feed(fresh, 2)
+    _feed(reference, 2)
+    assert _computed(fresh) == _computed(reference)
+    assert {n: m._update_count for n, m in fresh.items()} == {n: m._update_count for n, m in reference.items()}
+
+
+def test_collector_dcp_with_a_list_state_in_flight(tmp_path):
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    live = ta.MetricCollection({"cat": ta.CatMetric(), "sum": ta.SumMetric()})
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    live.update(torch.tensor([1.0, 2.0]))
+    collector.schedule_collection()
+    live.update(torch.tensor([5.0]))
+    fresh_live = ta.MetricCollection({"cat": ta.CatMetric(), "sum": ta.SumMetric()})
+    fresh = AsyncMetricCollector(fresh_live)
+    fresh.bind()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save({"collector": collector}, checkpoint_id=str(tmp_path))
+        dcp.load({"collector": fresh}, checkpoint_id=str(tmp_path))
+    assert fresh.collect_results() == collector.collect_results()
+    collector.schedule_collection()
+    fresh.schedule_collection()
+    assert fresh.collect_results() == collector.collect_results()
+
+
+def test_one_ranks_entry_loads_on_purpose_and_other_layouts_are_refused():
+    metric = ta.SumMetric()
+    metric.update(torch.tensor(4.0))
+    state = PerRankState(metric).state_dict()
+    fresh = ta.SumMetric()
+    PerRankState(fresh).load_state_dict(state["rank0"])  # a rank's entry, chosen by the caller
+    assert fresh.compute() == metric.compute()
+    with pytest.raises(ValueError, match="saved by 2 processes and is loaded by 1"):
+        PerRankState(ta.SumMetric()).load_state_dict({**state, "world_size": 2})
+    with pytest.raises(KeyError, match="no entry 'rank0' for this rank"):
+        PerRankState(ta.SumMetric()).load_state_dict({"world_size": 1, "rank1": state["rank0"]})
+    collector_state = AsyncMetricCollector(metric).state_dict()
+    restored = AsyncMetricCollector(ta.SumMetric())
+    restored.load_state_dict(collector_state["rank0"])
+    assert restored.state_dict()["rank0"]["metrics"]["metric"]["update_count"] == 1
+    with pytest.raises(TypeError, match="PerRankState expects"):
+        PerRankState([metric])

@@ -1,0 +1,268 @@
+"""Per-rank checkpoints of metric states: each rank keeps its own window, under ``torch.save`` and DCP alike.
+
+A metric's states on a rank are that rank's share of the window (a local sum, the local list of predictions), not a
+copy of a global value. ``torch.distributed.checkpoint`` (DCP) treats a plain tensor saved under the same key on
+every rank as *replicated*: it writes one rank's copy and every rank loads it back. And it flattens a list of
+tensors into one key per element, so a list state (``CatMetric``) saved with elements cannot be loaded into a fresh
+metric whose list is empty ("Missing key in checkpoint state_dict"). The layout here avoids both:
+
+- everything a rank saves sits under its own key, ``"rank{r}"`` (the global rank; ``"rank0"`` without a process
+  group), so DCP writes and reads each rank's values separately; beside it ``"world_size"`` (the same on every rank)
+  lets a load into another number of processes fail instead of dropping or misplacing windows;
+- list states are tuples of tensors: DCP saves a tuple as one object, whatever its length (torch.save keeps it as is);
+- tensor states stay tensors (DCP reads them into the destination's tensors; their shape is the metric's definition).
+
+:class:`PerRankState` applies it to metrics used directly: ``dcp.save({"metrics": PerRankState(metrics)}, ...)``.
+A metric's own ``state_dict()`` keeps torchmetrics' layout (so torchmetrics checkpoints load both ways); under DCP
+its (``persistent``) states would be treated as replicated, so save metrics through :class:`PerRankState` there.
+:class:`~torchmetrics_async.AsyncMetricCollector` uses the same layout for its ``state_dict()``.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async import CatMetric
+    >>> metric = CatMetric()
+    >>> metric.update(torch.tensor([1.0, 2.0]))
+    >>> state = PerRankState(metric).state_dict()
+    >>> state["world_size"], state["rank0"]["metric"]["states"]["value"]
+    (1, (tensor([1., 2.]),))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+from torch.distributed.checkpoint.stateful import Stateful
+
+from torchmetrics_async._torchmetrics import Metric, MetricCollection
+from torchmetrics_async.metric import OWNED_STATES, set_update_count
+
+__all__ = ["PerRankState", "rank_key"]
+
+# Window counters besides ``_update_count`` that compute() or the next update reads: torchmetrics' ``Running``
+# wrapper picks its window slot and its base metric's update count from ``_num_vals_seen``.
+_COUNTERS = ("_num_vals_seen",)
+WORLD_SIZE = "world_size"
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def rank_key(rank: int | None = None) -> str:
+    """The key a rank's values sit under: ``"rank{r}"``.
+
+    Args:
+        rank: the global rank (``None``: this process's, ``0`` without a process group).
+
+    Returns:
+        The key.
+
+    Example:
+        >>> rank_key(), rank_key(3)
+        ('rank0', 'rank3')
+    """
+    return f"rank{_rank_and_world()[0] if rank is None else rank}"
+
+
+def per_rank(values: Any) -> dict[str, Any]:
+    """``{"world_size": w, "rank{r}": values}``: this rank's values under its own key."""
+    rank, world_size = _rank_and_world()
+    return {WORLD_SIZE: world_size, rank_key(rank): values}
+
+
+def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
+    """This rank's values from a :func:`per_rank` layout.
+
+    Raises:
+        ValueError: if it was saved by another number of processes.
+        KeyError: if it holds no values for this rank.
+    """
+    rank, world_size = _rank_and_world()
+    saved = state_dict.get(WORLD_SIZE)
+    if saved is not None and int(saved) != world_size:
+        raise ValueError(
+            f"{what}: the checkpoint was saved by {int(saved)} processes and is loaded by {world_size}: each rank's"
+            " window belongs to its rank. Load it into as many processes, or pass one rank's entry"
+            f" (state_dict[{rank_key(0)!r}], ...) to load_state_dict."
+        )
+    key = rank_key(rank)
+    if key not in state_dict:
+        ranks = sorted(k for k in state_dict if k.startswith("rank"))
+        raise KeyError(f"{what}: the checkpoint holds no entry {key!r} for this rank; it has {ranks}.")
+    return state_dict[key]
+
+
+def named_metrics(tree: Any) -> list[tuple[str, Metric]]:
+    """Every ``Metric`` module of the structure (wrappers' inner metrics too), named, each once, in a fixed order."""
+    out: list[tuple[str, Metric]] = []
+    seen: set[int] = set()
+
+    def visit(obj: Any, name: str) -> None:
+        if isinstance(obj, torch.nn.Module):
+            for sub_name, module in obj.named_modules(prefix=name):
+                if isinstance(module, Metric) and id(module) not in seen:
+                    seen.add(id(module))
+                    out.append((sub_name, module))
+        else:
+            for key, value in obj.items():
+                visit(value, str(key))
+
+    visit(tree, "metric" if isinstance(tree, torch.nn.Module) else "")
+    return out
+
+
+def counters(metric: Metric) -> dict[str, int]:
+    """The window counters ``metric`` has (see ``_COUNTERS``), as Python ints."""
+    return {name: int(metric.__dict__[name]) for name in _COUNTERS if name in metric.__dict__}
+
+
+def clone_state(value: Any) -> Tensor | tuple[Tensor, ...]:
+    """A detached copy of a state; a list state becomes a tuple (one object for DCP, whatever its length)."""
+    if isinstance(value, Tensor):
+        return value.detach().clone()
+    return tuple(piece.detach().clone() for piece in value)
+
+
+def metric_entry(metric: Metric) -> dict[str, Any]:
+    """``{"states", "update_count", "counters"}`` of a live metric: every state, whatever its ``persistent``."""
+    return {
+        "states": {attr: clone_state(getattr(metric, attr)) for attr in metric._defaults},
+        "update_count": int(metric._update_count),
+        "counters": counters(metric),
+    }
+
+
+def entry(section: Mapping[str, Any], name: str, what: str) -> tuple[Mapping[str, Any], int, Mapping[str, int]]:
+    """``(states, update_count, counters)`` of metric ``name`` in a section of entries."""
+    if name not in section:
+        raise KeyError(f"{what} state_dict has no entry for metric {name!r}; it has {sorted(section)}.")
+    found = section[name]
+    return found["states"], found["update_count"], found.get("counters", {})
+
+
+def state(states: Mapping[str, Any], attr: str, name: str, what: str) -> Any:
+    """State ``attr`` of metric ``name`` in an entry's ``states``."""
+    if attr not in states:
+        raise KeyError(f"{what} state_dict has no state {attr!r} for metric {name!r}.")
+    return states[attr]
+
+
+def load_live_state(metric: Metric, attr: str, value: Any) -> None:
+    """Give the live metric a copy of a saved state (its own: it may be written in place from then on)."""
+    current = getattr(metric, attr)
+    device = current.device if isinstance(current, Tensor) else metric.device
+    if isinstance(value, Tensor):
+        loaded: Any = value.detach().clone().to(device)
+    else:
+        loaded = [piece.detach().clone().to(device) for piece in value]
+    setattr(metric, attr, loaded)
+    owned = metric.__dict__.get(OWNED_STATES)
+    if owned is not None:
+        owned[attr] = loaded
+
+
+def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], what: str) -> None:
+    """Restore a live metric's states, update count and counters from its entry in ``section``."""
+    states, count, saved_counters = entry(section, name, what)
+    for attr in metric._defaults:
+        load_live_state(metric, attr, state(states, attr, name, what))
+    set_update_count(metric, int(count))
+    metric.__dict__.update({counter: int(value) for counter, value in saved_counters.items()})
+    metric.__dict__["_computed"] = None
+
+
+class PerRankState(Stateful):
+    """Metrics as a ``Stateful`` whose ``state_dict()`` keeps each rank's states under its own key.
+
+    For ``torch.distributed.checkpoint`` (where a metric's own ``state_dict()`` would be treated as replicated), and
+    for ``torch.save`` per rank alike. Every state is included whatever its ``persistent`` setting, with the update
+    counts (torchmetrics warns when computing a metric that saw no update) and a ``Running`` wrapper's position.
+    Load into the same metric structure in as many processes; each rank gets back its own states.
+
+    Args:
+        metrics: a torchmetrics ``Metric``, a ``MetricCollection``, or a dict whose values are either (accelerated
+            or not).
+
+    Raises:
+        TypeError: if ``metrics`` is not one of the accepted structures.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import CatMetric, SumMetric
+        >>> metrics = {"sum": SumMetric(), "cat": CatMetric()}
+        >>> for metric in metrics.values():
+        ...     metric.update(torch.tensor([1.0, 2.0]))
+        >>> saved = PerRankState(metrics).state_dict()  # or: dcp.save({"metrics": PerRankState(metrics)}, ...)
+        >>> fresh = {"sum": SumMetric(), "cat": CatMetric()}
+        >>> PerRankState(fresh).load_state_dict(saved)
+        >>> fresh["sum"].compute(), fresh["cat"].compute()
+        (tensor(3.), tensor([1., 2.]))
+    """
+
+    def __init__(self, metrics: Any) -> None:
+        check_structure(metrics, "PerRankState")
+        self.metrics = metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"world_size": w, "rank{r}": {name: {"states", "update_count", "counters"}}}``; tensors are copies.
+
+        Returns:
+            The state dict.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> metric.update(torch.tensor(4.0))
+            >>> PerRankState(metric).state_dict()["rank0"]["metric"]["update_count"]
+            1
+        """
+        return per_rank({name: metric_entry(metric) for name, metric in named_metrics(self.metrics)})
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore this rank's states, update counts and counters.
+
+        Args:
+            state_dict: from :meth:`state_dict` over the same structure, or one rank's entry of it
+                (``state_dict["rank1"]``: to load a rank's states elsewhere on purpose).
+
+        Raises:
+            ValueError: if it was saved by another number of processes.
+            KeyError: if it misses this rank, a metric or a state.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> metric.update(torch.tensor(4.0))
+            >>> fresh = SumMetric()
+            >>> PerRankState(fresh).load_state_dict(PerRankState(metric).state_dict())
+            >>> fresh.compute()
+            tensor(4.)
+        """
+        section = state_dict if WORLD_SIZE not in state_dict else this_rank(state_dict, "PerRankState")
+        for name, metric in named_metrics(self.metrics):
+            load_metric_entry(metric, name, section, "PerRankState")
+
+
+def check_structure(obj: Any, owner: str) -> None:
+    """Accept a ``Metric``, a ``MetricCollection`` or a non-empty dict of them; raise ``TypeError`` otherwise."""
+    if isinstance(obj, (Metric, MetricCollection)):
+        return
+    if isinstance(obj, Mapping) and obj:
+        for key, value in obj.items():
+            if not isinstance(value, (Metric, MetricCollection)):
+                raise TypeError(
+                    f"metric[{key!r}] is a {type(value).__name__}; expected a torchmetrics Metric or MetricCollection."
+                )
+        return
+    raise TypeError(
+        f"{owner} expects a torchmetrics Metric, a MetricCollection or a non-empty dict of them; got"
+        f" {type(obj).__name__}."
+    )
