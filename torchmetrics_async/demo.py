@@ -81,6 +81,8 @@ def build_metrics(
     Example:
         >>> sorted(build_metrics(10))
         ['accuracy', 'avg_loss', 'f1_score', 'precision', 'recall']
+        >>> sorted(set(build_metrics(10, extra_metrics=True)) - set(build_metrics(10)))
+        ['auroc', 'brier', 'jaccard']
     """
     task: dict[str, Any] = {"task": "multiclass", "num_classes": num_classes}
     if average is not None:
