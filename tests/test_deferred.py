@@ -22,7 +22,6 @@ from torchmetrics_async.accelerate import registry
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 
-
 def _has_deferred_checks(cls: type) -> bool:
     """Whether the class's family gives a batch that violates a deferred check (families without checks give none)."""
     try:

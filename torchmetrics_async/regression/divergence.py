@@ -43,7 +43,7 @@ def safe_xlogy(x: Tensor, y: Tensor) -> Tensor:
 
 
 def kl_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, int]:
-    """torchmetrics' ``_kld_update`` with :func:`safe_xlogy`: the divergence per observation and their count.
+    """Torchmetrics' ``_kld_update`` with :func:`safe_xlogy`: the divergence per observation and their count.
 
     Args:
         p: data distribution, ``[N, d]``.
@@ -74,7 +74,7 @@ def kl_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor
 
 
 def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, int]:
-    """torchmetrics' ``_jsd_update`` on :func:`kl_divergence_measures`."""
+    """Torchmetrics' ``_jsd_update`` on :func:`kl_divergence_measures`."""
     _check_same_shape(p, q)
     if p.ndim != 2 or q.ndim != 2:
         raise ValueError(f"Expected both p and q distribution to be 2D but got {p.ndim} and {q.ndim} respectively")
@@ -85,9 +85,7 @@ def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tenso
         p = p / p.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
         q = q / q.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
         mean = (p + q) / 2
-    measures = (
-        0.5 * kl_divergence_measures(p, mean, log_prob)[0] + 0.5 * kl_divergence_measures(q, mean, log_prob)[0]
-    )
+    measures = 0.5 * kl_divergence_measures(p, mean, log_prob)[0] + 0.5 * kl_divergence_measures(q, mean, log_prob)[0]
     return measures, total
 
 

@@ -84,7 +84,7 @@ def r2_value(
     adjusted: int = 0,
     multioutput: str = "uniform_average",
 ) -> Tensor:
-    """torchmetrics' ``_r2_score_compute`` without host reads: the same arithmetic, ``torch.where`` for the masks.
+    """Torchmetrics' ``_r2_score_compute`` without host reads: the same arithmetic, ``torch.where`` for the masks.
 
     With ``num_obs`` a Python int (the batch size, in ``forward``) the checks and warnings are torchmetrics' own. With
     a tensor (states inside the generic ``forward`` of an overriding subclass) they would need a host read: the value
@@ -142,7 +142,7 @@ def explained_variance_value(
     sum_squared_target: Tensor,
     multioutput: str = "uniform_average",
 ) -> Tensor:
-    """torchmetrics' ``_explained_variance_compute`` with ``torch.where`` instead of its masked assignments.
+    """Torchmetrics' ``_explained_variance_compute`` with ``torch.where`` instead of its masked assignments.
 
     Args:
         num_obs: number of observations.
@@ -175,7 +175,7 @@ def explained_variance_value(
 def pearson_value(
     max_abs_dev_x: Tensor, max_abs_dev_y: Tensor, var_x: Tensor, var_y: Tensor, corr_xy: Tensor, nb: Tensor
 ) -> Tensor:
-    """torchmetrics' ``_pearson_corrcoef_compute`` without its host reads (and so without its warning).
+    """Torchmetrics' ``_pearson_corrcoef_compute`` without its host reads (and so without its warning).
 
     torchmetrics reads ``(var_x < bound).any() or ...`` to warn that a near-zero variance makes the coefficient NaN,
     and ``valid_mask.any()`` before a masked assignment and a clamp; here the same elementwise arithmetic runs on all
@@ -224,7 +224,7 @@ def concordance_value(
     corr_xy: Tensor,
     nb: Tensor,
 ) -> Tensor:
-    """torchmetrics' ``_concordance_corrcoef_compute`` on :func:`pearson_value`: no host read.
+    """Torchmetrics' ``_concordance_corrcoef_compute`` on :func:`pearson_value`: no host read.
 
     Example:
         >>> ones = torch.ones(1)
@@ -257,7 +257,7 @@ class R2Score(SyncFreeSums, tm.R2Score):
         return r2_value(sum_squared_obs, sum_obs, rss, stats[0][3], self.adjusted, self.multioutput)
 
     def compute(self) -> Tensor:
-        """torchmetrics' R2 score of the states (inside an overriding subclass's ``forward``: without host reads).
+        """Torchmetrics' R2 score of the states (inside an overriding subclass's ``forward``: without host reads).
 
         Returns:
             The R2 score.
@@ -294,7 +294,7 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
         return explained_variance_value(*self._batch_states(stats[0]), self.multioutput)
 
     def compute(self) -> Tensor:
-        """torchmetrics' explained variance of the states (inside an overriding subclass's ``forward``: no host read).
+        """Torchmetrics' explained variance of the states (inside an overriding subclass's ``forward``: no host read).
 
         Returns:
             The explained variance.
@@ -354,7 +354,7 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         return self._value(stats[0][2])
 
     def _value(self, moments: tuple[Tensor, ...]) -> Tensor:
-        """torchmetrics' ``compute`` on ``moments`` (stacked ones aggregated first), the final step without reads."""
+        """Torchmetrics' ``compute`` on ``moments`` (stacked ones aggregated first), the final step without reads."""
         mean_x = moments[0]
         if (self.num_outputs == 1 and mean_x.numel() > 1) or (self.num_outputs > 1 and mean_x.ndim > 1):
             moments = _final_aggregation(*moments)
@@ -364,7 +364,7 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         raise NotImplementedError
 
     def compute(self) -> Tensor:
-        """torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read).
+        """Torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read).
 
         Returns:
             The coefficient (one per output).

@@ -105,5 +105,5 @@ class SyncFreeSums(SyncFreeBatchStats):
         return tuple(states)
 
     def _batch_value(self, stats: BatchStats) -> Any:
-        """torchmetrics' own ``compute`` on the states the batch alone gives."""
+        """Torchmetrics' own ``compute`` on the states the batch alone gives."""
         return super()._batch_value(BatchStats(self._batch_states(stats[0]), stats[1]))

@@ -56,7 +56,7 @@ def outside_domain(preds: Tensor, targets: Tensor, power: float) -> Tensor | Non
 
 
 def _deviance(preds: Tensor, targets: Tensor, power: float) -> Tensor:
-    """torchmetrics' deviance per element, its checks left out (see :func:`outside_domain`)."""
+    """Torchmetrics' deviance per element, its checks left out (see :func:`outside_domain`)."""
     if power == 0:
         return torch.pow(targets - preds, exponent=2)
     if power == 1:
