@@ -230,3 +230,12 @@ def test_float64_inputs_keep_torchmetrics_state_dtypes() -> None:
         for state in reference._defaults:
             assert getattr(metric, state).dtype == getattr(reference, state).dtype, (name, state)
         assert not math.isnan(float(metric.compute().sum())) or name == "KLDivergence"
+
+
+@pytest.mark.parametrize(("name", "init", "shape"), CONFIGS, ids=[f"{n}-{i}" for n, i, _ in CONFIGS])
+def test_jit_script_works_where_torchmetrics_scripts(name: str, init: dict[str, Any], shape: tuple[int, ...]) -> None:
+    try:
+        torch.jit.script(getattr(tmr, name)(**init))
+    except Exception as err:  # noqa: BLE001 - whatever torchmetrics' failure is, ours may fail too
+        pytest.xfail(f"torchmetrics' class does not script: {err!r}"[:200])
+    torch.jit.script(getattr(ours, name)(**init))

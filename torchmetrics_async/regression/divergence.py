@@ -5,11 +5,13 @@ assignment (``res[x == 0] = 0.0``: a data-dependent shape, a host sync in every 
 the same zeros with ``masked_fill``; the rest is torchmetrics' ``_kld_update``/``_jsd_update`` as they are.
 
 Example:
-    >>> import torch
+import torch
     >>> from torchmetrics_async.regression import KLDivergence
     >>> KLDivergence()(torch.tensor([[0.36, 0.48, 0.16]]), torch.tensor([[1 / 3, 1 / 3, 1 / 3]]))
     tensor(0.0853)
 """
+
+from typing import ClassVar
 
 import torch
 import torchmetrics.regression as tm
@@ -92,6 +94,8 @@ def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tenso
 class _SyncFreeDivergence(SyncFreeSums):
     """A divergence per observation: summed (``"mean"``/``"sum"``) or kept in a list (``"none"``), as torchmetrics."""
 
+    # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
     _reassigned_states = frozenset({"measures"})  # torchmetrics: `self.measures = self.measures + measures.sum()`
 
     @property

@@ -7,12 +7,14 @@ update, the one-pass ``forward`` (see :mod:`torchmetrics_async.regression.sums`)
 sync.
 
 Example:
-    >>> import torch
+import torch
     >>> from torchmetrics_async.regression import MeanAbsoluteError
     >>> metric = MeanAbsoluteError()
     >>> metric(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
     tensor(0.5000)
 """
+
+from typing import ClassVar
 
 import torch
 import torchmetrics.regression as tm
@@ -209,6 +211,9 @@ class CriticalSuccessIndex(SyncFreeSums, tm.CriticalSuccessIndex):
         >>> CriticalSuccessIndex(threshold=0.5)(torch.tensor([0.2, 0.7, 0.9]), torch.tensor([0.6, 0.8, 0.1]))
         tensor(0.3333)
     """
+
+    # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
 
     @property
     def _stat_states(self) -> tuple[str, ...]:  # type: ignore[override]
