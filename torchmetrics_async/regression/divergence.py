@@ -132,7 +132,7 @@ class KLDivergence(_SyncFreeDivergence, tm.KLDivergence):
     Example:
         >>> import torch
         >>> KLDivergence(reduction="none")(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]))
-        tensor([0.])
+        tensor(0.)
     """
 
     def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:

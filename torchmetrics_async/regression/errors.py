@@ -194,7 +194,7 @@ class RelativeSquaredError(SyncFreeSums, tm.RelativeSquaredError):
     Example:
         >>> import torch
         >>> RelativeSquaredError()(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 5.0]))
-        tensor(0.2857)
+        tensor(0.2500)
     """
 
     _stat_states = ("sum_squared_error", "sum_error", "residual", "total")

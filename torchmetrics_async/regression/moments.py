@@ -157,7 +157,7 @@ def explained_variance_value(
 
     Example:
         >>> explained_variance_value(2, torch.tensor(0.0), torch.tensor(0.5), torch.tensor(2.0), torch.tensor(4.0))
-        tensor(0.5000)
+        tensor(0.7500)
     """
     diff_avg = sum_error / num_obs
     numerator = sum_squared_error / num_obs - (diff_avg * diff_avg)
