@@ -236,6 +236,6 @@ def test_float64_inputs_keep_torchmetrics_state_dtypes() -> None:
 def test_jit_script_works_where_torchmetrics_scripts(name: str, init: dict[str, Any], shape: tuple[int, ...]) -> None:
     try:
         torch.jit.script(getattr(tmr, name)(**init))
-    except Exception as err:  # noqa: BLE001 - whatever torchmetrics' failure is, ours may fail too
+    except Exception as err:  # whatever torchmetrics fails with, ours may fail with too
         pytest.xfail(f"torchmetrics' class does not script: {err!r}"[:200])
     torch.jit.script(getattr(ours, name)(**init))
