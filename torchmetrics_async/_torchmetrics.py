@@ -24,7 +24,22 @@ from torchmetrics.functional.classification.stat_scores import (
     _multiclass_stat_scores_format,
     _multiclass_stat_scores_tensor_validation,
 )
+from torchmetrics.functional.regression.crps import _crps_update
+from torchmetrics.functional.regression.csi import _critical_success_index_update
+from torchmetrics.functional.regression.explained_variance import _explained_variance_update
+from torchmetrics.functional.regression.log_cosh import _unsqueeze_tensors
+from torchmetrics.functional.regression.log_mse import _mean_squared_log_error_update
+from torchmetrics.functional.regression.mae import _mean_absolute_error_update
+from torchmetrics.functional.regression.mape import _mean_absolute_percentage_error_update
+from torchmetrics.functional.regression.minkowski import _minkowski_distance_update
+from torchmetrics.functional.regression.mse import _mean_squared_error_update
+from torchmetrics.functional.regression.pearson import _pearson_corrcoef_update
+from torchmetrics.functional.regression.r2 import _r2_score_update
+from torchmetrics.functional.regression.symmetric_mape import _symmetric_mean_absolute_percentage_error_update
+from torchmetrics.functional.regression.utils import _check_data_shape_to_num_outputs
+from torchmetrics.functional.regression.wmape import _weighted_mean_absolute_percentage_error_update
 from torchmetrics.metric import Metric, jit_distributed_available
+from torchmetrics.regression.pearson import _final_aggregation
 from torchmetrics.utilities import rank_zero_warn
 from torchmetrics.utilities.checks import _check_same_shape
 from torchmetrics.utilities.compute import _safe_divide
@@ -360,6 +375,9 @@ __all__ = [
     "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
     "NAN_ERROR_MESSAGE",
     "NAN_WARN_MESSAGE",
+    "R2_ADJUSTED_DIVISION_MESSAGE",
+    "R2_ADJUSTED_TOO_LARGE_MESSAGE",
+    "R2_TOO_FEW_SAMPLES_MESSAGE",
     "BaseAggregator",
     "Metric",
     "MetricCollection",
@@ -368,17 +386,32 @@ __all__ = [
     "TorchMetricsUserError",
     "WrapperMetric",
     "_accuracy_reduce",
+    "_check_data_shape_to_num_outputs",
     "_check_same_shape",
+    "_critical_success_index_update",
+    "_crps_update",
+    "_explained_variance_update",
     "_fbeta_reduce",
+    "_final_aggregation",
     "_hamming_distance_reduce",
+    "_mean_absolute_error_update",
+    "_mean_absolute_percentage_error_update",
+    "_mean_squared_error_update",
+    "_mean_squared_log_error_update",
+    "_minkowski_distance_update",
     "_multiclass_confusion_matrix_format",
     "_multiclass_stat_scores_format",
     "_multiclass_stat_scores_tensor_validation",
     "_negative_predictive_value_reduce",
+    "_pearson_corrcoef_update",
     "_precision_recall_reduce",
+    "_r2_score_update",
     "_safe_divide",
     "_specificity_reduce",
     "_squeeze_if_scalar",
+    "_symmetric_mean_absolute_percentage_error_update",
+    "_unsqueeze_tensors",
+    "_weighted_mean_absolute_percentage_error_update",
     "binary_target_values_message",
     "confusion_matrix_nan_message",
     "device_mismatch_message",
@@ -398,4 +431,39 @@ __all__ = [
     "rank_zero_warn",
     "torchmetrics_base",
     "torchmetrics_origin",
+    "tweedie_domain_message",
 ]
+
+
+# Restated from torchmetrics.functional.regression.r2._r2_score_compute, which raises/warns them inline.
+R2_TOO_FEW_SAMPLES_MESSAGE = "Needs at least two samples to calculate r2 score."
+R2_ADJUSTED_TOO_LARGE_MESSAGE = (
+    "More independent regressions than data points in adjusted r2 score. Falls back to standard r2 score."
+)
+R2_ADJUSTED_DIVISION_MESSAGE = "Division by zero in adjusted r2 score. Falls back to standard r2 score."
+
+
+def tweedie_domain_message(power: float) -> str | None:
+    """The error ``_tweedie_deviance_score_update`` raises (``ValueError``) for inputs outside the power's domain.
+
+    Args:
+        power: the metric's ``power`` (not in (0, 1): the constructor rejects those).
+
+    Returns:
+        The message, or ``None`` for ``power=0`` (every input is in the domain).
+
+    Example:
+        >>> tweedie_domain_message(2)
+        "For power=2, both 'preds' and 'targets' have to be strictly positive."
+    """
+    if power == 0:
+        return None
+    if power == 1:
+        return f"For power={power}, 'preds' has to be strictly positive and 'targets' cannot be negative."
+    if power == 2:
+        return f"For power={power}, both 'preds' and 'targets' have to be strictly positive."
+    if power < 0:
+        return f"For power={power}, 'preds' has to be strictly positive."
+    if 1 < power < 2:
+        return f"For power={power}, 'targets' has to be strictly positive and 'preds' cannot be negative."
+    return f"For power={power}, both 'preds' and 'targets' have to be strictly positive."

@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass
 
 import torchmetrics.aggregation
+import torchmetrics.regression
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
@@ -50,6 +51,14 @@ FORWARD_CAVEATS: dict[type, str] = {
     torchmetrics.aggregation.CatMetric: (
         "forward() under nan_strategy='warn' (the default) or 'ignore' reads the NaN masks on the host: the batch it"
         " returns has NaNs dropped, a data-dependent shape; update() is sync-free under every strategy"
+    ),
+    torchmetrics.regression.SpearmanCorrCoef: (
+        "forward() reads the host: its batch value ranks the batch with torch.unique (a data-dependent shape), as"
+        " compute() does; update() is sync-free"
+    ),
+    torchmetrics.regression.KendallRankCorrCoef: (
+        "forward() reads the host: its batch value counts ties with torch.unique/bincount (data-dependent shapes),"
+        " as compute() does; update() is sync-free"
     ),
 }
 

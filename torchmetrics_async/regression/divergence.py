@@ -1,0 +1,152 @@
+"""Sync-free KL and Jensen-Shannon divergences with torchmetrics' names, arguments and values.
+
+torchmetrics computes ``x * log(y)`` with ``_safe_xlogy``, which zeroes the ``x == 0`` entries through a boolean-mask
+assignment (``res[x == 0] = 0.0``: a data-dependent shape, a host sync in every ``update``). :func:`safe_xlogy` writes
+the same zeros with ``masked_fill``; the rest is torchmetrics' ``_kld_update``/``_jsd_update`` as they are.
+
+Example:
+import torch
+    >>> from torchmetrics_async.regression import KLDivergence
+    >>> KLDivergence()(torch.tensor([[0.36, 0.48, 0.16]]), torch.tensor([[1 / 3, 1 / 3, 1 / 3]]))
+    tensor(0.0853)
+"""
+
+from typing import ClassVar
+
+import torch
+import torchmetrics.regression as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import _check_same_shape
+from torchmetrics_async.batch_stats import BatchStats
+from torchmetrics_async.regression.sums import SyncFreeSums
+
+__all__ = ["JensenShannonDivergence", "KLDivergence", "kl_divergence_measures", "safe_xlogy"]
+
+# torchmetrics' log(2) of the log-probability mean: a float32 CPU scalar, whatever the inputs' dtype.
+_LOG_2 = torch.log(torch.tensor(2.0))
+
+
+def safe_xlogy(x: Tensor, y: Tensor) -> Tensor:
+    """``x * log(y)``, 0 where ``x == 0``: torchmetrics' ``_safe_xlogy`` without its boolean-mask assignment.
+
+    Args:
+        x: the factor.
+        y: the argument of the logarithm.
+
+    Returns:
+        The product, shaped like ``x * y``.
+
+    Example:
+        >>> safe_xlogy(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]))
+        tensor([0., 0.])
+    """
+    return (x * torch.log(y)).masked_fill(x == 0, 0.0)
+
+
+def kl_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, int]:
+    """Torchmetrics' ``_kld_update`` with :func:`safe_xlogy`: the divergence per observation and their count.
+
+    Args:
+        p: data distribution, ``[N, d]``.
+        q: prior or approximate distribution, ``[N, d]``.
+        log_prob: whether the inputs are log-probabilities (else probabilities, normalized first).
+
+    Returns:
+        ``(measures, N)``.
+
+    Raises:
+        ValueError: if the inputs are not 2-dimensional, with torchmetrics' message.
+
+    Example:
+        >>> kl_divergence_measures(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]), log_prob=False)
+        (tensor([0.]), 1)
+    """
+    _check_same_shape(p, q)
+    if p.ndim != 2 or q.ndim != 2:
+        raise ValueError(f"Expected both p and q distribution to be 2D but got {p.ndim} and {q.ndim} respectively")
+    total = p.shape[0]
+    if log_prob:
+        measures = torch.sum(p.exp() * (p - q), axis=-1)  # type: ignore[call-overload]
+    else:
+        p = p / p.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
+        q = q / q.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
+        measures = safe_xlogy(p, p / q).sum(axis=-1)  # type: ignore[call-overload]
+    return measures, total
+
+
+def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, int]:
+    """Torchmetrics' ``_jsd_update`` on :func:`kl_divergence_measures`."""
+    _check_same_shape(p, q)
+    if p.ndim != 2 or q.ndim != 2:
+        raise ValueError(f"Expected both p and q distribution to be 2D but got {p.ndim} and {q.ndim} respectively")
+    total = p.shape[0]
+    if log_prob:
+        mean = torch.logsumexp(torch.stack([p, q]), dim=0) - _LOG_2
+    else:
+        p = p / p.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
+        q = q / q.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
+        mean = (p + q) / 2
+    measures = 0.5 * kl_divergence_measures(p, mean, log_prob)[0] + 0.5 * kl_divergence_measures(q, mean, log_prob)[0]
+    return measures, total
+
+
+class _SyncFreeDivergence(SyncFreeSums):
+    """A divergence per observation: summed (``"mean"``/``"sum"``) or kept in a list (``"none"``), as torchmetrics."""
+
+    # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
+    _reassigned_states = frozenset({"measures"})  # torchmetrics: `self.measures = self.measures + measures.sum()`
+
+    @property
+    def _stat_states(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("measures",) if self.reduction in ("none", None) else ("measures", "total")
+
+    def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:
+        raise NotImplementedError
+
+    def _batch_stats(self, p: Tensor, q: Tensor) -> BatchStats:
+        measures, total = self._measures(p, q)
+        if self.reduction in ("none", None):
+            return BatchStats((measures,), {})
+        return BatchStats((measures.sum(), total), {})
+
+    def update(self, p: Tensor, q: Tensor) -> None:
+        """Accumulate a batch of distributions without a host sync.
+
+        Args:
+            p: data distribution, ``[N, d]``.
+            q: prior or approximate distribution, ``[N, d]``.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async.regression import KLDivergence
+            >>> KLDivergence().update(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.9, 0.1]]))
+        """
+        self._update_from_stats(p, q)
+
+
+class KLDivergence(_SyncFreeDivergence, tm.KLDivergence):
+    """``torchmetrics.regression.KLDivergence`` (``log_prob``, ``reduction``) without host syncs.
+
+    Example:
+        >>> import torch
+        >>> KLDivergence(reduction="none")(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]))
+        tensor(0.)
+    """
+
+    def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:
+        return kl_divergence_measures(p, q, self.log_prob)
+
+
+class JensenShannonDivergence(_SyncFreeDivergence, tm.JensenShannonDivergence):
+    """``torchmetrics.regression.JensenShannonDivergence`` (``log_prob``, ``reduction``) without host syncs.
+
+    Example:
+        >>> import torch
+        >>> JensenShannonDivergence()(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]))
+        tensor(0.6931)
+    """
+
+    def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:
+        return _js_divergence_measures(p, q, self.log_prob)

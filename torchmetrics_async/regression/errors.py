@@ -1,0 +1,243 @@
+"""Sync-free mean-error regression metrics with torchmetrics' names, arguments and values.
+
+Their torchmetrics ``update`` sums errors and counts observations without reading the device, except
+``LogCoshError``, which builds its count with ``torch.tensor(n, device=...)`` (a host-to-device copy on an
+accelerator); here the count stays a Python number added as a kernel argument. What they gain is the package's lean
+update, the one-pass ``forward`` (see :mod:`torchmetrics_async.regression.sums`), the in-place reset and the fused
+sync.
+
+Example:
+import torch
+    >>> from torchmetrics_async.regression import MeanAbsoluteError
+    >>> metric = MeanAbsoluteError()
+    >>> metric(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+    tensor(0.5000)
+"""
+
+from typing import ClassVar
+
+import torch
+import torchmetrics.regression as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    _check_data_shape_to_num_outputs,
+    _check_same_shape,
+    _critical_success_index_update,
+    _crps_update,
+    _mean_absolute_error_update,
+    _mean_absolute_percentage_error_update,
+    _mean_squared_error_update,
+    _mean_squared_log_error_update,
+    _minkowski_distance_update,
+    _r2_score_update,
+    _symmetric_mean_absolute_percentage_error_update,
+    _unsqueeze_tensors,
+    _weighted_mean_absolute_percentage_error_update,
+)
+from torchmetrics_async.batch_stats import BatchStats
+from torchmetrics_async.regression.sums import SyncFreeSums
+
+__all__ = [
+    "ContinuousRankedProbabilityScore",
+    "CriticalSuccessIndex",
+    "LogCoshError",
+    "MeanAbsoluteError",
+    "MeanAbsolutePercentageError",
+    "MeanSquaredError",
+    "MeanSquaredLogError",
+    "MinkowskiDistance",
+    "RelativeSquaredError",
+    "SymmetricMeanAbsolutePercentageError",
+    "WeightedMeanAbsolutePercentageError",
+]
+
+
+class MeanSquaredError(SyncFreeSums, tm.MeanSquaredError):
+    """``torchmetrics.regression.MeanSquaredError`` (``squared``, ``num_outputs``) with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> MeanSquaredError()(torch.tensor([2.5, 5.0]), torch.tensor([3.0, 5.0]))
+        tensor(0.1250)
+    """
+
+    _stat_states = ("sum_squared_error", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_mean_squared_error_update(preds, target, num_outputs=self.num_outputs), {})
+
+
+class MeanAbsoluteError(SyncFreeSums, tm.MeanAbsoluteError):
+    """``torchmetrics.regression.MeanAbsoluteError`` (``num_outputs``) with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> MeanAbsoluteError()(torch.tensor([2.5, 5.0]), torch.tensor([3.0, 5.0]))
+        tensor(0.2500)
+    """
+
+    _stat_states = ("sum_abs_error", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_mean_absolute_error_update(preds, target, num_outputs=self.num_outputs), {})
+
+
+class MeanAbsolutePercentageError(SyncFreeSums, tm.MeanAbsolutePercentageError):
+    """``torchmetrics.regression.MeanAbsolutePercentageError`` with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> MeanAbsolutePercentageError()(torch.tensor([2.0, 5.0]), torch.tensor([4.0, 5.0]))
+        tensor(0.2500)
+    """
+
+    _stat_states = ("sum_abs_per_error", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_mean_absolute_percentage_error_update(preds, target), {})
+
+
+class SymmetricMeanAbsolutePercentageError(SyncFreeSums, tm.SymmetricMeanAbsolutePercentageError):
+    """``torchmetrics.regression.SymmetricMeanAbsolutePercentageError`` with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> SymmetricMeanAbsolutePercentageError()(torch.tensor([2.0, 5.0]), torch.tensor([6.0, 5.0]))
+        tensor(0.5000)
+    """
+
+    _stat_states = ("sum_abs_per_error", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_symmetric_mean_absolute_percentage_error_update(preds, target), {})
+
+
+class WeightedMeanAbsolutePercentageError(SyncFreeSums, tm.WeightedMeanAbsolutePercentageError):
+    """``torchmetrics.regression.WeightedMeanAbsolutePercentageError`` with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> WeightedMeanAbsolutePercentageError()(torch.tensor([2.0, 5.0]), torch.tensor([4.0, 4.0]))
+        tensor(0.3750)
+    """
+
+    _stat_states = ("sum_abs_error", "sum_scale")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_weighted_mean_absolute_percentage_error_update(preds, target), {})
+
+
+class MeanSquaredLogError(SyncFreeSums, tm.MeanSquaredLogError):
+    """``torchmetrics.regression.MeanSquaredLogError`` with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> MeanSquaredLogError()(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]))
+        tensor(0.)
+    """
+
+    _stat_states = ("sum_squared_log_error", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_mean_squared_log_error_update(preds, target), {})
+
+
+class LogCoshError(SyncFreeSums, tm.LogCoshError):
+    """``torchmetrics.regression.LogCoshError`` (``num_outputs``): no host-to-device copy of the count, one pass.
+
+    Example:
+        >>> import torch
+        >>> LogCoshError()(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]))
+        tensor(0.)
+    """
+
+    _stat_states = ("sum_log_cosh_error", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        # torchmetrics' _log_cosh_error_update, with the count a Python int instead of torch.tensor(n, device=...).
+        _check_same_shape(preds, target)
+        _check_data_shape_to_num_outputs(preds, target, self.num_outputs)
+        preds, target = _unsqueeze_tensors(preds, target)
+        diff = preds - target
+        sum_log_cosh_error = torch.log((torch.exp(diff) + torch.exp(-diff)) / 2).sum(0).squeeze()
+        return BatchStats((sum_log_cosh_error, target.shape[0]), {})
+
+
+class MinkowskiDistance(SyncFreeSums, tm.MinkowskiDistance):
+    """``torchmetrics.regression.MinkowskiDistance`` (``p``) with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> MinkowskiDistance(p=1)(torch.tensor([1.0, 2.0]), torch.tensor([2.0, 4.0]))
+        tensor(3.)
+    """
+
+    _stat_states = ("minkowski_dist_sum",)
+
+    def _batch_stats(self, preds: Tensor, targets: Tensor) -> BatchStats:
+        return BatchStats((_minkowski_distance_update(preds, targets, self.p),), {})
+
+    def update(self, preds: Tensor, targets: Tensor) -> None:  # torchmetrics names the second argument `targets`
+        """Accumulate a batch without a host sync (see ``torchmetrics.regression.MinkowskiDistance``).
+
+        Args:
+            preds: predictions.
+            targets: targets.
+        """
+        self._update_from_stats(preds, targets)
+
+
+class RelativeSquaredError(SyncFreeSums, tm.RelativeSquaredError):
+    """``torchmetrics.regression.RelativeSquaredError`` (``num_outputs``, ``squared``) with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> RelativeSquaredError()(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 5.0]))
+        tensor(0.2500)
+    """
+
+    _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_r2_score_update(preds, target), {})
+
+
+class CriticalSuccessIndex(SyncFreeSums, tm.CriticalSuccessIndex):
+    """``torchmetrics.regression.CriticalSuccessIndex`` (``threshold``, ``keep_sequence_dim``), one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> CriticalSuccessIndex(threshold=0.5)(torch.tensor([0.2, 0.7, 0.9]), torch.tensor([0.6, 0.8, 0.1]))
+        tensor(0.3333)
+    """
+
+    # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
+
+    @property
+    def _stat_states(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self.keep_sequence_dim is None:
+            return ("hits", "misses", "false_alarms")
+        return ("hits_list", "misses_list", "false_alarms_list")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        stats = _critical_success_index_update(preds, target, self.threshold, self.keep_sequence_dim)
+        return BatchStats(stats, {})
+
+
+class ContinuousRankedProbabilityScore(SyncFreeSums, tm.ContinuousRankedProbabilityScore):
+    """``torchmetrics.regression.ContinuousRankedProbabilityScore`` with a one-pass ``forward``.
+
+    Example:
+        >>> import torch
+        >>> metric = ContinuousRankedProbabilityScore()
+        >>> metric(torch.tensor([[0.0, 1.0], [1.0, 2.0]]), torch.tensor([0.5, 1.5]))
+        tensor(0.2500)
+    """
+
+    _stat_states = ("score", "total")
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        batch_size, diff, ensemble_sum = _crps_update(preds, target)
+        return BatchStats((torch.sum(diff - ensemble_sum), batch_size), {})

@@ -1,0 +1,424 @@
+"""Sync-free moment-based regression metrics: R2Score, ExplainedVariance, PearsonCorrCoef, ConcordanceCorrCoef.
+
+Their torchmetrics ``update`` is sync-free; their ``compute`` is not, and torchmetrics' ``forward`` runs ``compute`` on
+every batch: ``if num_obs < 2`` and the adjusted-R2 branches read the count, masked assignments
+(``raw_scores[cond] = ...``, ``output_scores[valid_score] = ...``, ``corrcoef[valid_mask] = ...``) have
+data-dependent shapes, and Pearson/Concordance read ``if (var_x < bound).any() ...`` to warn about a near-zero
+variance and ``if valid_mask.any()`` before clamping: 4 to 10 host syncs per ``forward()``.
+
+Here ``forward`` reduces the batch once and computes the batch value with the same arithmetic, written without host
+reads (``torch.where`` instead of masked assignments; the count is the batch size, a Python int, so the R2 checks and
+warnings stay eager and exact). ``compute()`` runs torchmetrics' own code, its host reads and its near-zero-variance
+warning included: the one warning check that remains, read where ``compute()`` may read the host. ``forward()`` does
+not give that warning for a degenerate batch (its value, NaN, is the same).
+
+Pearson and Concordance keep torchmetrics' running moments (``mean_x, mean_y, max_abs_dev_x, max_abs_dev_y, var_x,
+var_y, corr_xy, n_total``, reduced with ``dist_reduce_fx=None``): ``update`` is torchmetrics'
+``_pearson_corrcoef_update`` written into the states in place, and states gathered from several processes or merged
+with ``merge_state`` are stacked and combined by torchmetrics' ``_final_aggregation`` (the parallel-moments formula) in
+``compute()``, as in torchmetrics.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.regression import PearsonCorrCoef
+    >>> metric = PearsonCorrCoef()
+    >>> metric(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+    tensor(0.9849)
+"""
+
+import math
+from typing import Any
+
+import torch
+import torchmetrics.regression as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    R2_ADJUSTED_DIVISION_MESSAGE,
+    R2_ADJUSTED_TOO_LARGE_MESSAGE,
+    R2_TOO_FEW_SAMPLES_MESSAGE,
+    _explained_variance_update,
+    _final_aggregation,
+    _pearson_corrcoef_update,
+    _r2_score_update,
+    rank_zero_warn,
+)
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.deferred import FORWARD_INDEX
+from torchmetrics_async.regression.lean import SyncFreeLean
+from torchmetrics_async.regression.sums import SyncFreeSums, assign_state
+
+__all__ = [
+    "ConcordanceCorrCoef",
+    "ExplainedVariance",
+    "NormalizedRootMeanSquaredError",
+    "PearsonCorrCoef",
+    "R2Score",
+    "explained_variance_value",
+    "pearson_value",
+    "r2_value",
+]
+
+#: torchmetrics' running-moment states of PearsonCorrCoef/ConcordanceCorrCoef, in ``_pearson_corrcoef_update``'s order.
+MOMENTS = ("mean_x", "mean_y", "max_abs_dev_x", "max_abs_dev_y", "var_x", "var_y", "corr_xy", "n_total")
+
+
+def _in_batch_forward(metric: Any) -> bool:
+    """Whether ``compute()`` runs inside the generic ``forward`` (an overriding subclass), where it must not read."""
+    return metric.__dict__.get(FORWARD_INDEX) is not None
+
+
+def _average(scores: Tensor, weights: Tensor, multioutput: str) -> Tensor:
+    if multioutput == "raw_values":
+        return scores
+    if multioutput == "uniform_average":
+        return torch.mean(scores)
+    return torch.sum(weights / torch.sum(weights) * scores)
+
+
+def r2_value(
+    sum_squared_obs: Tensor,
+    sum_obs: Tensor,
+    rss: Tensor,
+    num_obs: int | Tensor,
+    adjusted: int = 0,
+    multioutput: str = "uniform_average",
+) -> Tensor:
+    """Torchmetrics' ``_r2_score_compute`` without host reads: the same arithmetic, ``torch.where`` for the masks.
+
+    With ``num_obs`` a Python int (the batch size, in ``forward``) the checks and warnings are torchmetrics' own. With
+    a tensor (states inside the generic ``forward`` of an overriding subclass) they would need a host read: the value
+    is NaN where torchmetrics raises (fewer than two samples), the adjusted score falls back to the plain one where
+    torchmetrics warns, and nothing is raised or warned.
+
+    Args:
+        sum_squared_obs: sum of squared targets.
+        sum_obs: sum of targets.
+        rss: residual sum of squares.
+        num_obs: number of observations.
+        adjusted: number of independent regressors.
+        multioutput: ``"raw_values"``, ``"uniform_average"`` or ``"variance_weighted"``.
+
+    Returns:
+        The R2 score, as torchmetrics computes it.
+
+    Raises:
+        ValueError: for fewer than two samples (``num_obs`` an int), as torchmetrics.
+
+    Example:
+        >>> r2_value(torch.tensor(5.0), torch.tensor(3.0), torch.tensor(0.5), 2)
+        tensor(0.)
+    """
+    host_count = not isinstance(num_obs, Tensor)
+    if host_count and num_obs < 2:
+        raise ValueError(R2_TOO_FEW_SAMPLES_MESSAGE)
+    mean_obs = sum_obs / num_obs
+    tss = sum_squared_obs - sum_obs * mean_obs
+    cond_rss = ~torch.isclose(rss, torch.zeros_like(rss), atol=1e-4)
+    cond_tss = ~torch.isclose(tss, torch.zeros_like(tss), atol=1e-4)
+    raw_scores = torch.ones_like(rss)
+    raw_scores = torch.where(cond_rss & cond_tss, (1 - rss / tss).to(raw_scores.dtype), raw_scores)
+    raw_scores = raw_scores.masked_fill(cond_rss & ~cond_tss, 0.0)
+    r2 = _average(raw_scores, tss, multioutput)
+    if adjusted == 0:
+        return r2 if host_count else r2.masked_fill(num_obs < 2, math.nan)
+    if host_count:
+        if adjusted > num_obs - 1:
+            rank_zero_warn(R2_ADJUSTED_TOO_LARGE_MESSAGE, UserWarning)
+        elif adjusted == num_obs - 1:
+            rank_zero_warn(R2_ADJUSTED_DIVISION_MESSAGE, UserWarning)
+        else:
+            return 1 - (1 - r2) * (num_obs - 1) / (num_obs - adjusted - 1)
+        return r2
+    adjusted_r2 = torch.where(num_obs - 1 > adjusted, 1 - (1 - r2) * (num_obs - 1) / (num_obs - adjusted - 1), r2)
+    return adjusted_r2.masked_fill(num_obs < 2, math.nan)
+
+
+def explained_variance_value(
+    num_obs: int | Tensor,
+    sum_error: Tensor,
+    sum_squared_error: Tensor,
+    sum_target: Tensor,
+    sum_squared_target: Tensor,
+    multioutput: str = "uniform_average",
+) -> Tensor:
+    """Torchmetrics' ``_explained_variance_compute`` with ``torch.where`` instead of its masked assignments.
+
+    Args:
+        num_obs: number of observations.
+        sum_error: sum of ``target - preds``.
+        sum_squared_error: sum of their squares.
+        sum_target: sum of targets.
+        sum_squared_target: sum of squared targets.
+        multioutput: ``"raw_values"``, ``"uniform_average"`` or ``"variance_weighted"``.
+
+    Returns:
+        The explained variance, as torchmetrics computes it.
+
+    Example:
+        >>> explained_variance_value(2, torch.tensor(0.0), torch.tensor(0.5), torch.tensor(2.0), torch.tensor(4.0))
+        tensor(0.7500)
+    """
+    diff_avg = sum_error / num_obs
+    numerator = sum_squared_error / num_obs - (diff_avg * diff_avg)
+    target_avg = sum_target / num_obs
+    denominator = sum_squared_target / num_obs - (target_avg * target_avg)
+    nonzero_numerator = numerator != 0
+    nonzero_denominator = denominator != 0
+    scores = torch.ones_like(diff_avg)
+    ratio = (1.0 - (numerator / denominator)).to(scores.dtype)
+    scores = torch.where(nonzero_numerator & nonzero_denominator, ratio, scores)
+    scores = scores.masked_fill(nonzero_numerator & ~nonzero_denominator, 0.0)
+    return _average(scores, denominator, multioutput)
+
+
+def pearson_value(
+    max_abs_dev_x: Tensor, max_abs_dev_y: Tensor, var_x: Tensor, var_y: Tensor, corr_xy: Tensor, nb: Tensor
+) -> Tensor:
+    """Torchmetrics' ``_pearson_corrcoef_compute`` without its host reads (and so without its warning).
+
+    torchmetrics reads ``(var_x < bound).any() or ...`` to warn that a near-zero variance makes the coefficient NaN,
+    and ``valid_mask.any()`` before a masked assignment and a clamp; here the same elementwise arithmetic runs on all
+    entries and ``torch.where`` keeps the valid ones (clamping NaN leaves it NaN, so the clamp needs no test).
+
+    Args:
+        max_abs_dev_x: maximum absolute deviation of the predictions.
+        max_abs_dev_y: maximum absolute deviation of the targets.
+        var_x: running sum of squared deviations of the predictions.
+        var_y: running sum of squared deviations of the targets.
+        corr_xy: running sum of products of deviations.
+        nb: number of observations.
+
+    Returns:
+        The correlation coefficient, as torchmetrics computes it.
+
+    Example:
+        >>> ones = torch.ones(1)
+        >>> pearson_value(ones, ones, ones, ones, -ones, 2 * ones)
+        tensor(-1.)
+    """
+    var_x = var_x / (nb - 1)
+    var_y = var_y / (nb - 1)
+    corr_xy = corr_xy / (nb - 1)
+    if var_x.dtype == torch.float16 and var_x.device == torch.device("cpu"):
+        var_x = var_x.bfloat16()
+        var_y = var_y.bfloat16()
+    var_x = var_x * torch.pow(max_abs_dev_x, -2)
+    var_y = var_y * torch.pow(max_abs_dev_y, -2)
+    corr_xy = corr_xy / (max_abs_dev_x * max_abs_dev_y)
+    bound = math.sqrt(torch.finfo(var_x.dtype).eps)
+    invalid = (
+        (var_x < bound) | (var_y < bound) | ~torch.isfinite(var_x) | ~torch.isfinite(var_y) | ~torch.isfinite(corr_xy)
+    )
+    corrcoef = (corr_xy / (var_x * var_y).sqrt()).to(corr_xy.dtype)
+    return torch.clamp(corrcoef.masked_fill(invalid, math.nan), -1.0, 1.0).squeeze()
+
+
+def concordance_value(
+    max_abs_dev_x: Tensor,
+    max_abs_dev_y: Tensor,
+    mean_x: Tensor,
+    mean_y: Tensor,
+    var_x: Tensor,
+    var_y: Tensor,
+    corr_xy: Tensor,
+    nb: Tensor,
+) -> Tensor:
+    """Torchmetrics' ``_concordance_corrcoef_compute`` on :func:`pearson_value`: no host read.
+
+    Example:
+        >>> ones = torch.ones(1)
+        >>> concordance_value(ones, ones, 0 * ones, 0 * ones, ones, ones, ones, 2 * ones)
+        tensor([1.])
+    """
+    pearson = pearson_value(max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, nb)
+    var_x = var_x / (nb - 1)
+    var_y = var_y / (nb - 1)
+    return 2.0 * pearson * var_x.sqrt() * var_y.sqrt() / (var_x + var_y + (mean_x - mean_y) ** 2)
+
+
+class R2Score(SyncFreeSums, tm.R2Score):
+    """``torchmetrics.regression.R2Score`` (``adjusted``, ``multioutput``) with a sync-free batch value.
+
+    Example:
+        >>> import torch
+        >>> R2Score()(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+        tensor(0.9486)
+    """
+
+    _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
+    _reassigned_states = frozenset(_stat_states)
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_r2_score_update(preds, target), {})
+
+    def _batch_value(self, stats: BatchStats) -> Tensor:
+        sum_squared_obs, sum_obs, rss, _ = self._batch_states(stats[0])
+        return r2_value(sum_squared_obs, sum_obs, rss, stats[0][3], self.adjusted, self.multioutput)
+
+    def compute(self) -> Tensor:
+        """Torchmetrics' R2 score of the states (inside an overriding subclass's ``forward``: without host reads).
+
+        Returns:
+            The R2 score.
+
+        Example:
+            >>> import torch
+            >>> metric = R2Score()
+            >>> metric.update(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+            >>> metric.compute()
+            tensor(0.9486)
+        """
+        if _in_batch_forward(self):
+            states = (self.sum_squared_error, self.sum_error, self.residual, self.total)
+            return r2_value(*states, self.adjusted, self.multioutput)
+        return super().compute()
+
+
+class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
+    """``torchmetrics.regression.ExplainedVariance`` (``multioutput``) with a sync-free batch value.
+
+    Example:
+        >>> import torch
+        >>> ExplainedVariance()(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+        tensor(0.9572)
+    """
+
+    _stat_states = ("num_obs", "sum_error", "sum_squared_error", "sum_target", "sum_squared_target")
+    _reassigned_states = frozenset(_stat_states)
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(_explained_variance_update(preds, target), {})
+
+    def _batch_value(self, stats: BatchStats) -> Tensor:
+        return explained_variance_value(*self._batch_states(stats[0]), self.multioutput)
+
+    def compute(self) -> Tensor:
+        """Torchmetrics' explained variance of the states (inside an overriding subclass's ``forward``: no host read).
+
+        Returns:
+            The explained variance.
+
+        Example:
+            >>> import torch
+            >>> metric = ExplainedVariance()
+            >>> metric.update(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+            >>> metric.compute()
+            tensor(0.9572)
+        """
+        if _in_batch_forward(self):
+            states = (self.num_obs, self.sum_error, self.sum_squared_error, self.sum_target, self.sum_squared_target)
+            return explained_variance_value(*states, self.multioutput)
+        return super().compute()
+
+
+class _SyncFreeMoments(SyncFreeBatchStats):
+    """torchmetrics' running moments updated in place; the batch value from the batch's own moments, no host read.
+
+    The batch statistics are the moments of the batch alone (what torchmetrics' ``forward`` computes after its
+    ``reset()``) plus the inputs, which ``_merge_stats`` folds into the running moments with torchmetrics' own update.
+    """
+
+    _stat_states = MOMENTS
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Fold a batch into the running moments (torchmetrics' update, written in place), without a host sync.
+
+        Args:
+            preds: predictions, ``(N,)`` or ``(N, num_outputs)``.
+            target: targets, shaped like ``preds``.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async.regression import PearsonCorrCoef
+            >>> PearsonCorrCoef().update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 3.0]))
+        """
+        self._fold(preds, target)
+
+    def _fold(self, preds: Tensor, target: Tensor) -> None:
+        states = [getattr(self, name) for name in MOMENTS]
+        moments = _pearson_corrcoef_update(preds, target, *states[:-1], states[-1], self.num_outputs)
+        for name, value in zip(MOMENTS, moments, strict=True):
+            assign_state(self, name, value)
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        defaults = [self._defaults[name] for name in MOMENTS]
+        moments = _pearson_corrcoef_update(preds, target, *defaults[:-1], defaults[-1], self.num_outputs)
+        return BatchStats((preds, target, moments), {})
+
+    def _merge_stats(self, stats: BatchStats) -> None:
+        preds, target, _ = stats[0]
+        self._fold(preds, target)
+
+    def _batch_value(self, stats: BatchStats) -> Tensor:
+        return self._value(stats[0][2])
+
+    def _value(self, moments: tuple[Tensor, ...]) -> Tensor:
+        """Torchmetrics' ``compute`` on ``moments`` (stacked ones aggregated first), the final step without reads."""
+        mean_x = moments[0]
+        if (self.num_outputs == 1 and mean_x.numel() > 1) or (self.num_outputs > 1 and mean_x.ndim > 1):
+            moments = _final_aggregation(*moments)
+        return self._from_moments(*moments)
+
+    def _from_moments(self, *moments: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def compute(self) -> Tensor:
+        """Torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read).
+
+        Returns:
+            The coefficient (one per output).
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async.regression import PearsonCorrCoef
+            >>> metric = PearsonCorrCoef()
+            >>> metric.update(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+            >>> metric.compute()
+            tensor(0.9849)
+        """
+        if _in_batch_forward(self):
+            return self._value(tuple(getattr(self, name) for name in MOMENTS))
+        return super().compute()
+
+
+class PearsonCorrCoef(_SyncFreeMoments, tm.PearsonCorrCoef):
+    """``torchmetrics.regression.PearsonCorrCoef`` (``num_outputs``) with a sync-free batch value.
+
+    Example:
+        >>> import torch
+        >>> PearsonCorrCoef(num_outputs=2)(torch.tensor([[2.5, 0.0], [2, 8]]), torch.tensor([[3, -0.5], [2, 7]]))
+        tensor([1., 1.])
+    """
+
+    def _from_moments(self, *moments: Tensor) -> Tensor:
+        _, _, max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, n_total = moments
+        return pearson_value(max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, n_total)
+
+
+class ConcordanceCorrCoef(_SyncFreeMoments, tm.ConcordanceCorrCoef):
+    """``torchmetrics.regression.ConcordanceCorrCoef`` (``num_outputs``) with a sync-free batch value.
+
+    Example:
+        >>> import torch
+        >>> ConcordanceCorrCoef()(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
+        tensor(0.9777)
+    """
+
+    def _from_moments(self, *moments: Tensor) -> Tensor:
+        mean_x, mean_y, max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, n_total = moments
+        return concordance_value(max_abs_dev_x, max_abs_dev_y, mean_x, mean_y, var_x, var_y, corr_xy, n_total)
+
+
+class NormalizedRootMeanSquaredError(SyncFreeLean, tm.NormalizedRootMeanSquaredError):
+    """``torchmetrics.regression.NormalizedRootMeanSquaredError`` through the lean wrapper (its update is sync-free).
+
+    Its running mean, variance and extrema are reassigned by torchmetrics' ``update`` and reduced with
+    ``dist_reduce_fx=None``; they stay torchmetrics' code.
+
+    Example:
+        >>> import torch
+        >>> metric = NormalizedRootMeanSquaredError(normalization="range")
+        >>> metric(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 5.0]))
+        tensor(0.2041)
+    """

@@ -1,0 +1,109 @@
+"""The base of regression metrics whose states are sums: batch sums folded in place, the batch value from them.
+
+Most torchmetrics regression metrics (the mean errors, R2, explained variance, the divergences) reduce a batch to a
+few sums (``sum_squared_error``, ``total``, ...) and add them to their states; their ``compute`` divides. Their
+``update`` is sync-free already; what this base adds is the package's lean update wrapper, in-place reset, fused sync,
+compile-safe update count and a one-pass ``forward`` (the batch sums are computed once, added to the states, and the
+batch value is torchmetrics' own ``compute`` on them), where torchmetrics' ``forward`` copies, resets, updates,
+computes and merges every state.
+
+torchmetrics adds some states in place (``self.total += n``: the state keeps its dtype) and reassigns others
+(``self.sum_error = self.sum_error + x``: the state takes the promoted dtype and the broadcast shape, e.g. a 0-dim
+default becomes a vector on a multi-output batch). A class names the reassigned ones in ``_reassigned_states``; both
+are reproduced exactly, in place wherever the result keeps the state's dtype and shape.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.regression import MeanSquaredError
+    >>> metric = MeanSquaredError()
+    >>> metric(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 4.0])), metric.compute()
+    (tensor(2.), tensor(2.))
+"""
+
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.deferred import mark_static_address
+from torchmetrics_async.metric import OWNED_STATES
+
+__all__ = ["SyncFreeSums", "assign_state"]
+
+
+def assign_state(metric: Any, name: str, value: Tensor) -> None:
+    """Give state ``name`` the value torchmetrics would assign, in place where that keeps its dtype and shape.
+
+    In place keeps the state's address (CUDA graphs, compiled code); a new dtype or shape (torchmetrics promotes and
+    broadcasts when it reassigns) makes it a new tensor this metric owns.
+
+    Args:
+        metric: a sync-free metric whose states it owns (its update wrapper made sure of that).
+        name: the state.
+        value: its new value.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async.regression import MeanSquaredError
+        >>> metric = MeanSquaredError()
+        >>> before = metric.total
+        >>> assign_state(metric, "total", torch.tensor(3))
+        >>> metric.total is before, metric.total
+        (True, tensor(3))
+    """
+    state = metric.__dict__
+    current = state[name]
+    if current.dtype == value.dtype and current.shape == value.shape:
+        current.copy_(value)
+        return
+    mine = mark_static_address(value)
+    setattr(metric, name, mine)
+    state[OWNED_STATES][name] = mine
+
+
+class SyncFreeSums(SyncFreeBatchStats):
+    """Batch sums added into sum-reduced states; the batch value is torchmetrics' ``compute`` on the batch sums.
+
+    A subclass implements ``_batch_stats`` (torchmetrics' functional update, values aligned with ``_stat_states``,
+    Python numbers welcome) and lists the states torchmetrics reassigns rather than adds in place.
+
+    Example:
+        >>> from torchmetrics_async.regression import R2Score
+        >>> isinstance(R2Score(), SyncFreeSums)
+        True
+    """
+
+    _stat_states: tuple[str, ...] = ()
+    #: States torchmetrics updates as ``state = state + value`` (promoted dtype, broadcast shape), not ``+=``.
+    _reassigned_states: ClassVar[frozenset[str]] = frozenset()
+
+    def _merge_stats(self, stats: BatchStats) -> None:
+        values, violations = stats
+        for name, value in zip(self._stat_states, values, strict=True):
+            state = getattr(self, name)
+            if isinstance(state, list):
+                state.append(value)
+            elif name in self._reassigned_states:
+                assign_state(self, name, state + value)
+            else:
+                state.add_(value)
+        for name, violated in violations.items():
+            self._record_violation(name, violated)
+
+    def _batch_states(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What torchmetrics' states hold after ``reset()`` and an ``update`` of the batch alone (tensors, lists)."""
+        states = []
+        for name, value in zip(self._stat_states, values, strict=True):
+            default = self._defaults[name]
+            if isinstance(default, list):
+                states.append(value)  # SyncFreeBatchStats._batch_value wraps it in a list
+            elif name in self._reassigned_states:
+                states.append(default + value)
+            else:  # `default += value`: the default's dtype, computed in the promoted one
+                states.append(torch.add(default, value).to(default.dtype))
+        return tuple(states)
+
+    def _batch_value(self, stats: BatchStats) -> Any:
+        """Torchmetrics' own ``compute`` on the states the batch alone gives."""
+        return super()._batch_value(BatchStats(self._batch_states(stats[0]), stats[1]))
