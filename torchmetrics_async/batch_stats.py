@@ -20,14 +20,12 @@ Example:
     (True, ['invalid_preds', 'invalid_target'])
 """
 
-import inspect
 from abc import abstractmethod
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.deferred import DeferredChecks
 from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
 
@@ -49,17 +47,6 @@ class BatchStats(NamedTuple):
     """Check name (see ``_deferred_checks``) -> bool tensor, any ``True`` meaning the batch violated it."""
 
 
-def _forwarding_init(cls: type, origin: type) -> Any:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        super(cls, self).__init__(*args, **kwargs)
-        self._setup_sync_free()
-
-    __init__.__signature__ = inspect.signature(origin.__init__)  # type: ignore[attr-defined]
-    __init__.__doc__ = f"Same arguments as ``{origin.__module__}.{origin.__name__}``."
-    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    return __init__
-
-
 class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
     """Base of a family: implement ``_batch_stats``; optionally ``_deferred_checks`` and ``_stat_states``.
 
@@ -74,13 +61,6 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
     """
 
     _stat_states: tuple[str, ...] = ("tp", "fp", "tn", "fn")
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Give an accelerated class torchmetrics' constructor (signature included), then the sync-free setup."""
-        super().__init_subclass__(**kwargs)
-        origin = torchmetrics_origin(cls)
-        if origin is not None and "__init__" not in cls.__dict__:
-            cls.__init__ = _forwarding_init(cls, origin)
 
     @abstractmethod
     def _batch_stats(self, *args: Any, **kwargs: Any) -> BatchStats:
@@ -130,8 +110,11 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
         state = self.__dict__
         saved = {name: state[name] for name in self._stat_states}
         for name, value in zip(self._stat_states, stats[0], strict=True):
-            # torchmetrics computes the batch value from states in their dtype (set_dtype changes it): so do we.
-            state[name] = [value] if isinstance(saved[name], list) else value.to(saved[name].dtype)
+            # torchmetrics computes the batch value from a default state plus the batch: their promoted dtype
+            # (a float64 state after set_dtype with integer counts; float64 inputs into a float32 state).
+            if not isinstance(saved[name], list):
+                value = value.to(torch.promote_types(value.dtype, saved[name].dtype))
+            state[name] = [value] if isinstance(saved[name], list) else value
         try:
             return super().compute()
         finally:

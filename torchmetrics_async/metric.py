@@ -37,6 +37,7 @@ from torchmetrics_async._torchmetrics import (
     device_mismatch_message,
     gather_all_tensors,
     rank_zero_warn,
+    torchmetrics_origin,
 )
 from torchmetrics_async.deferred import (
     _COMPILED_DIRTY,
@@ -52,7 +53,7 @@ from torchmetrics_async.deferred import (
 )
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
-from torchmetrics_async.registry import AutoRegistered
+from torchmetrics_async.registry import AutoRegistered, defined_in_package
 
 __all__ = [
     "OnePassForward",
@@ -83,6 +84,17 @@ _ANNOUNCED: set[tuple[str, str]] = set()
 _UPDATE_COUNT_KEY = "_update_count"
 
 
+def _forwarding_init(cls: type, origin: type) -> Any:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        super(cls, self).__init__(*args, **kwargs)
+        self._setup_sync_free()
+
+    __init__.__signature__ = inspect.signature(origin.__init__)  # type: ignore[attr-defined]
+    __init__.__doc__ = f"Same arguments as ``{origin.__module__}.{origin.__name__}``."
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
 class SyncFreeMixin(AutoRegistered, DeferredChecks):
     """Lean update wrapper, owned storage, deferred checks, adoption of live instances; first in a ``Metric``'s bases.
 
@@ -96,6 +108,13 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
 
     # Also merges a plain torchmetrics instance of the same torchmetrics class (see torchmetrics_async.merging).
     merge_state = merge_state_accepting_torchmetrics
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A package class without ``__init__`` gets torchmetrics' constructor (signature too), then the setup."""
+        super().__init_subclass__(**kwargs)
+        origin = torchmetrics_origin(cls)
+        if origin is not None and "__init__" not in cls.__dict__ and defined_in_package(cls):
+            cls.__init__ = _forwarding_init(cls, origin)
 
     def _wrap_update(self, update: Callable) -> Callable:
         """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from torchmetrics_async._torchmetrics import torchmetrics_origin
 
-__all__ = ["AutoRegistered", "register", "registry"]
+__all__ = ["AutoRegistered", "defined_in_package", "register", "registry"]
 
 _REGISTRY: dict[type, type] = {}
 _PACKAGE = __name__.split(".")[0]
@@ -65,13 +65,19 @@ def registry() -> dict[type, type]:
     return dict(_REGISTRY)
 
 
+def defined_in_package(cls: type) -> bool:
+    """Whether ``cls`` is one of this package's own classes (not a user's, not one a decorator derived).
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> defined_in_package(MeanMetric)
+        True
+    """
+    return cls.__module__.split(".")[0] == _PACKAGE and "_decorator" not in vars(cls)
+
+
 def _registers_itself(cls: type) -> bool:
-    return (
-        cls.__module__.split(".")[0] == _PACKAGE
-        and not cls.__name__.startswith("_")
-        and "_decorator" not in vars(cls)  # a decorator's derived class (see torchmetrics_async.decorators)
-        and torchmetrics_origin(cls) is not None
-    )
+    return defined_in_package(cls) and not cls.__name__.startswith("_") and torchmetrics_origin(cls) is not None
 
 
 class AutoRegistered:

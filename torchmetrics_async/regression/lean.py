@@ -14,10 +14,6 @@ Example:
     True
 """
 
-from typing import Any
-
-from torchmetrics_async._torchmetrics import torchmetrics_origin
-from torchmetrics_async.batch_stats import _forwarding_init
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = ["SyncFreeLean"]
@@ -31,13 +27,3 @@ class SyncFreeLean(SyncFreeMixin):
         >>> issubclass(CosineSimilarity, SyncFreeLean)
         True
     """
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Give the class torchmetrics' constructor (signature included), followed by the sync-free setup."""
-        super().__init_subclass__(**kwargs)
-        origin = torchmetrics_origin(cls)
-        if origin is not None and "__init__" not in cls.__dict__:
-            cls.__init__ = _forwarding_init(cls, origin)
-
-    def _init_sync_free(self) -> None:
-        self._setup_sync_free()
