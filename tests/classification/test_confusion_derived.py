@@ -61,7 +61,9 @@ def test_parity_with_torchmetrics(name: str, data: Any) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_invalid_targets_raise_in_compute(name: str) -> None:
-    kwargs = {"num_classes": 3} if task(name) == "multiclass" else {"num_labels": 3} if task(name) == "multilabel" else {}
+    kwargs = (
+        {"num_classes": 3} if task(name) == "multiclass" else {"num_labels": 3} if task(name) == "multilabel" else {}
+    )
     shape = (4, 3) if task(name) == "multilabel" else (4,)
     good = torch.rand(shape) if task(name) != "multiclass" else torch.rand(4, 3), torch.ones(shape, dtype=torch.long)
     bad_target = good[1].clone()
@@ -122,7 +124,7 @@ def test_compute_reads_only_the_deferred_flags(name: str) -> None:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: tmc.BinaryJaccardIndex(),
+        tmc.BinaryJaccardIndex,
         lambda: tmc.MulticlassJaccardIndex(num_classes=3),
         lambda: tmc.BinaryMatthewsCorrCoef(validate_args=False),
         lambda: tmc.MulticlassCohenKappa(num_classes=3, validate_args=False, ignore_index=0),
@@ -149,7 +151,8 @@ def test_matthews_perfect_and_inverse_predictions_are_float(name: str, kwargs: d
     preds_t, target_t = torch.tensor(preds), torch.tensor(target)
     theirs = getattr(tmc, name)(**kwargs)(preds_t, target_t)
     ours = getattr(tac, name)(**kwargs)(preds_t, target_t)
-    assert theirs.dtype == torch.int64 and ours.dtype == torch.float32
+    assert theirs.dtype == torch.int64
+    assert ours.dtype == torch.float32
     assert ours.item() == theirs.item()
 
 
