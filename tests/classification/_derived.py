@@ -6,6 +6,7 @@ Batches are drawn per task: binary ``(N, ...)``, multiclass ``(N, C, ...)`` scor
 occasional NaN; targets mix in ``ignore_index``; batches may be empty.
 """
 
+import itertools
 import warnings
 from typing import Any
 
@@ -161,6 +162,31 @@ def run_invalid(name: str, kwargs: dict[str, Any], good: tuple, bad: tuple, torc
     with pytest.raises(RuntimeError, match=VALUES_MESSAGE) as err:
         ours.compute()
     assert DEFERRED_SUFFIX in str(err.value)
+
+
+def grid(base: dict[str, Any], options: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of ``options`` on top of ``base``."""
+    keys = list(options)
+    return [{**base, **dict(zip(keys, values, strict=True))} for values in itertools.product(*options.values())]
+
+
+def check_sync_free(name: str, configs: list[dict[str, Any]], inputs: Any, kind: str, device: str) -> None:
+    """``update``/``forward`` of ``name`` under every config (every 3rd on meta), every batch of ``inputs(device)``."""
+    cases = []
+    for kwargs in configs if device == "cpu" else configs[::3]:
+        metric = getattr(tac, name)(**kwargs).to(device)  # moving the states is a copy: outside the context
+        cases += [(f"{name}({kwargs}) {label}", metric, kind, batch) for label, batch in inputs(device).items()]
+    assert_no_host_sync(cases)
+
+
+def check_compute_reads(name: str, configs: list[dict[str, Any]], batch: tuple) -> None:
+    """``compute()`` reads the host once (the deferred flags) with ``validate_args``, else never."""
+    for kwargs in configs:
+        metric = getattr(tac, name)(**kwargs)
+        metric.update(*batch)
+        with count_host_syncs() as syncs:
+            metric.compute()
+        assert syncs.total == int(kwargs["validate_args"]), syncs.summary()
 
 
 def assert_no_host_sync(cases: list[tuple[str, Any, str, tuple]]) -> None:

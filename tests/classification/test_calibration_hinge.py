@@ -3,7 +3,6 @@ update/forward/reset (CPU and meta) nor in compute beyond the deferred flags, de
 deviations (ignored entries kept in the calibration states; a float zero for a zero l2 error; empty crammer-singer
 batches), reset and MetricCollection."""
 
-import itertools
 from typing import Any
 
 import pytest
@@ -17,8 +16,10 @@ import torchmetrics_async as ta
 import torchmetrics_async.classification as tac
 from tests.classification._derived import (
     SETTINGS,
-    assert_no_host_sync,
     assert_same_value,
+    check_compute_reads,
+    check_sync_free,
+    grid,
     ignore_indices,
     run_invalid,
     run_pair,
@@ -26,7 +27,7 @@ from tests.classification._derived import (
     task,
 )
 from torchmetrics_async.classification import calibration, hinge
-from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
+from torchmetrics_async.testing import HostSyncError, no_host_sync
 
 NAMES = [*calibration.__all__[:2], *hinge.__all__]
 
@@ -97,8 +98,7 @@ def _grid(name: str) -> list[dict[str, Any]]:
         options["squared"] = [False, True]
         if task(name) == "multiclass":
             options["multiclass_mode"] = ["crammer-singer", "one-vs-all"]
-    keys = list(options)
-    return [{**base, **dict(zip(keys, values, strict=True))} for values in itertools.product(*options.values())]
+    return grid(base, options)
 
 
 def _inputs(name: str, device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -120,22 +120,12 @@ def _inputs(name: str, device: str) -> dict[str, tuple[torch.Tensor, torch.Tenso
 @pytest.mark.parametrize("kind", ["update", "forward"])
 @pytest.mark.parametrize("name", NAMES)
 def test_update_forward_and_reset_make_no_host_sync(name: str, kind: str, device: str) -> None:
-    grid = _grid(name)
-    cases = []
-    for kwargs in grid if device == "cpu" else grid[::3]:
-        metric = getattr(tac, name)(**kwargs).to(device)
-        cases += [(f"{name}({kwargs}) {label}", metric, kind, batch) for label, batch in _inputs(name, device).items()]
-    assert_no_host_sync(cases)
+    check_sync_free(name, _grid(name), lambda device: _inputs(name, device), kind, device)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_compute_reads_only_the_deferred_flags(name: str) -> None:
-    for kwargs in _grid(name):
-        metric = getattr(tac, name)(**kwargs)
-        metric.update(*_inputs(name, "cpu")["logits"])
-        with count_host_syncs() as syncs:
-            metric.compute()
-        assert syncs.total == int(kwargs["validate_args"]), syncs.summary()
+    check_compute_reads(name, _grid(name), _inputs(name, "cpu")["logits"])
 
 
 @pytest.mark.parametrize(

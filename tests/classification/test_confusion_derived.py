@@ -16,8 +16,10 @@ import torchmetrics_async as ta
 import torchmetrics_async.classification as tac
 from tests.classification._derived import (
     SETTINGS,
-    assert_no_host_sync,
     assert_same_value,
+    check_compute_reads,
+    check_sync_free,
+    grid,
     ignore_indices,
     run_invalid,
     run_pair,
@@ -25,7 +27,7 @@ from tests.classification._derived import (
     task,
 )
 from torchmetrics_async.classification import confusion_derived
-from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
+from torchmetrics_async.testing import HostSyncError, no_host_sync
 
 NAMES = [name for name in confusion_derived.__all__ if name[0].isupper()]
 AVERAGES = ["micro", "macro", "weighted", "none", None]
@@ -79,8 +81,7 @@ def _grid(name: str) -> list[dict[str, Any]]:
         options["average"] = AVERAGES
     if "Kappa" in name:
         options["weights"] = [None, "linear", "quadratic"]
-    keys = list(options)
-    return [{**base, **dict(zip(keys, values, strict=True))} for values in itertools.product(*options.values())]
+    return grid(base, options)
 
 
 def _inputs(name: str, device: str) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -103,22 +104,12 @@ def _inputs(name: str, device: str) -> dict[str, tuple[torch.Tensor, torch.Tenso
 @pytest.mark.parametrize("kind", ["update", "forward"])
 @pytest.mark.parametrize("name", NAMES)
 def test_update_forward_and_reset_make_no_host_sync(name: str, kind: str, device: str) -> None:
-    grid = _grid(name)
-    cases = []
-    for kwargs in grid if device == "cpu" else grid[::3]:
-        metric = getattr(tac, name)(**kwargs).to(device)
-        cases += [(f"{name}({kwargs}) {label}", metric, kind, batch) for label, batch in _inputs(name, device).items()]
-    assert_no_host_sync(cases)
+    check_sync_free(name, _grid(name), lambda device: _inputs(name, device), kind, device)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_compute_reads_only_the_deferred_flags(name: str) -> None:
-    for kwargs in _grid(name):
-        metric = getattr(tac, name)(**kwargs)
-        metric.update(*_inputs(name, "cpu")["labels"])
-        with count_host_syncs() as syncs:
-            metric.compute()
-        assert syncs.total == int(kwargs["validate_args"]), syncs.summary()
+    check_compute_reads(name, _grid(name), _inputs(name, "cpu")["labels"])
 
 
 @pytest.mark.parametrize(
