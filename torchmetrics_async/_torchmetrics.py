@@ -14,9 +14,12 @@ from torch import Tensor
 from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.collections import MetricCollection
 from torchmetrics.functional.classification.accuracy import _accuracy_reduce
+from torchmetrics.functional.classification.calibration_error import _ce_compute
+from torchmetrics.functional.classification.cohen_kappa import _cohen_kappa_reduce
 from torchmetrics.functional.classification.confusion_matrix import _multiclass_confusion_matrix_format
 from torchmetrics.functional.classification.f_beta import _fbeta_reduce
 from torchmetrics.functional.classification.hamming import _hamming_distance_reduce
+from torchmetrics.functional.classification.jaccard import _jaccard_index_reduce
 from torchmetrics.functional.classification.negative_predictive_value import _negative_predictive_value_reduce
 from torchmetrics.functional.classification.precision_recall import _precision_recall_reduce
 from torchmetrics.functional.classification.specificity import _specificity_reduce
@@ -363,6 +366,25 @@ def confusion_matrix_nan_message(count: int) -> str:
     return f"{count} NaN values found in confusion matrix have been replaced with zeros."
 
 
+# --- the confusion-matrix-derived, calibration and hinge family
+def float_preds_message(dtype: object) -> str:
+    """The error (``ValueError``) calibration error and hinge loss raise for ``preds`` that are not floating point.
+
+    Args:
+        dtype: the dtype of ``preds``.
+
+    Returns:
+        The message, as their tensor validations word it.
+
+    Example:
+        >>> float_preds_message("torch.int64").endswith("but got tensor with dtype torch.int64")
+        True
+    """
+    return (
+        f"Expected argument `preds` to be floating tensor with probabilities/logits but got tensor with dtype {dtype}"
+    )
+
+
 __all__ = [
     "AGGREGATOR_INTERNALS",
     "ALREADY_SYNCED_MESSAGE",
@@ -386,14 +408,17 @@ __all__ = [
     "TorchMetricsUserError",
     "WrapperMetric",
     "_accuracy_reduce",
+    "_ce_compute",
     "_check_data_shape_to_num_outputs",
     "_check_same_shape",
+    "_cohen_kappa_reduce",
     "_critical_success_index_update",
     "_crps_update",
     "_explained_variance_update",
     "_fbeta_reduce",
     "_final_aggregation",
     "_hamming_distance_reduce",
+    "_jaccard_index_reduce",
     "_mean_absolute_error_update",
     "_mean_absolute_percentage_error_update",
     "_mean_squared_error_update",
@@ -421,6 +446,7 @@ __all__ = [
     "dim_zero_min",
     "dim_zero_sum",
     "equal_metric_states",
+    "float_preds_message",
     "gather_all_tensors",
     "is_torchmetrics_class",
     "jit_distributed_available",

@@ -24,11 +24,16 @@ from torchmetrics_async.registry import AutoRegistered
 
 __all__ = [
     "Accuracy",
+    "CalibrationError",
+    "CohenKappa",
     "ConfusionMatrix",
     "ExactMatch",
     "F1Score",
     "FBetaScore",
     "HammingDistance",
+    "HingeLoss",
+    "JaccardIndex",
+    "MatthewsCorrCoef",
     "NegativePredictiveValue",
     "Precision",
     "Recall",
@@ -173,4 +178,62 @@ class ConfusionMatrix(_AcceleratedTaskWrapper, torchmetrics.ConfusionMatrix):
         >>> metric(torch.tensor([0.35, 0.85, 0.48, 0.01]), torch.tensor([1, 1, 0, 0]))
         tensor([[2, 0],
                 [1, 1]])
+    """
+
+
+# --- the confusion-matrix-derived, calibration and hinge family
+
+
+class JaccardIndex(_AcceleratedTaskWrapper, torchmetrics.JaccardIndex):
+    """``torchmetrics.JaccardIndex`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = JaccardIndex(task="multiclass", num_classes=3)
+        >>> metric(torch.tensor([2, 1, 0, 0]), torch.tensor([2, 1, 0, 1]))
+        tensor(0.6667)
+    """
+
+
+class CohenKappa(_AcceleratedTaskWrapper, torchmetrics.CohenKappa):
+    """``torchmetrics.CohenKappa`` returning the accelerated task metric (torchmetrics has no multilabel task).
+
+    Example:
+        >>> import torch
+        >>> metric = CohenKappa(task="binary")
+        >>> metric(torch.tensor([1, 1, 0, 0]), torch.tensor([1, 0, 0, 0]))
+        tensor(0.5000)
+    """
+
+
+class MatthewsCorrCoef(_AcceleratedTaskWrapper, torchmetrics.MatthewsCorrCoef):
+    """``torchmetrics.MatthewsCorrCoef`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = MatthewsCorrCoef(task="binary")
+        >>> metric(torch.tensor([1, 0, 1, 1]), torch.tensor([1, 0, 0, 1]))
+        tensor(0.5774)
+    """
+
+
+class CalibrationError(_AcceleratedTaskWrapper, torchmetrics.CalibrationError):
+    """``torchmetrics.CalibrationError`` returning the accelerated task metric (binary or multiclass).
+
+    Example:
+        >>> import torch
+        >>> metric = CalibrationError(task="binary", n_bins=2)
+        >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
+        tensor(0.2900)
+    """
+
+
+class HingeLoss(_AcceleratedTaskWrapper, torchmetrics.HingeLoss):
+    """``torchmetrics.HingeLoss`` returning the accelerated task metric (binary or multiclass).
+
+    Example:
+        >>> import torch
+        >>> metric = HingeLoss(task="binary")
+        >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
+        tensor(0.6900)
     """

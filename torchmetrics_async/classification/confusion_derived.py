@@ -1,0 +1,289 @@
+"""Sync-free metrics torchmetrics derives from a confusion matrix: Jaccard index, Cohen's kappa, Matthews' coefficient.
+
+torchmetrics builds ``BinaryJaccardIndex``, ``MulticlassCohenKappa``, ``MultilabelMatthewsCorrCoef``, ... on its
+confusion-matrix classes: the same ``update`` (with its ``torch.unique`` checks, boolean ``ignore_index`` masks and
+``bincount``), a different ``compute``. Here they subclass the accelerated confusion matrices of
+:mod:`~torchmetrics_async.classification.binary`, :mod:`~torchmetrics_async.classification.multiclass` and
+:mod:`~torchmetrics_async.classification.multilabel`, so ``update`` is theirs (sync-free, deferred value checks), and
+reduce the matrix without host reads:
+
+- Cohen's kappa and most Jaccard averages call torchmetrics' own reductions, which read nothing on the host;
+- the multiclass macro Jaccard zeroes absent classes with ``masked_fill`` instead of a boolean-mask write;
+- Matthews' coefficient picks torchmetrics' special cases (perfect, inverse and degenerate matrices) with
+  ``torch.where`` instead of Python ``if`` on device values. Its value is torchmetrics', always as a float tensor
+  (torchmetrics returns an integer ``1``/``-1`` for perfect and inverse binary predictions).
+
+``forward()``'s batch value is the same reduction of the batch's matrix.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.classification.confusion_derived import MulticlassJaccardIndex
+    >>> metric = MulticlassJaccardIndex(num_classes=3)
+    >>> metric.update(torch.tensor([2, 1, 0, 0]), torch.tensor([2, 1, 0, 1]))
+    >>> metric.compute()
+    tensor(0.6667)
+"""
+
+from typing import Any
+
+import torch
+import torchmetrics.classification as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import _cohen_kappa_reduce, _jaccard_index_reduce, _safe_divide
+from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.classification.binary import BinaryConfusionMatrix
+from torchmetrics_async.classification.multiclass import MulticlassConfusionMatrix
+from torchmetrics_async.classification.multilabel import MultilabelConfusionMatrix
+
+__all__ = [
+    "BinaryCohenKappa",
+    "BinaryJaccardIndex",
+    "BinaryMatthewsCorrCoef",
+    "MulticlassCohenKappa",
+    "MulticlassJaccardIndex",
+    "MulticlassMatthewsCorrCoef",
+    "MultilabelJaccardIndex",
+    "MultilabelMatthewsCorrCoef",
+    "jaccard_index_reduce",
+    "matthews_corrcoef_reduce",
+]
+
+
+def jaccard_index_reduce(
+    confmat: Tensor, average: str | None, ignore_index: int | None = None, zero_division: float = 0.0
+) -> Tensor:
+    """The ``_jaccard_index_reduce`` of torchmetrics without its host read (the multiclass macro weights' mask write).
+
+    Args:
+        confmat: an un-normalized confusion matrix, ``(2, 2)``, ``(C, C)`` or ``(L, 2, 2)``.
+        average: ``"binary"``, ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"`` or ``None``.
+        ignore_index: the class left out of the averages (multiclass).
+        zero_division: the value of 0/0.
+
+    Returns:
+        The Jaccard index.
+
+    Example:
+        >>> jaccard_index_reduce(torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0]]), "macro")
+        tensor(0.5000)
+    """
+    if average != "macro" or confmat.ndim != 2:
+        return _jaccard_index_reduce(confmat, average=average, ignore_index=ignore_index, zero_division=zero_division)
+    # torchmetrics' multiclass macro branch, with `weights[absent] = 0.0` written by masked_fill.
+    confmat = confmat.float()
+    num = torch.diag(confmat)
+    denom = confmat.sum(0) + confmat.sum(1) - num
+    jaccard = _safe_divide(num, denom, zero_division=zero_division)
+    weights = torch.ones_like(jaccard)
+    if ignore_index is not None and 0 <= ignore_index < confmat.shape[0]:
+        weights[ignore_index] = 0.0
+    weights = weights.masked_fill(confmat.sum(1) + confmat.sum(0) == 0, 0.0)
+    return ((weights * jaccard) / weights.sum()).sum()
+
+
+def _binary_matthews(confmat: Tensor, general: Tensor) -> Tensor:
+    """The special cases torchmetrics makes of a 2x2 matrix, picked on the device (``general``: the formula)."""
+    tn, fp, fn, tp = confmat.reshape(-1)
+    eps = torch.finfo(torch.float32).eps
+    root_eps = torch.full((), eps, dtype=torch.float32, device=confmat.device).sqrt()
+    zero = torch.zeros((), dtype=general.dtype, device=confmat.device)
+    # The numerators torchmetrics uses when the formula's denominator is 0, first matching case first.
+    cases = [
+        ((fn == 0) & (tn == 0), root_eps * (tp - fp)),
+        ((fp == 0) & (tn == 0), root_eps * (tp - fn)),
+        ((tp == 0) & (fn == 0), root_eps * (tn - fp)),
+        ((tp == 0) & (fp == 0), root_eps * (tn - fn)),
+        (tp == 0, tn - fp * fn),
+        (tn == 0, tp - fp * fn),
+        ((fp == 0) | (fn == 0), tp * tn),
+    ]
+    degenerate_denom = (tp + fp + eps) * (tp + fn + eps) * (tn + fp + eps) * (tn + fn + eps)
+    numerator = zero
+    for condition, value in reversed(cases):
+        numerator = torch.where(condition, value, numerator)
+    matched = torch.stack([condition for condition, _ in cases]).any()
+    # No case matched: torchmetrics returns 0.
+    degenerate = torch.where(matched, numerator / torch.sqrt(degenerate_denom), zero)
+    return degenerate.to(general.dtype)
+
+
+def matthews_corrcoef_reduce(confmat: Tensor) -> Tensor:
+    """The ``_matthews_corrcoef_reduce`` of torchmetrics with its branches taken on the device: same value, float dtype.
+
+    torchmetrics sums the products of the marginals one by one in Python; here one reduction sums them, which can
+    differ in the last bits once the counts pass 2**12 per class (float32 products beyond 2**24).
+
+    Args:
+        confmat: an un-normalized confusion matrix, ``(2, 2)``, ``(C, C)`` or ``(L, 2, 2)`` (summed over labels).
+
+    Returns:
+        The coefficient, a 0-dim float tensor.
+
+    Example:
+        >>> perfect, one_wrong = torch.tensor([[2, 0], [0, 3]]), torch.tensor([[2, 1], [0, 3]])
+        >>> matthews_corrcoef_reduce(perfect), matthews_corrcoef_reduce(one_wrong)
+        (tensor(1.), tensor(0.7071))
+    """
+    confmat = confmat.sum(0) if confmat.ndim == 3 else confmat
+    binary = confmat.numel() == 4
+    counts = confmat.float()
+    tk = counts.sum(dim=-1)
+    pk = counts.sum(dim=-2)
+    c = torch.trace(counts)
+    s = counts.sum()
+    numerator = c * s - (tk * pk).sum()
+    cov_ypyp = s**2 - (pk * pk).sum()
+    cov_ytyt = s**2 - (tk * tk).sum()
+    denom = cov_ypyp * cov_ytyt
+    value = numerator / torch.sqrt(denom)
+    if not binary:
+        return torch.where(denom == 0, torch.zeros_like(value), value)
+    value = torch.where(denom == 0, _binary_matthews(confmat, value), value)
+    tn, fp, fn, tp = confmat.reshape(-1)
+    right, wrong = tp + tn, fp + fn
+    value = torch.where((right != 0) & (wrong == 0), torch.ones_like(value), value)
+    return torch.where((right == 0) & (wrong != 0), -torch.ones_like(value), value)
+
+
+class _ConfusionMatrixReduction:
+    """``compute()`` and ``forward()``'s batch value: a reduction of the confusion matrix (``_reduce``).
+
+    Placed before an accelerated confusion matrix in the bases: its ``update`` counts, this reduces.
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def _batch_value(self, stats: BatchStats) -> Any:
+        # The confusion matrix's batch value is the batch's un-normalized matrix (torchmetrics passes normalize=None).
+        return self._reduce(super()._batch_value(stats))  # type: ignore[misc]
+
+    def compute(self) -> Tensor:
+        """Raise deferred value errors (torchmetrics' messages), then reduce the confusion matrix without host reads.
+
+        Returns:
+            The metric value.
+
+        Example:
+            >>> import torch
+            >>> metric = BinaryMatthewsCorrCoef()
+            >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
+            >>> metric.compute()
+            tensor(0.5774)
+        """
+        self._raise_deferred_checks()  # type: ignore[attr-defined]
+        return self._reduce(self.confmat)  # type: ignore[attr-defined]
+
+
+class BinaryJaccardIndex(_ConfusionMatrixReduction, BinaryConfusionMatrix, tm.BinaryJaccardIndex):
+    """Binary Jaccard index (intersection over union); ``torchmetrics.classification.BinaryJaccardIndex``, sync-free.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryJaccardIndex()
+        >>> metric(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
+        tensor(0.3333)
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        return _jaccard_index_reduce(confmat, average="binary", zero_division=self.zero_division)
+
+
+class MulticlassJaccardIndex(_ConfusionMatrixReduction, MulticlassConfusionMatrix, tm.MulticlassJaccardIndex):
+    """Multiclass Jaccard index; ``torchmetrics.classification.MulticlassJaccardIndex`` without host syncs.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassJaccardIndex(num_classes=3, ignore_index=0)
+        >>> metric(torch.tensor([2, 1, 0, 0]), torch.tensor([2, 1, 0, 1]))
+        tensor(0.7500)
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        return jaccard_index_reduce(confmat, self.average, self.ignore_index, self.zero_division)
+
+
+class MultilabelJaccardIndex(_ConfusionMatrixReduction, MultilabelConfusionMatrix, tm.MultilabelJaccardIndex):
+    """Multilabel Jaccard index; ``torchmetrics.classification.MultilabelJaccardIndex`` without host syncs.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelJaccardIndex(num_labels=3, average=None)
+        >>> metric(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
+        tensor([1.0000, 0.0000, 0.5000])
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        # torchmetrics passes no ignore_index here: ignored entries are already out of the matrix.
+        return jaccard_index_reduce(confmat, self.average, zero_division=self.zero_division)
+
+
+class BinaryCohenKappa(_ConfusionMatrixReduction, BinaryConfusionMatrix, tm.BinaryCohenKappa):
+    """Binary Cohen's kappa (``weights``: ``None``, ``"linear"``, ``"quadratic"``); torchmetrics' class, sync-free.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryCohenKappa()
+        >>> metric(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
+        tensor(0.)
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        return _cohen_kappa_reduce(confmat, self.weights)
+
+
+class MulticlassCohenKappa(_ConfusionMatrixReduction, MulticlassConfusionMatrix, tm.MulticlassCohenKappa):
+    """Multiclass Cohen's kappa; ``torchmetrics.classification.MulticlassCohenKappa`` without host syncs.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassCohenKappa(num_classes=3, weights="quadratic")
+        >>> metric(torch.tensor([2, 1, 0, 0]), torch.tensor([2, 1, 0, 1]))
+        tensor(0.8000)
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        return _cohen_kappa_reduce(confmat, self.weights)
+
+
+class BinaryMatthewsCorrCoef(_ConfusionMatrixReduction, BinaryConfusionMatrix, tm.BinaryMatthewsCorrCoef):
+    """Binary Matthews correlation coefficient; ``torchmetrics.classification.BinaryMatthewsCorrCoef``, sync-free.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryMatthewsCorrCoef()
+        >>> metric(torch.tensor([1, 0, 1, 1]), torch.tensor([1, 0, 0, 1]))
+        tensor(0.5774)
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        return matthews_corrcoef_reduce(confmat)
+
+
+class MulticlassMatthewsCorrCoef(_ConfusionMatrixReduction, MulticlassConfusionMatrix, tm.MulticlassMatthewsCorrCoef):
+    """Multiclass Matthews correlation coefficient; torchmetrics' ``MulticlassMatthewsCorrCoef`` without host syncs.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassMatthewsCorrCoef(num_classes=3)
+        >>> metric(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
+        tensor(0.7000)
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        return matthews_corrcoef_reduce(confmat)
+
+
+class MultilabelMatthewsCorrCoef(_ConfusionMatrixReduction, MultilabelConfusionMatrix, tm.MultilabelMatthewsCorrCoef):
+    """Multilabel Matthews correlation coefficient; torchmetrics' ``MultilabelMatthewsCorrCoef`` without host syncs.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelMatthewsCorrCoef(num_labels=3)
+        >>> metric(torch.tensor([[0, 1, 0], [1, 0, 1]]), torch.tensor([[0, 1, 1], [1, 0, 1]]))
+        tensor(0.7071)
+    """
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        return matthews_corrcoef_reduce(confmat)

@@ -1,0 +1,97 @@
+"""Sync-free hinge loss (``squared``; multiclass ``crammer-singer``/``one-vs-all``) with torchmetrics' names and values.
+
+torchmetrics' ``update`` reads the host to validate targets (``torch.unique``), to drop ``ignore_index`` entries and
+to pick margins (boolean indexing), to decide whether the scores are logits, and to count the batch
+(``torch.tensor(n, device=...)``, a host-to-device copy). Here (see :mod:`~torchmetrics_async.classification.scores`)
+the margins come from ``torch.where``/``gather`` and a ``masked_fill`` before the max over the other classes, ignored
+entries add 0 to the sums and are left out of the count, and the count is a device sum or a fill kernel. With
+``ignore_index`` the float sums run over the whole batch (ignored entries as zeros) rather than over the kept entries
+alone, which can change the last bits of the sum.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.classification.hinge import BinaryHingeLoss
+    >>> metric = BinaryHingeLoss()
+    >>> metric.update(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
+    >>> metric.compute()
+    tensor(0.6900)
+"""
+
+from typing import Any
+
+import torch
+import torchmetrics.classification as tm
+from torch import Tensor
+
+from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.classification.multiclass import as_index
+from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
+
+__all__ = ["BinaryHingeLoss", "MulticlassHingeLoss"]
+
+
+def _sum_kept(measures: Tensor, keep: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The sum of the kept rows of ``measures`` over dimension 0, and how many rows were kept (int64)."""
+    if keep is None:
+        total = torch.full((), measures.shape[0], dtype=torch.long, device=measures.device)
+        return measures.sum(dim=0), total
+    rows = keep if measures.ndim == 1 else keep.unsqueeze(1)
+    return torch.where(rows, measures, 0).sum(dim=0), keep.sum()
+
+
+class _SyncFreeHingeLoss:
+    """``update`` sums the batch's hinge measures; ``forward()``'s batch value in the states' dtypes."""
+
+    _stat_states = ("measures", "total")
+
+    def _measures(self, margin: Tensor) -> Tensor:
+        measures = torch.clamp(1 - margin, 0)
+        return measures.pow(2) if self.squared else measures
+
+    def _batch_value(self, stats: BatchStats) -> Any:
+        # torchmetrics computes the batch value from fresh states, which cast the batch's sums to their dtypes.
+        measures, total = stats.values
+        values = (measures.to(self.measures.dtype), total.to(self.total.dtype))
+        return super()._batch_value(BatchStats(values, stats.violations))  # type: ignore[misc]
+
+
+class BinaryHingeLoss(_SyncFreeHingeLoss, BinaryScores, tm.BinaryHingeLoss):
+    """Binary hinge loss; ``torchmetrics.classification.BinaryHingeLoss`` without host syncs.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryHingeLoss(squared=True, ignore_index=-1)
+        >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, -1, 1]))
+        tensor(0.8475)
+    """
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        scores = self._scores(preds, target)
+        margin = torch.where(scores.target.bool(), scores.preds, -scores.preds)
+        return BatchStats(_sum_kept(self._measures(margin), scores.keep), scores.violations)
+
+
+class MulticlassHingeLoss(_SyncFreeHingeLoss, MulticlassScores, tm.MulticlassHingeLoss):
+    """Multiclass hinge loss; ``torchmetrics.classification.MulticlassHingeLoss`` without host syncs.
+
+    Example:
+        >>> import torch
+        >>> preds = torch.tensor([[0.25, 0.20, 0.55], [0.55, 0.05, 0.40], [0.10, 0.30, 0.60], [0.90, 0.05, 0.05]])
+        >>> MulticlassHingeLoss(num_classes=3)(preds, torch.tensor([0, 1, 2, 0]))
+        tensor(0.9125)
+        >>> MulticlassHingeLoss(num_classes=3, multiclass_mode="one-vs-all")(preds, torch.tensor([0, 1, 2, 0]))
+        tensor([0.8750, 1.1250, 1.1000])
+    """
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        scores = self._scores(preds, target)
+        preds = scores.preds
+        index = as_index(scores.target, preds.shape[1]).unsqueeze(1)
+        is_target = torch.zeros(preds.shape, dtype=torch.bool, device=preds.device).scatter_(1, index, True)
+        if self.multiclass_mode == "crammer-singer":
+            # The target's score minus the best other score (torchmetrics selects both through boolean masks).
+            others = preds.masked_fill(is_target, float("-inf")).amax(dim=1)
+            margin = preds.gather(1, index).squeeze(1) - others
+        else:
+            margin = torch.where(is_target, preds, -preds)
+        return BatchStats(_sum_kept(self._measures(margin), scores.keep), scores.violations)
