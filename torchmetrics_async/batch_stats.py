@@ -21,15 +21,15 @@ Example:
 """
 
 from abc import abstractmethod
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
-from torchmetrics_async.deferred import DeferredChecks
-from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
+from torchmetrics_async.deferred import DeferredChecks, mark_static_address
+from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin
 
-__all__ = ["BatchStats", "SyncFreeBatchStats"]
+__all__ = ["BatchStats", "SyncFreeBatchStats", "assign_state"]
 
 
 class BatchStats(NamedTuple):
@@ -47,6 +47,36 @@ class BatchStats(NamedTuple):
     """Check name (see ``_deferred_checks``) -> bool tensor, any ``True`` meaning the batch violated it."""
 
 
+def assign_state(metric: Any, name: str, value: Tensor) -> None:
+    """Give state ``name`` the value torchmetrics would assign, in place where that keeps its dtype and shape.
+
+    In place keeps the state's address (CUDA graphs, compiled code); a new dtype or shape (torchmetrics promotes and
+    broadcasts when it reassigns) makes it a new tensor this metric owns.
+
+    Args:
+        metric: a sync-free metric whose states it owns (its update wrapper made sure of that).
+        name: the state.
+        value: its new value.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async.regression import MeanSquaredError
+        >>> metric = MeanSquaredError()
+        >>> before = metric.total
+        >>> assign_state(metric, "total", torch.tensor(3))
+        >>> metric.total is before, metric.total
+        (True, tensor(3))
+    """
+    state = metric.__dict__
+    current = state[name]
+    if current.dtype == value.dtype and current.shape == value.shape:
+        current.copy_(value)
+        return
+    mine = mark_static_address(value)
+    setattr(metric, name, mine)
+    state[OWNED_STATES][name] = mine
+
+
 class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
     """Base of a family: implement ``_batch_stats``; optionally ``_deferred_checks`` and ``_stat_states``.
 
@@ -61,6 +91,8 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
     """
 
     _stat_states: tuple[str, ...] = ("tp", "fp", "tn", "fn")
+    #: States torchmetrics updates as ``state = state + value`` (promoted dtype, broadcast shape), not ``+=``.
+    _reassigned_states: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def _batch_stats(self, *args: Any, **kwargs: Any) -> BatchStats:
@@ -94,6 +126,8 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
             state = getattr(self, name)
             if isinstance(state, list):
                 state.append(value)
+            elif name in self._reassigned_states:
+                assign_state(self, name, state + value)
             else:
                 state.add_(value)
         for name, violated in violations.items():
@@ -112,9 +146,10 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
         for name, value in zip(self._stat_states, stats[0], strict=True):
             # torchmetrics computes the batch value from a default state plus the batch: their promoted dtype
             # (a float64 state after set_dtype with integer counts; float64 inputs into a float32 state).
-            if not isinstance(saved[name], list):
-                value = value.to(torch.promote_types(value.dtype, saved[name].dtype))
-            state[name] = [value] if isinstance(saved[name], list) else value
+            default = saved[name]
+            state[name] = (
+                [value] if isinstance(default, list) else value.to(torch.promote_types(value.dtype, default.dtype))
+            )
         try:
             return super().compute()
         finally:

@@ -43,10 +43,10 @@ from torchmetrics_async._torchmetrics import (
     _r2_score_update,
     rank_zero_warn,
 )
-from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, assign_state
 from torchmetrics_async.deferred import FORWARD_INDEX
 from torchmetrics_async.regression.lean import SyncFreeLean
-from torchmetrics_async.regression.sums import SyncFreeSums, assign_state
+from torchmetrics_async.regression.sums import SyncFreeSums
 
 __all__ = [
     "ConcordanceCorrCoef",

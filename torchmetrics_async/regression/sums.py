@@ -20,46 +20,13 @@ Example:
     (tensor(2.), tensor(2.))
 """
 
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
-from torch import Tensor
 
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
-from torchmetrics_async.deferred import mark_static_address
-from torchmetrics_async.metric import OWNED_STATES
 
-__all__ = ["SyncFreeSums", "assign_state"]
-
-
-def assign_state(metric: Any, name: str, value: Tensor) -> None:
-    """Give state ``name`` the value torchmetrics would assign, in place where that keeps its dtype and shape.
-
-    In place keeps the state's address (CUDA graphs, compiled code); a new dtype or shape (torchmetrics promotes and
-    broadcasts when it reassigns) makes it a new tensor this metric owns.
-
-    Args:
-        metric: a sync-free metric whose states it owns (its update wrapper made sure of that).
-        name: the state.
-        value: its new value.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async.regression import MeanSquaredError
-        >>> metric = MeanSquaredError()
-        >>> before = metric.total
-        >>> assign_state(metric, "total", torch.tensor(3))
-        >>> metric.total is before, metric.total
-        (True, tensor(3))
-    """
-    state = metric.__dict__
-    current = state[name]
-    if current.dtype == value.dtype and current.shape == value.shape:
-        current.copy_(value)
-        return
-    mine = mark_static_address(value)
-    setattr(metric, name, mine)
-    state[OWNED_STATES][name] = mine
+__all__ = ["SyncFreeSums"]
 
 
 class SyncFreeSums(SyncFreeBatchStats):
@@ -75,21 +42,6 @@ class SyncFreeSums(SyncFreeBatchStats):
     """
 
     _stat_states: tuple[str, ...] = ()
-    #: States torchmetrics updates as ``state = state + value`` (promoted dtype, broadcast shape), not ``+=``.
-    _reassigned_states: ClassVar[frozenset[str]] = frozenset()
-
-    def _merge_stats(self, stats: BatchStats) -> None:
-        values, violations = stats
-        for name, value in zip(self._stat_states, values, strict=True):
-            state = getattr(self, name)
-            if isinstance(state, list):
-                state.append(value)
-            elif name in self._reassigned_states:
-                assign_state(self, name, state + value)
-            else:
-                state.add_(value)
-        for name, violated in violations.items():
-            self._record_violation(name, violated)
 
     def _batch_states(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """What torchmetrics' states hold after ``reset()`` and an ``update`` of the batch alone (tensors, lists)."""
