@@ -21,7 +21,10 @@ from torchmetrics_async.aggregation import (
     SumMetric,
 )
 from torchmetrics_async.classification.tasks import (
+    AUROC,
+    ROC,
     Accuracy,
+    AveragePrecision,
     ConfusionMatrix,
     ExactMatch,
     F1Score,
@@ -29,8 +32,13 @@ from torchmetrics_async.classification.tasks import (
     HammingDistance,
     NegativePredictiveValue,
     Precision,
+    PrecisionAtFixedRecall,
+    PrecisionRecallCurve,
     Recall,
+    RecallAtFixedPrecision,
+    SensitivityAtSpecificity,
     Specificity,
+    SpecificityAtSensitivity,
     StatScores,
 )
 from torchmetrics_async.collector import AsyncMetricCollector
@@ -39,8 +47,11 @@ from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 
 __all__ = [
+    "AUROC",
+    "ROC",
     "Accuracy",
     "AsyncMetricCollector",
+    "AveragePrecision",
     "CatMetric",
     "ConfusionMatrix",
     "CoverageRow",
@@ -54,10 +65,15 @@ __all__ = [
     "MinMetric",
     "NegativePredictiveValue",
     "Precision",
+    "PrecisionAtFixedRecall",
+    "PrecisionRecallCurve",
     "Recall",
+    "RecallAtFixedPrecision",
     "RunningMean",
     "RunningSum",
+    "SensitivityAtSpecificity",
     "Specificity",
+    "SpecificityAtSensitivity",
     "StatScores",
     "SumMetric",
     "accelerate",
