@@ -21,6 +21,7 @@ import torchmetrics.aggregation
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
+from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
 
 __all__ = ["FORWARD_CAVEATS", "CoverageRow", "accelerated_coverage", "why_not_accelerated"]
 
@@ -51,6 +52,7 @@ FORWARD_CAVEATS: dict[type, str] = {
         "forward() under nan_strategy='warn' (the default) or 'ignore' reads the NaN masks on the host: the batch it"
         " returns has NaNs dropped, a data-dependent shape; update() is sync-free under every strategy"
     ),
+    **dict.fromkeys(CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT),
 }
 
 NOT_YET = (

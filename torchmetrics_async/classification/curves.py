@@ -30,7 +30,7 @@ Example:
     tensor(0.8750)
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torchmetrics.classification as tm
@@ -38,6 +38,7 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
     ONE_HOT_RANGE_MESSAGE,
+    Metric,
     _auc_compute_without_check,
     _binary_auroc_compute,
     _binary_average_precision_compute,
@@ -58,8 +59,11 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.binary import INVALID_TARGET
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
 __all__ = [
+    "CURVE_ORIGINS",
+    "UNBINNED_FORWARD_CAVEAT",
     "BinaryAUROC",
     "BinaryAveragePrecision",
     "BinaryPrecisionRecallCurve",
@@ -76,6 +80,27 @@ __all__ = [
     "nan_ignoring_average",
     "normalize_scores",
 ]
+
+#: What ``forward()`` still reads on the host (the coverage listing's caveat for every class of the family).
+UNBINNED_FORWARD_CAVEAT = (
+    "forward() with thresholds=None (the default) returns the batch's curve, whose shape depends on the data: it makes"
+    " the host reads of compute() on the batch; update() is sync-free, and forward() too with binned thresholds"
+)
+#: The torchmetrics classes of the family (and their task wrappers), whose forward() has that caveat.
+CURVE_ORIGINS = tuple(
+    getattr(tm, f"{task}{kind}")
+    for kind in (
+        "PrecisionRecallCurve",
+        "ROC",
+        "AUROC",
+        "AveragePrecision",
+        "RecallAtFixedPrecision",
+        "PrecisionAtFixedRecall",
+        "SensitivityAtSpecificity",
+        "SpecificityAtSensitivity",
+    )
+    for task in ("", "Binary", "Multiclass", "Multilabel")
+)
 
 # Deferred check of the binned multiclass curves: a label outside [0, num_classes) (torchmetrics' one_hot raises).
 TARGET_OUT_OF_RANGE = "target_out_of_range"
@@ -243,6 +268,14 @@ class _SyncFreeCurve(SyncFreeBatchStats):
     the ``(M, C)`` scores, positives and weights for the binned kernel, and what the unbinned list states append.
     """
 
+    # Per-instance constants (set below) that torch.jit.script need not type.
+    __jit_ignored_attributes__: ClassVar[list[str]] = [
+        *Metric.__jit_ignored_attributes__,
+        "_stat_states",
+        "_sorted_thresholds",
+        "_threshold_rank",
+    ]
+
     def _set_constants(self) -> None:
         super()._set_constants()
         state = self.__dict__
@@ -254,8 +287,12 @@ class _SyncFreeCurve(SyncFreeBatchStats):
             state["_sorted_thresholds"] = ordered
             state["_threshold_rank"] = order.argsort()
 
+    def _checks_values(self) -> bool:
+        """Whether the target values are checked (torchmetrics' ``validate_args``, unless a class says otherwise)."""
+        return self.__dict__.get("_validate_values", self.validate_args)
+
     def _deferred_checks(self) -> dict[str, str]:
-        if not self.validate_args:
+        if not self._checks_values():
             return {}
         return {INVALID_TARGET: binary_target_values_message(self.ignore_index)}
 
@@ -317,6 +354,9 @@ class _SyncFreeCurve(SyncFreeBatchStats):
             (tensor([0., 0., 1.]), tensor([0., 1., 1.]), tensor([1.0000, 0.9000, 0.2000]))
         """
         self._raise_deferred_checks()
+        if self.thresholds is not None and self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            # The caller owns the host reads (AsyncMetricCollector, torchmetrics' forward of a subclass): no sync.
+            return self._binned_value(self.confmat)
         if self.thresholds is None and self.ignore_index is not None:
             return self._torchmetrics_compute(*self._kept(dim_zero_cat(self.preds), dim_zero_cat(self.target)))
         return super(SyncFreeBatchStats, self).compute()
@@ -335,7 +375,7 @@ class _BinaryCurve(_SyncFreeCurve):
         scores = normalize_scores(preds, getattr(self, "normalization", "sigmoid"), keep)
         positive = target == 1
         counted = positive | (target == 0)
-        if self.validate_args:
+        if self._checks_values():
             outside = torch.logical_not(counted)
             violations[INVALID_TARGET] = outside if keep is None else outside & keep
         weight = counted if keep is None else counted & keep
@@ -438,6 +478,8 @@ class _MultilabelCurve(_SyncFreeCurve):
             tensor([1., 1.])
         """
         self._raise_deferred_checks()
+        if self.thresholds is not None and self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            return self._binned_value(self.confmat)
         return super(SyncFreeBatchStats, self).compute()
 
 
@@ -529,12 +571,28 @@ class MultilabelROC(_MultilabelCurve, tm.MultilabelROC):
 class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
     """Binary AUROC (``max_fpr`` included); ``torchmetrics.classification.BinaryAUROC`` without host syncs in update.
 
+    torchmetrics' ``BinaryAUROC`` hands ``validate_args=False`` to its parent whatever it is given, so it never checks
+    its inputs and counts a target outside {0, 1} into neighbouring bins; here ``validate_args=True`` (the default)
+    makes ``compute()`` raise for such targets instead (the shape and dtype checks stay off, as in torchmetrics).
+
     Example:
         >>> import torch
         >>> metric = BinaryAUROC(thresholds=5, max_fpr=0.5)
         >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
         tensor(0.8333)
     """
+
+    def __init__(
+        self,
+        max_fpr: float | None = None,
+        thresholds: int | list[float] | Tensor | None = None,
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self.__dict__["_validate_values"] = validate_args
+        super().__init__(max_fpr, thresholds, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         return binary_auroc_binned(confmat, self.thresholds, self.max_fpr)
