@@ -11,20 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.classification as tac
+from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
-KINDS = (
-    "PrecisionRecallCurve",
-    "ROC",
-    "AUROC",
-    "AveragePrecision",
-    "RecallAtFixedPrecision",
-    "PrecisionAtFixedRecall",
-    "SensitivityAtSpecificity",
-    "SpecificityAtSensitivity",
-)
 TASKS = ("Binary", "Multiclass", "Multilabel")
-NAMES = [task + kind for kind in KINDS for task in TASKS]
+NAMES = [origin.__name__ for origin in CURVE_ORIGINS if origin.__name__.startswith(TASKS)]
 _MINIMUM = {
     "RecallAtFixedPrecision": "min_precision",
     "PrecisionAtFixedRecall": "min_recall",
