@@ -74,10 +74,14 @@ def summary() -> str:
         members = modules[module]
         done = [row for row in members if row.accelerated]
         listed = [compress([row.name for row in done if not row.caveat])] if any(not r.caveat for r in done) else []
+        # Classes sharing a caveat share one footnote.
+        caveated: dict[str, list[str]] = defaultdict(list)
         for row in done:
             if row.caveat:
-                notes.append(f"`{row.name}`: {row.caveat}.")
-                listed.append(f"`{row.name}`[^{len(notes)}]")
+                caveated[row.caveat].append(row.name)
+        for caveat, names in caveated.items():
+            notes.append(f"{compress(names)}: {caveat}.")
+            listed.append(f"{compress(names)}[^{len(notes)}]")
         accelerated = ", ".join(listed) or "—"
         rest = [row for row in members if not row.accelerated]
         reasons: dict[str, int] = defaultdict(int)

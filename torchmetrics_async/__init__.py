@@ -21,7 +21,10 @@ from torchmetrics_async.aggregation import (
     SumMetric,
 )
 from torchmetrics_async.classification.tasks import (
+    AUROC,
+    ROC,
     Accuracy,
+    AveragePrecision,
     CalibrationError,
     CohenKappa,
     ConfusionMatrix,
@@ -34,8 +37,13 @@ from torchmetrics_async.classification.tasks import (
     MatthewsCorrCoef,
     NegativePredictiveValue,
     Precision,
+    PrecisionAtFixedRecall,
+    PrecisionRecallCurve,
     Recall,
+    RecallAtFixedPrecision,
+    SensitivityAtSpecificity,
     Specificity,
+    SpecificityAtSensitivity,
     StatScores,
 )
 from torchmetrics_async.collector import AsyncMetricCollector
@@ -68,8 +76,11 @@ from torchmetrics_async.regression import (
 )
 
 __all__ = [
+    "AUROC",
+    "ROC",
     "Accuracy",
     "AsyncMetricCollector",
+    "AveragePrecision",
     "CalibrationError",
     "CatMetric",
     "CohenKappa",
@@ -104,13 +115,18 @@ __all__ = [
     "NormalizedRootMeanSquaredError",
     "PearsonCorrCoef",
     "Precision",
+    "PrecisionAtFixedRecall",
+    "PrecisionRecallCurve",
     "R2Score",
     "Recall",
+    "RecallAtFixedPrecision",
     "RelativeSquaredError",
     "RunningMean",
     "RunningSum",
+    "SensitivityAtSpecificity",
     "SpearmanCorrCoef",
     "Specificity",
+    "SpecificityAtSensitivity",
     "StatScores",
     "SumMetric",
     "SymmetricMeanAbsolutePercentageError",

@@ -14,6 +14,11 @@ from torch import Tensor
 from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.collections import MetricCollection
 from torchmetrics.functional.classification.accuracy import _accuracy_reduce
+from torchmetrics.functional.classification.auroc import _binary_auroc_compute, _reduce_auroc
+from torchmetrics.functional.classification.average_precision import (
+    _binary_average_precision_compute,
+    _reduce_average_precision,
+)
 from torchmetrics.functional.classification.calibration_error import _ce_compute
 from torchmetrics.functional.classification.cohen_kappa import _cohen_kappa_reduce
 from torchmetrics.functional.classification.confusion_matrix import _multiclass_confusion_matrix_format
@@ -22,6 +27,16 @@ from torchmetrics.functional.classification.hamming import _hamming_distance_red
 from torchmetrics.functional.classification.jaccard import _jaccard_index_reduce
 from torchmetrics.functional.classification.negative_predictive_value import _negative_predictive_value_reduce
 from torchmetrics.functional.classification.precision_recall import _precision_recall_reduce
+from torchmetrics.functional.classification.precision_recall_curve import (
+    _binary_precision_recall_curve_compute,
+    _multiclass_precision_recall_curve_compute,
+    _multilabel_precision_recall_curve_compute,
+)
+from torchmetrics.functional.classification.roc import (
+    _binary_roc_compute,
+    _multiclass_roc_compute,
+    _multilabel_roc_compute,
+)
 from torchmetrics.functional.classification.specificity import _specificity_reduce
 from torchmetrics.functional.classification.stat_scores import (
     _multiclass_stat_scores_format,
@@ -45,7 +60,7 @@ from torchmetrics.metric import Metric, jit_distributed_available
 from torchmetrics.regression.pearson import _final_aggregation
 from torchmetrics.utilities import rank_zero_warn
 from torchmetrics.utilities.checks import _check_same_shape
-from torchmetrics.utilities.compute import _safe_divide
+from torchmetrics.utilities.compute import _auc_compute_without_check, _safe_divide
 from torchmetrics.utilities.data import (
     _squeeze_if_scalar,
     dim_zero_cat,
@@ -385,6 +400,112 @@ def float_preds_message(dtype: object) -> str:
     )
 
 
+# Restated from torchmetrics.functional.classification.precision_recall_curve (the curves' tensor validations): the
+# shape and dtype checks, which stay eager (ValueError) because they read only metadata. The value checks behind them
+# (``torch.unique`` of the target, a host read) are deferred; their messages are worded below.
+
+
+def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
+    """Run torchmetrics' binary (and multilabel) curve tensor validation without its value check.
+
+    Args:
+        preds: the scores.
+        target: the labels.
+
+    Raises:
+        ValueError: where torchmetrics raises it, with its message.
+
+    Example:
+        >>> import torch
+        >>> try:
+        ...     binary_curve_tensor_validation(torch.tensor([1, 0]), torch.tensor([1, 0]))
+        ... except ValueError as err:
+        ...     print(str(err)[:52])
+        Expected argument `preds` to be an floating tensor w
+    """
+    _check_same_shape(preds, target)
+    if target.is_floating_point():
+        raise ValueError(
+            "Expected argument `target` to be an int or long tensor with ground truth labels"
+            f" but got tensor with dtype {target.dtype}"
+        )
+    if not preds.is_floating_point():
+        raise ValueError(
+            "Expected argument `preds` to be an floating tensor with probability/logit scores,"
+            f" but got tensor with dtype {preds.dtype}"
+        )
+
+
+def multiclass_curve_tensor_validation(preds: Tensor, target: Tensor, num_classes: int) -> None:
+    """Run torchmetrics' multiclass curve tensor validation without its value check (same errors, same order).
+
+    Args:
+        preds: the scores ``(N, C, ...)``.
+        target: the labels ``(N, ...)``.
+        num_classes: the metric's ``num_classes``.
+
+    Raises:
+        ValueError: where torchmetrics raises it, with its message.
+
+    Example:
+        >>> import torch
+        >>> try:
+        ...     multiclass_curve_tensor_validation(torch.rand(4, 2), torch.tensor([0, 1, 2, 0]), 3)
+        ... except ValueError as err:
+        ...     print(err)
+        Expected `preds.shape[1]` to be equal to the number of classes but got 2 and 3.
+    """
+    if not preds.ndim == target.ndim + 1:
+        raise ValueError(
+            f"Expected `preds` to have one more dimension than `target` but got {preds.ndim} and {target.ndim}"
+        )
+    if target.is_floating_point():
+        raise ValueError(
+            f"Expected argument `target` to be an int or long tensor, but got tensor with dtype {target.dtype}"
+        )
+    if not preds.is_floating_point():
+        raise ValueError(f"Expected `preds` to be a float tensor, but got {preds.dtype}")
+    if preds.shape[1] != num_classes:
+        raise ValueError(
+            "Expected `preds.shape[1]` to be equal to the number of classes but"
+            f" got {preds.shape[1]} and {num_classes}."
+        )
+    if preds.shape[0] != target.shape[0] or preds.shape[2:] != target.shape[1:]:
+        raise ValueError(
+            "Expected the shape of `preds` should be (N, C, ...) and the shape of `target` should be (N, ...)"
+            f" but got {preds.shape} and {target.shape}"
+        )
+
+
+def multiclass_curve_values_message(num_classes: int, ignore_index: int | None) -> str:
+    """The multiclass curves' "too many unique target values" error, deferred to ``compute()``.
+
+    torchmetrics prints how many distinct values it found (a host read in ``update``); the deferred check counts them
+    on the device and says that there were more than allowed, keeping the rest of the wording.
+
+    Args:
+        num_classes: the metric's ``num_classes``.
+        ignore_index: the metric's ``ignore_index``.
+
+    Returns:
+        The message.
+
+    Example:
+        >>> multiclass_curve_values_message(3, None)
+        'Detected more unique values in `target` than `num_classes`. Expected only 3 but found more in `target`.'
+    """
+    allowed = num_classes if ignore_index is None else num_classes + 1
+    return (
+        "Detected more unique values in `target` than `num_classes`. Expected only"
+        f" {allowed} but found more in `target`."
+    )
+
+
+# Restated from torch.nn.functional.one_hot, which torchmetrics' binned multiclass curves call on the targets (it
+# raises for a label outside [0, num_classes), whatever validate_args says).
+ONE_HOT_RANGE_MESSAGE = "Class values must be smaller than num_classes."
+
+
 __all__ = [
     "AGGREGATOR_INTERNALS",
     "ALREADY_SYNCED_MESSAGE",
@@ -397,6 +518,7 @@ __all__ = [
     "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
     "NAN_ERROR_MESSAGE",
     "NAN_WARN_MESSAGE",
+    "ONE_HOT_RANGE_MESSAGE",
     "R2_ADJUSTED_DIVISION_MESSAGE",
     "R2_ADJUSTED_TOO_LARGE_MESSAGE",
     "R2_TOO_FEW_SAMPLES_MESSAGE",
@@ -408,6 +530,11 @@ __all__ = [
     "TorchMetricsUserError",
     "WrapperMetric",
     "_accuracy_reduce",
+    "_auc_compute_without_check",
+    "_binary_auroc_compute",
+    "_binary_average_precision_compute",
+    "_binary_precision_recall_curve_compute",
+    "_binary_roc_compute",
     "_ce_compute",
     "_check_data_shape_to_num_outputs",
     "_check_same_shape",
@@ -425,18 +552,25 @@ __all__ = [
     "_mean_squared_log_error_update",
     "_minkowski_distance_update",
     "_multiclass_confusion_matrix_format",
+    "_multiclass_precision_recall_curve_compute",
+    "_multiclass_roc_compute",
     "_multiclass_stat_scores_format",
     "_multiclass_stat_scores_tensor_validation",
+    "_multilabel_precision_recall_curve_compute",
+    "_multilabel_roc_compute",
     "_negative_predictive_value_reduce",
     "_pearson_corrcoef_update",
     "_precision_recall_reduce",
     "_r2_score_update",
+    "_reduce_auroc",
+    "_reduce_average_precision",
     "_safe_divide",
     "_specificity_reduce",
     "_squeeze_if_scalar",
     "_symmetric_mean_absolute_percentage_error_update",
     "_unsqueeze_tensors",
     "_weighted_mean_absolute_percentage_error_update",
+    "binary_curve_tensor_validation",
     "binary_target_values_message",
     "confusion_matrix_nan_message",
     "device_mismatch_message",
@@ -451,6 +585,8 @@ __all__ = [
     "is_torchmetrics_class",
     "jit_distributed_available",
     "label_preds_values_message",
+    "multiclass_curve_tensor_validation",
+    "multiclass_curve_values_message",
     "multiclass_shape_validation",
     "multiclass_values_message",
     "num_labels_mismatch_message",

@@ -22,6 +22,7 @@ import torchmetrics.regression
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
+from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
 
 __all__ = ["FORWARD_CAVEATS", "CoverageRow", "accelerated_coverage", "why_not_accelerated"]
 
@@ -60,6 +61,7 @@ FORWARD_CAVEATS: dict[type, str] = {
         "forward() reads the host: its batch value counts ties with torch.unique/bincount (data-dependent shapes),"
         " as compute() does; update() is sync-free"
     ),
+    **dict.fromkeys(CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT),
 }
 
 NOT_YET = (

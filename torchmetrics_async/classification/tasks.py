@@ -23,7 +23,10 @@ from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.registry import AutoRegistered
 
 __all__ = [
+    "AUROC",
+    "ROC",
     "Accuracy",
+    "AveragePrecision",
     "CalibrationError",
     "CohenKappa",
     "ConfusionMatrix",
@@ -36,8 +39,13 @@ __all__ = [
     "MatthewsCorrCoef",
     "NegativePredictiveValue",
     "Precision",
+    "PrecisionAtFixedRecall",
+    "PrecisionRecallCurve",
     "Recall",
+    "RecallAtFixedPrecision",
+    "SensitivityAtSpecificity",
     "Specificity",
+    "SpecificityAtSensitivity",
     "StatScores",
 ]
 
@@ -236,4 +244,89 @@ class HingeLoss(_AcceleratedTaskWrapper, torchmetrics.HingeLoss):
         >>> metric = HingeLoss(task="binary")
         >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
         tensor(0.6900)
+    """
+
+
+# --- the precision-recall curve family
+
+
+class PrecisionRecallCurve(_AcceleratedTaskWrapper, torchmetrics.PrecisionRecallCurve):
+    """``torchmetrics.PrecisionRecallCurve`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = PrecisionRecallCurve(task="binary", thresholds=3)
+        >>> type(metric).__name__
+        'BinaryPrecisionRecallCurve'
+    """
+
+
+class ROC(_AcceleratedTaskWrapper, torchmetrics.ROC):
+    """``torchmetrics.ROC`` returning the accelerated task metric.
+
+    Example:
+        >>> metric = ROC(task="multiclass", num_classes=3)
+        >>> type(metric).__name__
+        'MulticlassROC'
+    """
+
+
+class AUROC(_AcceleratedTaskWrapper, torchmetrics.AUROC):
+    """``torchmetrics.AUROC`` returning the accelerated task metric.
+
+    Example:
+        >>> import torch
+        >>> metric = AUROC(task="binary", thresholds=5)
+        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+        tensor(0.8750)
+    """
+
+
+class AveragePrecision(_AcceleratedTaskWrapper, torchmetrics.AveragePrecision):
+    """``torchmetrics.AveragePrecision`` returning the accelerated task metric.
+
+    Example:
+        >>> metric = AveragePrecision(task="multilabel", num_labels=3)
+        >>> type(metric).__name__
+        'MultilabelAveragePrecision'
+    """
+
+
+class RecallAtFixedPrecision(_AcceleratedTaskWrapper, torchmetrics.RecallAtFixedPrecision):
+    """``torchmetrics.RecallAtFixedPrecision`` returning the accelerated task metric.
+
+    Example:
+        >>> metric = RecallAtFixedPrecision(task="binary", min_precision=0.5)
+        >>> type(metric).__name__
+        'BinaryRecallAtFixedPrecision'
+    """
+
+
+class PrecisionAtFixedRecall(_AcceleratedTaskWrapper, torchmetrics.PrecisionAtFixedRecall):
+    """``torchmetrics.PrecisionAtFixedRecall`` returning the accelerated task metric.
+
+    Example:
+        >>> metric = PrecisionAtFixedRecall(task="binary", min_recall=0.5)
+        >>> type(metric).__name__
+        'BinaryPrecisionAtFixedRecall'
+    """
+
+
+class SensitivityAtSpecificity(_AcceleratedTaskWrapper, torchmetrics.SensitivityAtSpecificity):
+    """``torchmetrics.SensitivityAtSpecificity`` returning the accelerated task metric.
+
+    Example:
+        >>> metric = SensitivityAtSpecificity(task="binary", min_specificity=0.5)
+        >>> type(metric).__name__
+        'BinarySensitivityAtSpecificity'
+    """
+
+
+class SpecificityAtSensitivity(_AcceleratedTaskWrapper, torchmetrics.SpecificityAtSensitivity):
+    """``torchmetrics.SpecificityAtSensitivity`` returning the accelerated task metric.
+
+    Example:
+        >>> metric = SpecificityAtSensitivity(task="binary", min_sensitivity=0.5)
+        >>> type(metric).__name__
+        'BinarySpecificityAtSensitivity'
     """

@@ -1,0 +1,678 @@
+"""Sync-free precision-recall curves, ROC, AUROC and average precision, binary/multiclass/multilabel.
+
+torchmetrics' curve ``update`` reads the device several ways: ``torch.unique`` of the target to validate it, a
+boolean index to drop ``ignore_index`` entries, ``if not torch.all(...)`` to decide whether the scores are logits (its
+CPU branch), ``bincount`` over ``4 * thresholds * classes`` bins (binned) and ``F.one_hot`` of the target. Here:
+
+- **binned** (``thresholds`` an int, list or tensor): one kernel for every task, :func:`binned_confmat`. Each score
+  is placed among the sorted thresholds with ``searchsorted``, ``index_add_`` counts the places per class and target
+  (``2 * (thresholds + 1)`` bins per class, ignored entries with weight 0), and a reversed cumulative sum gives the
+  counts at or above every threshold: the ``(T, C, 2, 2)`` confusion matrices of torchmetrics' state, with memory
+  linear in the batch (torchmetrics' vectorized path builds a ``batch x thresholds`` tensor). ``forward()``'s batch
+  value is computed without a host read too: where torchmetrics' ``compute`` branches on device values (the AUROC
+  ``max_fpr`` correction, the NaN-ignoring ``macro``/``weighted`` averages, the fixed-point searches) the same values
+  come from masked device ops. That batch value does not warn about NaN classes (the warning needs a host read);
+  ``compute()`` runs torchmetrics' own code, warnings included.
+- **unbinned** (``thresholds=None``): ``update`` appends the (normalized) scores and targets to the list states,
+  ignored entries included; ``compute()`` drops them (a boolean index, a host read, as torchmetrics' multilabel
+  curves already do) before torchmetrics' own computation, whose output shapes depend on the data. ``forward()``'s
+  batch value is that computation on the batch: it makes exactly the host reads of ``compute()`` on the batch, and no
+  other.
+- logits are detected with ``torch.where`` on the device (a NaN counts as outside [0, 1], as in torchmetrics' CPU
+  branch); the target checks are recorded on the device and raised by ``compute()``.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.classification.curves import BinaryAUROC
+    >>> metric = BinaryAUROC(thresholds=5)
+    >>> metric.update(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+    >>> metric.compute()
+    tensor(0.8750)
+"""
+
+from typing import Any, ClassVar
+
+import torch
+import torchmetrics.classification as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    ONE_HOT_RANGE_MESSAGE,
+    Metric,
+    _auc_compute_without_check,
+    _binary_auroc_compute,
+    _binary_average_precision_compute,
+    _binary_roc_compute,
+    _multiclass_precision_recall_curve_compute,
+    _multiclass_roc_compute,
+    _multilabel_precision_recall_curve_compute,
+    _multilabel_roc_compute,
+    _reduce_auroc,
+    _reduce_average_precision,
+    _safe_divide,
+    binary_curve_tensor_validation,
+    binary_target_values_message,
+    dim_zero_cat,
+    multiclass_curve_tensor_validation,
+    multiclass_curve_values_message,
+    num_labels_mismatch_message,
+)
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.classification.binary import INVALID_TARGET
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
+
+__all__ = [
+    "CURVE_ORIGINS",
+    "UNBINNED_FORWARD_CAVEAT",
+    "BinaryAUROC",
+    "BinaryAveragePrecision",
+    "BinaryPrecisionRecallCurve",
+    "BinaryROC",
+    "MulticlassAUROC",
+    "MulticlassAveragePrecision",
+    "MulticlassPrecisionRecallCurve",
+    "MulticlassROC",
+    "MultilabelAUROC",
+    "MultilabelAveragePrecision",
+    "MultilabelPrecisionRecallCurve",
+    "MultilabelROC",
+    "binned_confmat",
+    "nan_ignoring_average",
+    "normalize_scores",
+]
+
+#: What ``forward()`` still reads on the host (the coverage listing's caveat for every class of the family).
+UNBINNED_FORWARD_CAVEAT = (
+    "forward() with thresholds=None (the default) returns the batch's curve, whose shape depends on the data: it makes"
+    " the host reads of compute() on the batch; update() is sync-free, and forward() too with binned thresholds"
+)
+#: The torchmetrics classes of the family (and their task wrappers), whose forward() has that caveat.
+CURVE_ORIGINS = tuple(
+    getattr(tm, f"{task}{kind}")
+    for kind in (
+        "PrecisionRecallCurve",
+        "ROC",
+        "AUROC",
+        "AveragePrecision",
+        "RecallAtFixedPrecision",
+        "PrecisionAtFixedRecall",
+        "SensitivityAtSpecificity",
+        "SpecificityAtSensitivity",
+    )
+    for task in ("", "Binary", "Multiclass", "Multilabel")
+)
+
+# Deferred check of the binned multiclass curves: a label outside [0, num_classes) (torchmetrics' one_hot raises).
+TARGET_OUT_OF_RANGE = "target_out_of_range"
+# The target an ignored row gets in the one-hot targets of the unbinned micro-averaged multiclass curves.
+_IGNORED_ONE_HOT = -1
+
+
+def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | None = None) -> Tensor:
+    """Sigmoid/softmax (over dim 1) of ``preds`` iff any (kept) score lies outside [0, 1], decided on the device.
+
+    torchmetrics' ``normalize_logits_if_needed`` decides with ``if not torch.all(...)`` on the CPU (a host read) and
+    with ``torch.where`` elsewhere; this is the ``torch.where`` form, with the CPU branch's treatment of NaN (outside).
+
+    Args:
+        preds: the scores.
+        normalization: ``"sigmoid"``, ``"softmax"`` or ``None`` (no normalization).
+        keep: entries that take part in the decision (torchmetrics drops ignored entries first), broadcastable.
+
+    Returns:
+        The scores, normalized where they are logits.
+
+    Example:
+        >>> normalize_scores(torch.tensor([0.2, 0.7]), "sigmoid"), normalize_scores(torch.tensor([0.0, 2.0]), "sigmoid")
+        (tensor([0.2000, 0.7000]), tensor([0.5000, 0.8808]))
+    """
+    if not normalization:
+        return preds
+    outside = preds.clamp(0, 1) != preds  # NaN != NaN: a NaN counts as outside
+    if keep is not None:
+        outside = outside & keep
+    normalized = preds.sigmoid() if normalization == "sigmoid" else torch.softmax(preds, dim=1)
+    return torch.where(outside.any(), normalized, preds)
+
+
+def binned_confmat(
+    scores: Tensor, positive: Tensor, weight: Tensor | None, sorted_thresholds: Tensor, rank: Tensor
+) -> Tensor:
+    """Per-threshold, per-class 2x2 confusion matrices ``(T, C, 2, 2)``, as torchmetrics' binned curves count them.
+
+    Entry ``[t, c, i, j]`` counts the entries of class ``c`` with target ``i`` (1: positive) and ``score >= threshold
+    t`` equal to ``j``; an entry that is neither positive nor negative (an ignored or invalid target) has weight 0.
+
+    Args:
+        scores: ``(M, C)`` scores.
+        positive: ``(M, C)`` bool, the entry is a positive of its class.
+        weight: ``(M, C)`` or ``(M, 1)`` bool, the entry counts (``None``: all count).
+        sorted_thresholds: the thresholds in ascending order.
+        rank: position in ``sorted_thresholds`` of each threshold, in the metric's order.
+
+    Returns:
+        int64 counts.
+
+    Example:
+        >>> thresholds = torch.tensor([0.0, 0.5, 1.0])
+        >>> confmat = binned_confmat(
+        ...     torch.tensor([[0.2], [0.7]]), torch.tensor([[False], [True]]), None, thresholds, torch.arange(3)
+        ... )
+        >>> confmat[1, 0]
+        tensor([[1, 0],
+                [0, 1]])
+    """
+    rows, classes = scores.shape
+    count = sorted_thresholds.numel()
+    dtype = torch.promote_types(scores.dtype, sorted_thresholds.dtype)
+    # How many thresholds each score reaches (score >= threshold); NaN reaches none, as torchmetrics' comparison.
+    reached = torch.searchsorted(sorted_thresholds.to(dtype), scores.to(dtype).contiguous(), right=True)
+    reached = reached.masked_fill(torch.isnan(scores), 0)
+    offsets = torch.arange(0, 2 * classes * (count + 1), 2 * (count + 1), device=scores.device)
+    bins = offsets + positive.long() * (count + 1) + reached
+    if weight is None:
+        counts = torch.ones((), dtype=torch.long, device=scores.device).expand(rows * classes)
+    else:
+        counts = weight.expand(rows, classes).reshape(-1).long()
+    histogram = torch.zeros(2 * classes * (count + 1), dtype=torch.long, device=scores.device)
+    histogram = histogram.index_add_(0, bins.reshape(-1), counts).view(classes, 2, count + 1)
+    # at_least[..., i]: entries reaching i thresholds or more, i.e. score >= sorted_thresholds[i - 1].
+    at_least = histogram.flip(-1).cumsum(-1).flip(-1)
+    totals = at_least[..., :1]
+    above = at_least[..., 1:].index_select(-1, rank)
+    below = totals - above
+    # [target][predicted]: tn, fp, fn, tp.
+    confmat = torch.stack((below[:, 0], above[:, 0], below[:, 1], above[:, 1]), dim=-1)
+    return confmat.permute(1, 0, 2).reshape(count, classes, 2, 2)
+
+
+def distinct_values(values: Tensor) -> Tensor:
+    """How many distinct values ``values`` holds, as a 0-dim device tensor (``len(torch.unique(values))``, no sync).
+
+    Example:
+        >>> distinct_values(torch.tensor([3, 1, 3, 0]))
+        tensor(3)
+    """
+    ordered = values.reshape(-1).sort().values
+    return (ordered[1:] != ordered[:-1]).sum() + (1 if ordered.numel() else 0)
+
+
+def nan_ignoring_average(scores: Tensor, average: str | None, weights: Tensor) -> Tensor:
+    """Torchmetrics' ``_reduce_auroc``/``_reduce_average_precision`` averaging of per-class scores, without a sync.
+
+    NaN classes are left out of the ``macro`` mean and of the ``weighted`` weights with masks instead of a boolean
+    index; torchmetrics' warning about them (a host read) is not given.
+
+    Args:
+        scores: per-class scores ``(C,)``.
+        average: ``"macro"``, ``"weighted"``, ``"none"`` or ``None``.
+        weights: per-class support (``weighted``).
+
+    Returns:
+        The average (0-dim), or ``scores`` for no average.
+
+    Example:
+        >>> nan_ignoring_average(torch.tensor([0.5, float("nan"), 1.0]), "macro", torch.ones(3))
+        tensor(0.7500)
+    """
+    if average is None or average == "none":
+        return scores
+    nan = torch.isnan(scores)
+    kept = scores.masked_fill(nan, 0)
+    if average == "macro":
+        return kept.sum() / torch.logical_not(nan).sum()
+    if average == "weighted" and weights is not None:
+        weights = weights.masked_fill(nan, 0)
+        return (kept * _safe_divide(weights, weights.sum())).sum()
+    raise ValueError("Received an incompatible combinations of inputs to make reduction.")
+
+
+def binary_auroc_binned(confmat: Tensor, thresholds: Tensor, max_fpr: float | None) -> Tensor:
+    """Torchmetrics' ``_binary_auroc_compute`` on a binned state, with the ``max_fpr`` branch decided on the device.
+
+    torchmetrics tests ``fpr.sum() == 0 or tpr.sum() == 0`` on the host and slices the curve at the interpolated
+    point; here both results are computed and ``torch.where`` picks, and the partial area is a masked sum of the
+    trapezoids before the cut plus the one up to it.
+
+    Example:
+        >>> confmat = torch.tensor([[[2, 2], [0, 2]], [[4, 0], [1, 1]], [[4, 0], [2, 0]]])
+        >>> binary_auroc_binned(confmat, torch.tensor([0.0, 0.5, 1.0]), None)
+        tensor(0.3750)
+    """
+    if max_fpr is None or max_fpr == 1:
+        return _binary_auroc_compute(confmat, thresholds, None)
+    fpr, tpr, _ = _binary_roc_compute(confmat, thresholds)
+    full = _auc_compute_without_check(fpr, tpr, 1.0)
+    points = fpr.numel()
+    max_area = torch.full((), max_fpr, dtype=torch.get_default_dtype(), device=fpr.device)
+    stop = torch.bucketize(max_area, fpr, out_int32=True, right=True).long()
+    before = torch.remainder(stop - 1, points)  # torchmetrics indexes fpr[stop - 1]: -1 is the last point
+    after = stop.clamp(max=points - 1)
+    fpr_before, fpr_after = fpr.index_select(0, before.view(1)), fpr.index_select(0, after.view(1))
+    tpr_before, tpr_after = tpr.index_select(0, before.view(1)), tpr.index_select(0, after.view(1))
+    weight = (max_area - fpr_before) / (fpr_after - fpr_before)
+    cut_tpr = torch.lerp(tpr_before, tpr_after, weight)
+    trapezoids = (fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2
+    inside = torch.arange(points - 1, device=fpr.device) < stop - 1
+    last = ((max_area - fpr_before) * (tpr_before + cut_tpr) / 2).squeeze(0)
+    partial = trapezoids.masked_fill(torch.logical_not(inside), 0).sum() + torch.where(stop > 0, last, 0)
+    min_area = 0.5 * max_area**2
+    corrected = 0.5 * (1 + (partial - min_area) / (max_area - min_area))
+    return torch.where((fpr.sum() == 0) | (tpr.sum() == 0), full, corrected)
+
+
+class _SyncFreeCurve(SyncFreeBatchStats):
+    """What every curve shares: the binned kernel, the unbinned list states and their ignored entries, the checks.
+
+    A task mixin implements ``_curve_inputs(preds, target, violations)`` -> ``(scores, positive, weight, listed)``:
+    the ``(M, C)`` scores, positives and weights for the binned kernel, and what the unbinned list states append.
+    """
+
+    # Per-instance constants (set below) that torch.jit.script need not type.
+    __jit_ignored_attributes__: ClassVar[list[str]] = [
+        *Metric.__jit_ignored_attributes__,
+        "_stat_states",
+        "_sorted_thresholds",
+        "_threshold_rank",
+    ]
+
+    def _set_constants(self) -> None:
+        super()._set_constants()
+        state = self.__dict__
+        thresholds = self.thresholds
+        state["_stat_states"] = ("preds", "target") if thresholds is None else ("confmat",)
+        if thresholds is not None:
+            # Sorted once per device (searchsorted needs ascending boundaries); rank maps back to the given order.
+            ordered, order = thresholds.sort()
+            state["_sorted_thresholds"] = ordered
+            state["_threshold_rank"] = order.argsort()
+
+    def _checks_values(self) -> bool:
+        """Whether the target values are checked (torchmetrics' ``validate_args``, unless a class says otherwise)."""
+        return self.__dict__.get("_validate_values", self.validate_args)
+
+    def _deferred_checks(self) -> dict[str, str]:
+        if not self._checks_values():
+            return {}
+        return {INVALID_TARGET: binary_target_values_message(self.ignore_index)}
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        violations: dict[str, Tensor] = {}
+        scores, positive, weight, listed = self._curve_inputs(preds, target, violations)
+        if self.thresholds is None:
+            return BatchStats(listed, violations)
+        state = self.__dict__
+        confmat = binned_confmat(scores, positive, weight, state["_sorted_thresholds"], state["_threshold_rank"])
+        return BatchStats((self._binned_state(confmat),), violations)
+
+    def _curve_inputs(
+        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+        raise NotImplementedError
+
+    def _binned_state(self, confmat: Tensor) -> Tensor:
+        """What torchmetrics adds to its ``confmat`` state for the batch's ``(T, C, 2, 2)`` counts."""
+        return confmat
+
+    def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        """The unbinned states as torchmetrics holds them: ignored entries dropped (a host read: data-dependent)."""
+        if self.ignore_index is None:
+            return preds, target
+        kept = target != self.ignore_index
+        return preds[kept], target[kept]
+
+    def _torchmetrics_compute(self, preds: Tensor, target: Tensor) -> Any:
+        state = self.__dict__
+        saved = state["preds"], state["target"]
+        state["preds"], state["target"] = [preds], [target]
+        try:
+            return super(SyncFreeBatchStats, self).compute()
+        finally:
+            state["preds"], state["target"] = saved
+
+    def _binned_value(self, confmat: Tensor) -> Any:
+        """``compute()`` on the batch's binned state alone, without a host sync (torchmetrics' where it has none)."""
+        return super()._batch_value(BatchStats((confmat,), {}))
+
+    def _batch_value(self, stats: BatchStats) -> Any:
+        if self.thresholds is not None:
+            return self._binned_value(stats.values[0])
+        return self._torchmetrics_compute(*self._kept(*stats.values))
+
+    def compute(self) -> Any:
+        """Raise deferred value errors, then compute as torchmetrics does (on the kept entries, unbinned).
+
+        Returns:
+            The metric value.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async.classification import BinaryROC
+            >>> metric = BinaryROC(ignore_index=-1)
+            >>> metric.update(torch.tensor([0.2, 0.9, 0.6]), torch.tensor([0, 1, -1]))
+            >>> metric.compute()
+            (tensor([0., 0., 1.]), tensor([0., 1., 1.]), tensor([1.0000, 0.9000, 0.2000]))
+        """
+        self._raise_deferred_checks()
+        if self.thresholds is not None and self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            # The caller owns the host reads (AsyncMetricCollector, torchmetrics' forward of a subclass): no sync.
+            return self._binned_value(self.confmat)
+        if self.thresholds is None and self.ignore_index is not None:
+            return self._torchmetrics_compute(*self._kept(dim_zero_cat(self.preds), dim_zero_cat(self.target)))
+        return super(SyncFreeBatchStats, self).compute()
+
+
+class _BinaryCurve(_SyncFreeCurve):
+    """Binary inputs ``(N, ...)``: flattened, ignored and non-binary targets weighted out."""
+
+    def _curve_inputs(
+        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+        if self.validate_args:
+            binary_curve_tensor_validation(preds, target)
+        preds, target = preds.flatten(), target.flatten()
+        keep = None if self.ignore_index is None else target != self.ignore_index
+        scores = normalize_scores(preds, getattr(self, "normalization", "sigmoid"), keep)
+        positive = target == 1
+        counted = positive | (target == 0)
+        if self._checks_values():
+            outside = torch.logical_not(counted)
+            violations[INVALID_TARGET] = outside if keep is None else outside & keep
+        weight = counted if keep is None else counted & keep
+        return scores.unsqueeze(1), positive.unsqueeze(1), weight.unsqueeze(1), (scores, target)
+
+    def _binned_state(self, confmat: Tensor) -> Tensor:
+        return confmat[:, 0]
+
+
+class _MulticlassCurve(_SyncFreeCurve):
+    """Multiclass inputs ``(N, C, ...)`` / ``(N, ...)``: one-vs-rest per class, ignored rows weighted out."""
+
+    def _deferred_checks(self) -> dict[str, str]:
+        checks = {}
+        if self.validate_args:
+            checks[INVALID_TARGET] = multiclass_curve_values_message(self.num_classes, self.ignore_index)
+        if self.thresholds is not None:
+            checks[TARGET_OUT_OF_RANGE] = ONE_HOT_RANGE_MESSAGE
+        return checks
+
+    def _curve_inputs(
+        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+        num_classes = self.num_classes
+        if self.validate_args:
+            multiclass_curve_tensor_validation(preds, target, num_classes)
+            allowed = num_classes if self.ignore_index is None else num_classes + 1
+            violations[INVALID_TARGET] = distinct_values(target) > allowed
+        preds = preds.transpose(0, 1).reshape(num_classes, -1).T
+        target = target.flatten()
+        keep = None if self.ignore_index is None else (target != self.ignore_index).unsqueeze(1)
+        scores = normalize_scores(preds, "softmax", keep)
+        positive = target.unsqueeze(1) == torch.arange(num_classes, device=target.device)
+        if self.thresholds is not None:
+            outside = (target < 0) | (target >= num_classes)
+            violations[TARGET_OUT_OF_RANGE] = outside if keep is None else outside & keep.squeeze(1)
+        listed = (scores, target)
+        if self.average == "micro" and self.thresholds is None:
+            one_hot = positive.long()
+            if keep is not None:
+                one_hot = one_hot.masked_fill(torch.logical_not(keep), _IGNORED_ONE_HOT)
+            listed = (scores.flatten(), one_hot.flatten())
+        return scores, positive, keep, listed
+
+    def _binned_state(self, confmat: Tensor) -> Tensor:
+        # micro: torchmetrics adds the (T, 2, 2) counts to its (T, C, 2, 2) state, broadcasting as it can (or failing).
+        return confmat.sum(1) if self.average == "micro" else confmat
+
+    def _binned_value(self, confmat: Tensor) -> Any:
+        if self.average == "micro":
+            confmat = torch.zeros_like(self.confmat) + confmat  # the fresh state torchmetrics' forward updates
+        return super()._binned_value(confmat)
+
+    def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        if self.ignore_index is None:
+            return preds, target
+        ignored = _IGNORED_ONE_HOT if self.average == "micro" else self.ignore_index
+        kept = target != ignored
+        return preds[kept], target[kept]
+
+
+class _MultilabelCurve(_SyncFreeCurve):
+    """Multilabel inputs ``(N, C, ...)``: per label; ignored entries stay listed (torchmetrics' compute drops them)."""
+
+    def _curve_inputs(
+        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+        num_labels = self.num_labels
+        if self.validate_args:
+            binary_curve_tensor_validation(preds, target)
+            if preds.shape[1] != num_labels:
+                raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
+        preds = preds.transpose(0, 1).reshape(num_labels, -1).T
+        target = target.transpose(0, 1).reshape(num_labels, -1).T
+        scores = normalize_scores(preds, "sigmoid")  # torchmetrics normalizes before masking ignored entries
+        positive = target == 1
+        counted = positive | (target == 0)
+        keep = None if self.ignore_index is None else target != self.ignore_index
+        if self.validate_args:
+            outside = torch.logical_not(counted)
+            violations[INVALID_TARGET] = outside if keep is None else outside & keep
+        weight = counted if keep is None else counted & keep
+        return scores, positive, weight, (scores, target)
+
+    def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        return preds, target
+
+    def compute(self) -> Any:
+        """Raise deferred value errors, then compute as torchmetrics does (which drops ignored entries itself).
+
+        Returns:
+            The metric value.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async.classification import MultilabelAUROC
+            >>> metric = MultilabelAUROC(num_labels=2, average=None)
+            >>> metric.update(torch.tensor([[0.9, 0.2], [0.3, 0.8]]), torch.tensor([[1, 0], [0, 1]]))
+            >>> metric.compute()
+            tensor([1., 1.])
+        """
+        self._raise_deferred_checks()
+        if self.thresholds is not None and self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            return self._binned_value(self.confmat)
+        return super(SyncFreeBatchStats, self).compute()
+
+
+def _per_class_auroc(metric: Any, fpr: Tensor, tpr: Tensor, confmat: Tensor) -> Tensor:
+    return nan_ignoring_average(_reduce_auroc(fpr, tpr, "none"), metric.average, confmat[0][:, 1, :].sum(-1))
+
+
+def _per_class_average_precision(metric: Any, precision: Tensor, recall: Tensor, confmat: Tensor) -> Tensor:
+    scores = _reduce_average_precision(precision, recall, "none")
+    return nan_ignoring_average(scores, metric.average, confmat[0][:, 1, :].sum(-1))
+
+
+class BinaryPrecisionRecallCurve(_BinaryCurve, tm.BinaryPrecisionRecallCurve):
+    """Binary precision-recall curve; torchmetrics' ``BinaryPrecisionRecallCurve`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryPrecisionRecallCurve(thresholds=3)
+        >>> precision, recall, thresholds = metric(torch.tensor([0.2, 0.7, 0.6, 0.1]), torch.tensor([0, 1, 0, 1]))
+        >>> precision
+        tensor([0.5000, 0.5000,    nan, 1.0000])
+    """
+
+
+class MulticlassPrecisionRecallCurve(_MulticlassCurve, tm.MulticlassPrecisionRecallCurve):
+    """Multiclass precision-recall curves; torchmetrics' ``MulticlassPrecisionRecallCurve`` without syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassPrecisionRecallCurve(num_classes=2, thresholds=3)
+        >>> precision, recall, thresholds = metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 0]))
+        >>> precision
+        tensor([[1., 1., nan, 1.],
+                [0., 0., nan, 1.]])
+    """
+
+
+class MultilabelPrecisionRecallCurve(_MultilabelCurve, tm.MultilabelPrecisionRecallCurve):
+    """Multilabel precision-recall curves; torchmetrics' ``MultilabelPrecisionRecallCurve`` without syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelPrecisionRecallCurve(num_labels=2, thresholds=3)
+        >>> scores, target = torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]])
+        >>> precision, recall, thresholds = metric(scores, target)
+        >>> recall
+        tensor([[1., 1., 0., 0.],
+                [1., 1., 0., 0.]])
+    """
+
+
+class BinaryROC(_BinaryCurve, tm.BinaryROC):
+    """Binary ROC curve; ``torchmetrics.classification.BinaryROC`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryROC(thresholds=3)
+        >>> metric(torch.tensor([0.2, 0.7, 0.6, 0.1]), torch.tensor([0, 1, 0, 1]))
+        (tensor([0.0000, 0.5000, 1.0000]), tensor([0.0000, 0.5000, 1.0000]), tensor([1.0000, 0.5000, 0.0000]))
+    """
+
+
+class MulticlassROC(_MulticlassCurve, tm.MulticlassROC):
+    """Multiclass ROC curves; ``torchmetrics.classification.MulticlassROC`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassROC(num_classes=2, thresholds=3)
+        >>> fpr, tpr, thresholds = metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
+        >>> tpr
+        tensor([[0., 1., 1.],
+                [0., 1., 1.]])
+    """
+
+
+class MultilabelROC(_MultilabelCurve, tm.MultilabelROC):
+    """Multilabel ROC curves; ``torchmetrics.classification.MultilabelROC`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelROC(num_labels=2, thresholds=3)
+        >>> fpr, tpr, thresholds = metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
+        >>> fpr
+        tensor([[0., 0., 1.],
+                [0., 0., 1.]])
+    """
+
+
+class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
+    """Binary AUROC (``max_fpr`` included); ``torchmetrics.classification.BinaryAUROC`` without host syncs in update.
+
+    torchmetrics' ``BinaryAUROC`` hands ``validate_args=False`` to its parent whatever it is given, so it never checks
+    its inputs and counts a target outside {0, 1} into neighbouring bins; here ``validate_args=True`` (the default)
+    makes ``compute()`` raise for such targets instead (the shape and dtype checks stay off, as in torchmetrics).
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryAUROC(thresholds=5, max_fpr=0.5)
+        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+        tensor(0.8333)
+    """
+
+    def __init__(
+        self,
+        max_fpr: float | None = None,
+        thresholds: int | list[float] | Tensor | None = None,
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self.__dict__["_validate_values"] = validate_args
+        super().__init__(max_fpr, thresholds, ignore_index, validate_args, **kwargs)
+        self._init_sync_free()
+
+    def _binned_value(self, confmat: Tensor) -> Tensor:
+        return binary_auroc_binned(confmat, self.thresholds, self.max_fpr)
+
+
+class MulticlassAUROC(_MulticlassCurve, tm.MulticlassAUROC):
+    """Multiclass AUROC; ``torchmetrics.classification.MulticlassAUROC`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassAUROC(num_classes=3, thresholds=5)
+        >>> scores = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.3, 0.2]])
+        >>> metric(scores, torch.tensor([0, 1, 2, 1]))
+        tensor(0.9444)
+    """
+
+    def _binned_value(self, confmat: Tensor) -> Tensor:
+        fpr, tpr, _ = _multiclass_roc_compute(confmat, self.num_classes, self.thresholds)
+        return _per_class_auroc(self, fpr, tpr, confmat)
+
+
+class MultilabelAUROC(_MultilabelCurve, tm.MultilabelAUROC):
+    """Multilabel AUROC; ``torchmetrics.classification.MultilabelAUROC`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelAUROC(num_labels=2, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4]]), torch.tensor([[1, 0], [0, 1], [0, 0]]))
+        tensor(1.)
+    """
+
+    def _binned_value(self, confmat: Tensor) -> Tensor:
+        if self.average == "micro":
+            return _binary_auroc_compute(confmat.sum(1), self.thresholds, None)
+        fpr, tpr, _ = _multilabel_roc_compute(confmat, self.num_labels, self.thresholds)
+        return _per_class_auroc(self, fpr, tpr, confmat)
+
+
+class BinaryAveragePrecision(_BinaryCurve, tm.BinaryAveragePrecision):
+    """Binary average precision; ``torchmetrics.classification.BinaryAveragePrecision`` without syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryAveragePrecision(thresholds=5)
+        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+        tensor(0.8333)
+    """
+
+    def _binned_value(self, confmat: Tensor) -> Tensor:
+        return _binary_average_precision_compute(confmat, self.thresholds)
+
+
+class MulticlassAveragePrecision(_MulticlassCurve, tm.MulticlassAveragePrecision):
+    """Multiclass average precision; torchmetrics' ``MulticlassAveragePrecision`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassAveragePrecision(num_classes=3, thresholds=5, average=None)
+        >>> scores = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.3, 0.2]])
+        >>> metric(scores, torch.tensor([0, 1, 2, 1]))
+        tensor([0.5000, 1.0000, 1.0000])
+    """
+
+    def _binned_value(self, confmat: Tensor) -> Tensor:
+        precision, recall, _ = _multiclass_precision_recall_curve_compute(confmat, self.num_classes, self.thresholds)
+        return _per_class_average_precision(self, precision, recall, confmat)
+
+
+class MultilabelAveragePrecision(_MultilabelCurve, tm.MultilabelAveragePrecision):
+    """Multilabel average precision; torchmetrics' ``MultilabelAveragePrecision`` without host syncs in update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelAveragePrecision(num_labels=2, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4]]), torch.tensor([[1, 0], [0, 1], [0, 0]]))
+        tensor(1.)
+    """
+
+    def _binned_value(self, confmat: Tensor) -> Tensor:
+        if self.average == "micro":
+            return _binary_average_precision_compute(confmat.sum(1), self.thresholds)
+        precision, recall, _ = _multilabel_precision_recall_curve_compute(confmat, self.num_labels, self.thresholds)
+        return _per_class_average_precision(self, precision, recall, confmat)

@@ -1,0 +1,344 @@
+"""Sync-free fixed-point curve metrics (recall at precision, sensitivity at specificity, ...), all tasks.
+
+Recall at fixed precision, precision at fixed recall, sensitivity at specificity and specificity at sensitivity, for
+binary, multiclass and multilabel inputs.
+
+They share the curves' ``update`` (:mod:`torchmetrics_async.classification.curves`). torchmetrics finds the best
+point of the curve with host reads (a boolean index, ``if not indices.any()``, Python's ``max`` over tensors); for
+``forward()``'s binned batch value the same point is found with masked maxima on the device, vectorized over classes.
+``compute()`` runs torchmetrics' own code.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async.classification.fixed_point import BinaryRecallAtFixedPrecision
+    >>> metric = BinaryRecallAtFixedPrecision(min_precision=0.5, thresholds=5)
+    >>> metric.update(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+    >>> metric.compute()
+    (tensor(1.), tensor(0.2500))
+"""
+
+import torch
+import torchmetrics.classification as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import (
+    _binary_precision_recall_curve_compute,
+    _binary_roc_compute,
+    _multiclass_precision_recall_curve_compute,
+    _multiclass_roc_compute,
+    _multilabel_precision_recall_curve_compute,
+    _multilabel_roc_compute,
+)
+from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve
+
+__all__ = [
+    "BinaryPrecisionAtFixedRecall",
+    "BinaryRecallAtFixedPrecision",
+    "BinarySensitivityAtSpecificity",
+    "BinarySpecificityAtSensitivity",
+    "MulticlassPrecisionAtFixedRecall",
+    "MulticlassRecallAtFixedPrecision",
+    "MulticlassSensitivityAtSpecificity",
+    "MulticlassSpecificityAtSensitivity",
+    "MultilabelPrecisionAtFixedRecall",
+    "MultilabelRecallAtFixedPrecision",
+    "MultilabelSensitivityAtSpecificity",
+    "MultilabelSpecificityAtSensitivity",
+    "best_under_constraint",
+    "lexicographic_max",
+]
+
+
+def lexicographic_max(columns: tuple[Tensor, ...], mask: Tensor) -> tuple[Tensor, ...]:
+    """The lexicographically largest ``(columns[0][i], columns[1][i], ...)`` over the ``i`` where ``mask``, per row.
+
+    What torchmetrics' ``_lexargmax`` (and Python's ``max`` over tuples) select, with masked maxima instead of
+    boolean indexing: the largest first column, ties broken by the second, and so on.
+
+    Args:
+        columns: tensors ``(..., T)`` of one dtype.
+        mask: ``(..., T)`` bool, the candidates.
+
+    Returns:
+        The selected value of each column, ``(...)`` (``-inf`` where no candidate).
+
+    Example:
+        >>> lexicographic_max((torch.tensor([1.0, 2.0, 2.0]), torch.tensor([5.0, 3.0, 4.0])), torch.tensor([True] * 3))
+        (tensor(2.), tensor(4.))
+    """
+    best = []
+    tied = mask
+    for column in columns:
+        top = column.masked_fill(torch.logical_not(tied), -torch.inf).max(-1, keepdim=True).values
+        tied = tied & (column == top)
+        best.append(top.squeeze(-1))
+    return tuple(best)
+
+
+def recall_at_precision(
+    precision: Tensor, recall: Tensor, thresholds: Tensor, min_precision: float
+) -> tuple[Tensor, Tensor]:
+    """Torchmetrics' ``_recall_at_precision`` over the last dimension, without host reads.
+
+    Example:
+        >>> precision, recall = torch.tensor([0.5, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.0])
+        >>> recall_at_precision(precision, recall, torch.tensor([0.0, 0.5]), 0.8)
+        (tensor(0.5000), tensor(0.5000))
+    """
+    points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
+    dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
+    recall, precision = recall[..., :points].to(dtype), precision[..., :points].to(dtype)
+    thresholds = thresholds[..., :points].to(dtype).expand_as(recall)
+    mask = precision >= min_precision
+    best_recall, _, best_threshold = lexicographic_max((recall, precision, thresholds), mask)
+    found = mask.any(-1)
+    best_recall = torch.where(found, best_recall, 0)
+    return best_recall, torch.where(best_recall == 0, torch.nan, best_threshold)
+
+
+def precision_at_recall(
+    precision: Tensor, recall: Tensor, thresholds: Tensor, min_recall: float
+) -> tuple[Tensor, Tensor]:
+    """Torchmetrics' ``_precision_at_recall`` (Python's ``max`` over ``(p, r, t)`` tuples) over the last dimension.
+
+    Python's ``max`` keeps its first candidate when that candidate's precision is NaN (nothing compares greater), and
+    never picks a NaN later: both cases are reproduced.
+
+    Example:
+        >>> precision, recall = torch.tensor([0.5, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.0])
+        >>> precision_at_recall(precision, recall, torch.tensor([0.0, 0.5]), 0.4)
+        (tensor(1.), tensor(0.5000))
+    """
+    points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
+    precision, recall = precision[..., :points], recall[..., :points]
+    thresholds = thresholds[..., :points].expand_as(precision)
+    mask = recall >= min_recall
+    found = mask.any(-1)
+    first = mask.long().argmax(-1, keepdim=True)
+    first_precision = precision.gather(-1, first).squeeze(-1)
+    first_threshold = thresholds.gather(-1, first).squeeze(-1)
+    stuck = found & torch.isnan(first_precision)
+    dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
+    columns = (precision.to(dtype), recall.to(dtype), thresholds.to(dtype))
+    best_precision, _, best_threshold = lexicographic_max(columns, mask & torch.logical_not(torch.isnan(precision)))
+    best_precision = torch.where(stuck, first_precision.to(dtype), best_precision).to(precision.dtype)
+    best_threshold = torch.where(stuck, first_threshold.to(dtype), best_threshold).to(thresholds.dtype)
+    best_precision = torch.where(found, best_precision, 0)
+    return best_precision, torch.where(best_precision == 0, torch.nan, best_threshold)
+
+
+def best_under_constraint(
+    values: Tensor, constrained: Tensor, thresholds: Tensor, minimum: float
+) -> tuple[Tensor, Tensor]:
+    """Torchmetrics' ``_sensitivity_at_specificity``/``_specificity_at_sensitivity`` over the last dimension.
+
+    The largest of ``values`` (first on ties) where ``constrained >= minimum``, and its threshold; ``(0, 1e6)``
+    where there is none.
+
+    Example:
+        >>> sensitivity, specificity = torch.tensor([0.2, 0.9, 1.0]), torch.tensor([1.0, 0.5, 0.0])
+        >>> best_under_constraint(sensitivity, specificity, torch.tensor([1.0, 0.5, 0.0]), 0.5)
+        (tensor(0.9000), tensor(0.5000))
+    """
+    mask = constrained >= minimum
+    thresholds = thresholds.expand_as(values)
+    index = values.masked_fill(torch.logical_not(mask), -torch.inf).argmax(-1, keepdim=True)
+    found = mask.any(-1)
+    best = torch.where(found, values.gather(-1, index).squeeze(-1), 0)
+    return best, torch.where(found, thresholds.gather(-1, index).squeeze(-1), 1e6)
+
+
+class _RecallAtFixedPrecision:
+    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
+        precision, recall, thresholds = self._precision_recall(confmat)
+        return recall_at_precision(precision, recall, thresholds, self.min_precision)
+
+
+class _PrecisionAtFixedRecall:
+    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
+        precision, recall, thresholds = self._precision_recall(confmat)
+        return precision_at_recall(precision, recall, thresholds, self.min_recall)
+
+
+class _SensitivityAtSpecificity:
+    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
+        fpr, sensitivity, thresholds = self._roc(confmat)
+        return best_under_constraint(sensitivity, 1 - fpr, thresholds, self.min_specificity)
+
+
+class _SpecificityAtSensitivity:
+    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
+        fpr, sensitivity, thresholds = self._roc(confmat)
+        return best_under_constraint(1 - fpr, sensitivity, thresholds, self.min_sensitivity)
+
+
+class _BinaryFixedPoint(_BinaryCurve):
+    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return _binary_precision_recall_curve_compute(confmat, self.thresholds)
+
+    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return _binary_roc_compute(confmat, self.thresholds)
+
+
+class _MulticlassFixedPoint(_MulticlassCurve):
+    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return _multiclass_precision_recall_curve_compute(confmat, self.num_classes, self.thresholds)
+
+    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return _multiclass_roc_compute(confmat, self.num_classes, self.thresholds)
+
+
+class _MultilabelFixedPoint(_MultilabelCurve):
+    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return _multilabel_precision_recall_curve_compute(confmat, self.num_labels, self.thresholds)
+
+    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return _multilabel_roc_compute(confmat, self.num_labels, self.thresholds)
+
+
+class BinaryRecallAtFixedPrecision(_RecallAtFixedPrecision, _BinaryFixedPoint, tm.BinaryRecallAtFixedPrecision):
+    """Highest recall with precision >= ``min_precision``; torchmetrics' class with a sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryRecallAtFixedPrecision(min_precision=0.5, thresholds=5)
+        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+        (tensor(1.), tensor(0.2500))
+    """
+
+
+class MulticlassRecallAtFixedPrecision(
+    _RecallAtFixedPrecision, _MulticlassFixedPoint, tm.MulticlassRecallAtFixedPrecision
+):
+    """Per-class recall at fixed precision; torchmetrics' ``MulticlassRecallAtFixedPrecision``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassRecallAtFixedPrecision(num_classes=2, min_precision=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
+
+
+class MultilabelRecallAtFixedPrecision(
+    _RecallAtFixedPrecision, _MultilabelFixedPoint, tm.MultilabelRecallAtFixedPrecision
+):
+    """Per-label recall at fixed precision; torchmetrics' ``MultilabelRecallAtFixedPrecision``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelRecallAtFixedPrecision(num_labels=2, min_precision=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
+
+
+class BinaryPrecisionAtFixedRecall(_PrecisionAtFixedRecall, _BinaryFixedPoint, tm.BinaryPrecisionAtFixedRecall):
+    """Highest precision with recall >= ``min_recall``; torchmetrics' class with a sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryPrecisionAtFixedRecall(min_recall=0.5, thresholds=5)
+        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+        (tensor(1.), tensor(0.7500))
+    """
+
+
+class MulticlassPrecisionAtFixedRecall(
+    _PrecisionAtFixedRecall, _MulticlassFixedPoint, tm.MulticlassPrecisionAtFixedRecall
+):
+    """Per-class precision at fixed recall; torchmetrics' ``MulticlassPrecisionAtFixedRecall``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassPrecisionAtFixedRecall(num_classes=2, min_recall=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
+
+
+class MultilabelPrecisionAtFixedRecall(
+    _PrecisionAtFixedRecall, _MultilabelFixedPoint, tm.MultilabelPrecisionAtFixedRecall
+):
+    """Per-label precision at fixed recall; torchmetrics' ``MultilabelPrecisionAtFixedRecall``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelPrecisionAtFixedRecall(num_labels=2, min_recall=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
+
+
+class BinarySensitivityAtSpecificity(_SensitivityAtSpecificity, _BinaryFixedPoint, tm.BinarySensitivityAtSpecificity):
+    """Highest sensitivity with specificity >= ``min_specificity``; torchmetrics' class, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = BinarySensitivityAtSpecificity(min_specificity=0.5, thresholds=5)
+        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+        (tensor(1.), tensor(0.2500))
+    """
+
+
+class MulticlassSensitivityAtSpecificity(
+    _SensitivityAtSpecificity, _MulticlassFixedPoint, tm.MulticlassSensitivityAtSpecificity
+):
+    """Per-class sensitivity at specificity; torchmetrics' ``MulticlassSensitivityAtSpecificity``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassSensitivityAtSpecificity(num_classes=2, min_specificity=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
+
+
+class MultilabelSensitivityAtSpecificity(
+    _SensitivityAtSpecificity, _MultilabelFixedPoint, tm.MultilabelSensitivityAtSpecificity
+):
+    """Per-label sensitivity at specificity; torchmetrics' ``MultilabelSensitivityAtSpecificity``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelSensitivityAtSpecificity(num_labels=2, min_specificity=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
+
+
+class BinarySpecificityAtSensitivity(_SpecificityAtSensitivity, _BinaryFixedPoint, tm.BinarySpecificityAtSensitivity):
+    """Highest specificity with sensitivity >= ``min_sensitivity``; torchmetrics' class, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = BinarySpecificityAtSensitivity(min_sensitivity=0.5, thresholds=5)
+        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
+        (tensor(1.), tensor(0.7500))
+    """
+
+
+class MulticlassSpecificityAtSensitivity(
+    _SpecificityAtSensitivity, _MulticlassFixedPoint, tm.MulticlassSpecificityAtSensitivity
+):
+    """Per-class specificity at sensitivity; torchmetrics' ``MulticlassSpecificityAtSensitivity``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MulticlassSpecificityAtSensitivity(num_classes=2, min_sensitivity=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
+
+
+class MultilabelSpecificityAtSensitivity(
+    _SpecificityAtSensitivity, _MultilabelFixedPoint, tm.MultilabelSpecificityAtSensitivity
+):
+    """Per-label specificity at sensitivity; torchmetrics' ``MultilabelSpecificityAtSensitivity``, sync-free update.
+
+    Example:
+        >>> import torch
+        >>> metric = MultilabelSpecificityAtSensitivity(num_labels=2, min_sensitivity=0.5, thresholds=5)
+        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
+        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
+    """
