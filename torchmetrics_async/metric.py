@@ -641,7 +641,8 @@ class OnePassForward:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name in ("update", "compute"):
-            method = cls.__dict__.get(name)
+            # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
+            method = getattr(cls, name, None)
             code = getattr(method, "__code__", None)
             # Defined in this package's source (not merely in a class that claims one of its module names).
             if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):

@@ -592,7 +592,7 @@ class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
     ) -> None:
         self.__dict__["_validate_values"] = validate_args
         super().__init__(max_fpr, thresholds, ignore_index, validate_args, **kwargs)
-        self._init_sync_free()
+        self._setup_sync_free()
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         return binary_auroc_binned(confmat, self.thresholds, self.max_fpr)
