@@ -91,7 +91,8 @@ from torchmetrics_async.deferred import (
     report_deferred,
     violation_code,
 )
-from torchmetrics_async.distributed import SyncHandle, sync_metrics
+from torchmetrics_async.distributed.collectives import SyncHandle
+from torchmetrics_async.distributed.sync import sync_metrics
 from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
