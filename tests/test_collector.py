@@ -17,7 +17,7 @@ from torchmetrics import Metric
 import torchmetrics_async as ta
 from torchmetrics_async import AsyncMetricCollector
 from torchmetrics_async import collector as collector_module
-from torchmetrics_async.testing import no_host_sync
+from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 try:
     from torchmetrics_async.classification import MulticlassAccuracy
@@ -477,6 +477,54 @@ def test_schedule_collection_on_the_stream_path_has_no_host_sync():
     collector.collect_results()
 
 
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_collect_results_reads_the_device_once_per_log(fake):
+    # Results of several dtypes (float means, int64 stat scores) and every member's deferred flags: one read.
+    live = collection()
+    if MulticlassAccuracy is not None:
+        live.add_metrics({"stats": ta.classification.MulticlassStatScores(num_classes=4, average=None)})
+    live.add_metrics({"strict": ta.MeanMetric(nan_strategy="error")})
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    expected = reference()
+    if MulticlassAccuracy is not None:
+        expected.add_metrics({"stats": torchmetrics.classification.MulticlassStatScores(num_classes=4, average=None)})
+    expected.add_metrics({"strict": torchmetrics.MeanMetric(nan_strategy="error")})
+    for cycle in range(2):
+        feed(live, values(3, cycle), labels(2, cycle))
+        feed(expected, values(3, cycle), labels(2, cycle))
+        collector.schedule_collection()
+        with count_host_syncs() as syncs:
+            got = collector.collect_results()
+        assert syncs.total == 1, syncs.by_op
+        assert_close(got, python(expected.compute()))
+        expected.reset()
+
+
+def test_the_transfer_gives_torchs_python_values_for_every_dtype():
+    tensors = [
+        torch.tensor(1.5),
+        torch.tensor([1, -2], dtype=torch.int64),
+        torch.tensor([[True, False]]),
+        torch.tensor([0.1, 3.0], dtype=torch.bfloat16),
+        torch.tensor(2.5, dtype=torch.float16),
+        torch.tensor([1 + 2j]),
+        torch.tensor([255, 7], dtype=torch.uint8),
+        torch.zeros(0, 3),
+        torch.tensor([1e300], dtype=torch.float64),
+        torch.tensor([(1 << 62) - 3]),  # a violation code: exact, not rounded through a float
+        torch.arange(6, dtype=torch.float32).reshape(2, 3).t(),  # not contiguous
+    ]
+    for ops in (None, FakeStreamOps()):
+        with count_host_syncs() as syncs:
+            transfer = collector_module._Transfer(tensors, ops)
+            got = transfer.values()
+        assert syncs.total == 1
+        expected = [tensor.tolist() for tensor in tensors]
+        assert got == expected
+        assert [type(v) for v in got] == [type(v) for v in expected]
+
+
 def _buffer_pointers(collector: AsyncMetricCollector) -> dict[tuple[str, str], int]:
     return {(slot.name, attr): buffer.data_ptr() for slot in collector._slots for attr, buffer in slot.buffers.items()}
 
@@ -556,9 +604,9 @@ def test_stream_path_orders_snapshot_event_wait_sync_compute_copies(monkeypatch)
     assert ops.calls[0][1] == "main"
     assert ops.calls[1] == ("wait_event", "side", ready)
     assert ops.calls[3] == ("sync", "side", True, "group")
-    # every result and flag leaves in one copy per dtype (float32 results, int64 violation codes), on the side stream
+    # every result and flag (float32 results, int64 violation codes) leaves in one byte-packed copy, on the side stream
     copies = [call for call in ops.calls if call[0] == "to_host"]
-    assert sorted(str(call[2]) for call in copies) == ["torch.float32", "torch.int64"]
+    assert [str(call[2]) for call in copies] == ["torch.uint8"]
     assert all(call[1] == "side" for call in copies)
     assert names[-2:] == ["record_event", "exit"]
     done = ops.calls[-2][2]

@@ -64,6 +64,7 @@ import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.distributed.checkpoint.stateful import Stateful
@@ -233,7 +234,12 @@ class CudaStreamOps:
             >>> callable(CudaStreamOps.to_host)
             True
         """
-        return tensor.to("cpu", non_blocking=True)
+        if tensor.device.type == "cpu":
+            return tensor
+        # Pinned explicitly: a non-blocking copy into pageable memory would be synchronous.
+        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+        host.copy_(tensor, non_blocking=True)
+        return host
 
     def synchronize(self, event: Any) -> None:
         """``event.synchronize()``: the one host wait of a collection.
@@ -314,32 +320,68 @@ def _to_python(tree: Any, values: Iterator[Any]) -> Any:
     return tree
 
 
-class _Transfer:
-    """Tensors concatenated per (device, dtype) and copied to the host once per group."""
+def _numpy_dtypes() -> dict[torch.dtype, np.dtype]:
+    dtypes = {}
+    for dtype in (
+        torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+        torch.float64, torch.complex64, torch.complex128,
+        getattr(torch, "uint16", None), getattr(torch, "uint32", None), getattr(torch, "uint64", None),
+    ):  # fmt: skip
+        if isinstance(dtype, torch.dtype):
+            with contextlib.suppress(TypeError, RuntimeError):
+                dtypes[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
+    return dtypes
 
-    def __init__(self, tensors: list[Tensor], ops: StreamOps) -> None:
-        self.layout = [(tensor.shape, tensor.numel()) for tensor in tensors]
-        groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
-        for index, tensor in enumerate(tensors):
-            groups.setdefault((tensor.device, tensor.dtype), []).append(index)
-        self.groups: list[tuple[list[int], Tensor]] = []
+
+#: torch dtype -> the numpy dtype the host reads it as (computed once at import, outside any host-sync detector).
+_NUMPY_DTYPES = _numpy_dtypes()
+
+
+def _wire_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a result travels in: its own if numpy has it, else a wider one that holds it exactly."""
+    if dtype in _NUMPY_DTYPES:
+        return dtype
+    if dtype.is_complex:
+        return torch.complex64  # complex32
+    return torch.float32  # bfloat16, the float8 types: exact in float32 (Python floats from either are equal)
+
+
+class _Transfer:
+    """Every tensor of a window byte-packed into one buffer (per device) and moved to the host in one copy.
+
+    Results of every dtype and the deferred flags travel together: one ``torch.cat`` of their bytes on the device,
+    one device-to-host copy (pinned memory, asynchronous, on the side stream), and on the host one read of the buffer
+    (a numpy view), from which the Python values are built without touching the device again.
+    """
+
+    def __init__(self, tensors: list[Tensor], ops: StreamOps | None) -> None:
+        #: per tensor: (group, byte offset, byte length, numpy dtype, shape)
+        self.layout: list[tuple[int, int, int, np.dtype, tuple[int, ...]]] = []
+        groups: dict[torch.device, tuple[int, list[Tensor], list[int]]] = {}
+        for tensor in tensors:
+            value = tensor.detach()
+            wire = _wire_dtype(value.dtype)
+            if wire != value.dtype:
+                value = value.to(wire)
+            index, pieces, length = groups.setdefault(value.device, (len(groups), [], [0]))
+            data = value.reshape(-1).contiguous().view(torch.uint8)
+            self.layout.append((index, length[0], data.numel(), _NUMPY_DTYPES[wire], tuple(value.shape)))
+            pieces.append(data)
+            length[0] += data.numel()
         self.device_buffers: list[Tensor] = []  # alive until the host has synchronized on the copies
-        for indices in groups.values():
-            flat = [tensors[index].detach().reshape(-1) for index in indices]
-            buffer = flat[0] if len(flat) == 1 else torch.cat(flat)
+        self.hosts: list[Tensor] = []
+        for _, pieces, _ in groups.values():
+            buffer = pieces[0] if len(pieces) == 1 else torch.cat(pieces)  # one kernel for the whole window
             self.device_buffers.append(buffer)
-            self.groups.append((indices, ops.to_host(buffer)))
+            self.hosts.append(buffer if ops is None else ops.to_host(buffer))
 
     def values(self) -> list[Any]:
-        """Host values in the original order; call after synchronizing."""
-        out: list[Any] = [None] * len(self.layout)
-        for indices, host in self.groups:
-            offset = 0
-            for index in indices:
-                shape, numel = self.layout[index]
-                out[index] = host[offset : offset + numel].reshape(shape).tolist()
-                offset += numel
-        return out
+        """Host values in the original order: one read of each host buffer; call after synchronizing."""
+        arrays = [host.numpy() for host in self.hosts]  # the read (numpy shares the host memory)
+        return [
+            arrays[group][offset : offset + nbytes].view(dtype).reshape(shape).tolist()
+            for group, offset, nbytes, dtype, shape in self.layout
+        ]
 
 
 class _Slot:
@@ -663,7 +705,7 @@ class AsyncMetricCollector(Stateful):
                     flags = self._read_flags(records)
                 else:  # computed at schedule time (see _launch)
                     tree, flags = self._outcome
-                values = [tensor.detach().tolist() for tensor in [*_tensor_leaves(tree, []), *flags]]
+                values = _Transfer([*_tensor_leaves(tree, []), *flags], None).values()  # one read
             else:
                 tree, transfer = self._outcome
                 records = self._log

@@ -23,6 +23,7 @@ from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
 from torchmetrics_async.compute_groups import equal_metric_states
+from torchmetrics_async.deferred import forget_preread, read_deferred_together
 from torchmetrics_async.distributed.states import _collect_metrics, _fusable_metric
 from torchmetrics_async.distributed.sync import _labels, _start_metric_sync
 from torchmetrics_async.metric import copy_update_count, has_stock_compute
@@ -88,6 +89,17 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
             metric._to_sync = to_sync
             if metric._is_synced and metric._should_unsync:  # not computed, or its compute raised before unsync
                 metric.unsync()
+
+
+def _computes_as_is(metric: Metric) -> bool:
+    """Whether ``metric.compute()`` would compute (no cached value) from the states it holds now (no sync inside)."""
+    return (
+        metric._computed is None
+        and has_stock_compute(metric)
+        and not (
+            metric._to_sync and callable(metric.distributed_available_fn) and bool(metric.distributed_available_fn())
+        )
+    )
 
 
 class _FusedSyncCollection:
@@ -157,10 +169,14 @@ class _FusedSyncCollection:
             # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
             # to the others: on a rank where a group formed from the data, they would compute another rank's values.
             groups, self._groups = self._groups, {}
+            # Every member's deferred flags in one host read, not one per member: those whose compute() reads them
+            # from the states they hold now (synced above, or not syncing at all).
+            read = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])
             try:
                 return super().compute()
             finally:
                 self._groups = groups
+                forget_preread(read)
 
     def reset(self) -> None:
         """Reset every member, then raise the first deferred error a member's ``reset()`` reported.
