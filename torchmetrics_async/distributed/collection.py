@@ -17,6 +17,7 @@ from copy import deepcopy
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async._torchmetrics import (
@@ -24,6 +25,7 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.deferred import forget_preread, read_deferred_together
+from torchmetrics_async.distributed.plan import _mismatch
 from torchmetrics_async.distributed.states import _collect_metrics, _fusable_metric
 from torchmetrics_async.distributed.sync import _labels, _start_metric_sync
 from torchmetrics_async.metric import copy_update_count, has_stock_compute
@@ -76,11 +78,20 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
         >>> values
         {'loss': tensor(2.), 'peak': tensor(3.)}
     """
+    with _synced(metrics, process_group):
+        yield
+
+
+@contextlib.contextmanager
+def _synced(
+    metrics: Any, process_group: Any = None, verdicts: list[tuple[Tensor, list[str]]] | None = None
+) -> Iterator[None]:
+    """:func:`sync_context`; with ``verdicts``, the plan check is left for the caller to read (see ``compute``)."""
     members = [metric for metric in _collect_metrics(metrics, {}).values() if _syncs_in_compute(metric)]
     previous = [(metric, metric._to_sync) for metric in members]
     try:
         if members:
-            _start_metric_sync(members, process_group, False, _labels(metrics, {}), verify=True).wait()
+            _start_metric_sync(members, process_group, False, _labels(metrics, {}), True, verdicts).wait()
         for metric in members:
             metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
         yield
@@ -164,15 +175,23 @@ class _FusedSyncCollection:
             >>> collection.compute()
             {'mean': tensor(1.5000), 'sum': tensor(3.)}
         """
-        with sync_context(self):
+        verdicts: list[tuple[Tensor, list[str]]] = []
+        with _synced(self, None, verdicts):
             # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its
             # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
             # to the others: on a rank where a group formed from the data, they would compute another rank's values.
             groups, self._groups = self._groups, {}
             # Every member's deferred flags in one host read, not one per member: those whose compute() reads them
             # from the states they hold now (synced above, or not syncing at all).
-            read = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])
+            # The plan check of an all_reduce-only sync travels in the same read; a mismatch raises before any member
+            # computes, and the block's exit restores every member's local states.
+            read, agreed = read_deferred_together(
+                [member for member in self._modules.values() if _computes_as_is(member)], [v for v, _ in verdicts]
+            )
             try:
+                for ok, (_, labels) in zip(agreed, verdicts, strict=True):
+                    if not ok:
+                        raise _mismatch(labels, None)
                 return super().compute()
             finally:
                 self._groups = groups

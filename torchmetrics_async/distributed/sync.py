@@ -96,6 +96,7 @@ def _start_state_sync(
     async_op: bool,
     labels: Mapping[int, str] | None = None,
     verify: bool = False,
+    verdicts: list[tuple[Tensor, list[str]]] | None = None,
 ) -> SyncHandle:
     """Plan, pack and launch the first phase of a fused ``_sync_dist`` of ``metrics`` over ``group``.
 
@@ -106,7 +107,9 @@ def _start_state_sync(
 
     A fingerprint of the plan rides in the first collective: exact, in the shape exchange of list states, which is
     read anyway; otherwise as bits in the first all_reduce bucket, read on the host only if ``verify``. A mismatch
-    raises :class:`PlanMismatchError` on every rank, before any state is set.
+    raises :class:`PlanMismatchError` on every rank, before any state is set. With ``verdicts`` (a list), a verified
+    sync does not read the bits itself: it appends ``(agreed, member labels)`` (a 0-dim bool on the device) once
+    finished, for the caller to read with its other values in one host read and raise :func:`_mismatch` itself.
     """
     labels = labels or {}
     reduces, gathers, entries, fallbacks, member_hashes = _plan_states(metrics)
@@ -159,8 +162,11 @@ def _start_state_sync(
         reduced: dict[Any, Tensor] = {}
         for bucket in buckets:
             reduced.update(bucket.finish(world_size))
-        if verify and buckets and buckets[0].agree is not None and not bool(buckets[0].agree):
-            raise _mismatch(member_labels, None)
+        if verify and buckets and buckets[0].agree is not None:
+            if verdicts is not None:  # read by the caller, with its own values, in one host read
+                verdicts.append((buckets[0].agree, member_labels))
+            elif not bool(buckets[0].agree):
+                raise _mismatch(member_labels, None)
         for token, value in reduced.items():
             results[id(entries[token])] = value
         for entry in entries:
@@ -303,8 +309,12 @@ def _start_metric_sync(
     async_op: bool,
     labels: Mapping[int, str] | None = None,
     verify: bool = False,
+    verdicts: list[tuple[Tensor, list[str]]] | None = None,
 ) -> SyncHandle:
-    """``Metric.sync()`` of every metric, fused: cache the local states, sync, mark synced."""
+    """``Metric.sync()`` of every metric, fused: cache the local states, sync, mark synced.
+
+    ``verdicts``: see :func:`_start_state_sync`.
+    """
     for metric in metrics:
         if metric._is_synced:
             raise TorchMetricsUserError(ALREADY_SYNCED_MESSAGE)
@@ -313,7 +323,7 @@ def _start_metric_sync(
     for metric in fused:
         metric._cache = metric._copy_state_dict()
     handles = [
-        _start_state_sync(members, group, async_op, labels, verify)
+        _start_state_sync(members, group, async_op, labels, verify, verdicts)
         for group, members in _by_group(fused, process_group)
         if _member(group)  # outside the group there is nothing to exchange: the local states stand
     ]
