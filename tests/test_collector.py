@@ -525,6 +525,108 @@ def test_the_transfer_gives_torchs_python_values_for_every_dtype():
         assert [type(v) for v in got] == [type(v) for v in expected]
 
 
+@pytest.mark.parametrize(
+    ("nan_strategy", "fake", "at_schedule", "at_collect"),
+    [
+        ("warn", False, 0, 2),  # compute() removes NaNs (a data-dependent shape): one read, at collect on CPU
+        ("warn", True, 1, 1),  # ... and at schedule on the stream path, where compute() runs
+        ("ignore", True, 1, 1),
+        ("error", True, 0, 1),
+        ("disable", True, 0, 1),
+        (0.0, True, 0, 1),
+    ],
+)
+def test_host_syncs_of_schedule_and_collect_with_a_list_state(nan_strategy, fake, at_schedule, at_collect):
+    # The documented exception to "no host sync at schedule time, one read at collect": CatMetric's default NaN
+    # strategies compute a concatenation whose length depends on the data.
+    metric = ta.CatMetric(nan_strategy=nan_strategy)
+    collector = AsyncMetricCollector(metric, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    for cycle in range(2):
+        metric.update(torch.tensor([1.0, 2.0 + cycle]))
+        with count_host_syncs() as scheduled:
+            collector.schedule_collection()
+        with count_host_syncs() as collected:
+            assert collector.collect_results() == [1.0, 2.0 + cycle]
+        assert (scheduled.total, collected.total) == (at_schedule, at_collect)
+
+
+class _Work:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def wait(self) -> bool:
+        self.log.append("wait")
+        return True
+
+    def is_completed(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_a_failed_launch_drains_what_it_started_before_releasing(monkeypatch, fake):
+    ops = FakeStreamOps() if fake else None
+    live = ta.MetricCollection({"sum": ta.SumMetric(), "cat": ta.CatMetric()})
+    collector = AsyncMetricCollector(live, stream_ops=ops)
+    collector.bind()
+    log: list[str] = []
+
+    def failing_second_phase() -> list:
+        log.append("launch")
+        raise RuntimeError("gather failed")
+
+    def started_sync(metrics: Any, process_group: Any = None, async_op: bool = False) -> Any:
+        # the first phase is in flight (it reads the buffers) when the second one fails
+        return collector_module.SyncHandle(lambda: None, [_Work(log)], failing_second_phase)
+
+    monkeypatch.setattr(collector_module, "sync_metrics", started_sync)
+    real_release = collector._release
+    monkeypatch.setattr(collector, "_release", lambda: (log.append("release"), real_release()))
+    live.update(torch.tensor([1.0, 2.0]))
+    with pytest.raises(RuntimeError, match="gather failed"):
+        collector.schedule_collection()
+    if fake:
+        # the current stream waits for everything the side stream was given, before the buffers are released
+        record = next(call for call in reversed(ops.calls) if call[0] == "record_event")
+        assert record[1] == "side"
+        assert ops.calls[-1] == ("wait_event", "main", record[2])
+        assert log[-1] == "release"
+    else:
+        assert log == ["launch", "wait", "release"]
+    assert live["sum"].sum_value == 3.0  # the live metrics keep the window
+    assert not collector.is_scheduled
+
+
+def test_bind_rejects_metrics_on_several_devices():
+    metrics = {"a": ta.SumMetric(), "b": ta.SumMetric().to("meta")}
+    collector = AsyncMetricCollector(metrics)
+    with pytest.raises(ValueError, match=r"several devices \(a: cpu, b: meta\)"):
+        collector.bind()
+    assert not collector.is_bound
+    metrics["b"] = ta.SumMetric()
+    collector = AsyncMetricCollector(metrics)
+    collector.bind()  # one device: fine
+    assert collector.is_bound
+
+
+def test_schedule_and_collect_refuse_a_cuda_graph_capture(monkeypatch):
+    metric = ta.SumMetric()
+    collector = AsyncMetricCollector(metric)
+    collector.bind()
+    metric.update(torch.tensor(1.0))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"schedule_collection\(\) cannot run inside a CUDA graph capture"):
+        collector.schedule_collection()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    collector.schedule_collection()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"collect_results\(\) cannot run inside a CUDA graph capture"):
+        collector.collect_results()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert collector.collect_results() == 1.0
+
+
 def _buffer_pointers(collector: AsyncMetricCollector) -> dict[tuple[str, str], int]:
     return {(slot.name, attr): buffer.data_ptr() for slot in collector._slots for attr, buffer in slot.buffers.items()}
 
@@ -552,7 +654,7 @@ def test_snapshot_buffers_are_not_reallocated(fake):
     assert pointers[0] == pointers[1] == pointers[2]
 
 
-def test_list_states_are_taken_by_reference_before_the_reset():
+def test_list_states_are_copied_into_the_window_before_the_reset():
     metric = ta.CatMetric()
     collector = AsyncMetricCollector(metric)
     collector.bind()
@@ -563,10 +665,33 @@ def test_list_states_are_taken_by_reference_before_the_reset():
     collector.schedule_collection()
     assert metric.value == []  # reset in place
     window = collector._slots[0].lists["value"]
-    assert all(a is b for a, b in zip(window, elements, strict=True))
+    assert [piece.tolist() for piece in window] == [piece.tolist() for piece in elements]
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(window, elements, strict=True))  # owned copies
     metric.update(torch.tensor([9.0]))
     assert collector.collect_results() == [1.0, 2.0, 3.0]
     assert collector._slots[0].shadow.value == []  # released
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+@pytest.mark.parametrize(
+    "batches",
+    [[[1.0, 2.0]], [[1.0], [2.0, 3.0]], [1.0, [2.0, 3.0]], [[[1.0, 2.0]], [[3.0, 4.0]]]],
+    ids=["one", "same-trailing", "0-dim-and-1-d", "2-d"],
+)
+def test_a_closed_window_owns_its_list_states(fake, batches):
+    # The tensors the user passed to update() are changed after the window closed: the window keeps its values.
+    metric = ta.CatMetric()
+    collector = AsyncMetricCollector(metric, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    tensors = [torch.tensor(batch) for batch in batches]
+    reference = torchmetrics.CatMetric()
+    for tensor in tensors:
+        metric.update(tensor)
+        reference.update(tensor.clone())
+    collector.schedule_collection()
+    for tensor in tensors:
+        tensor.mul_(100)
+    assert collector.collect_results() == reference.compute().tolist()
 
 
 # --------------------------------------------------------------------------------------------------------------------

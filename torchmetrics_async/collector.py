@@ -10,11 +10,11 @@ later, finishes the sync, computes, and returns Python scalars.
 Where the work runs:
 
 - **CUDA**: the sync and the compute are enqueued on a side stream that waits for an event recorded on the current
-  stream after the snapshot; every result and every deferred error flag is then concatenated per dtype on the side
-  stream and copied to pinned host memory with ``non_blocking=True``, and one event closes the window.
+  stream after the snapshot; every result and every deferred error flag is then byte-packed into one buffer on the
+  side stream and copied to pinned host memory with ``non_blocking=True``, and one event closes the window.
   ``collect_results()`` synchronizes on that event once and reads host memory.
 - **CPU** (gloo): collectives run in gloo's threads; ``collect_results()`` waits for them, computes, and reads the
-  results where they are (no copy).
+  results and flags in one read of one byte-packed buffer.
 
 Collection is local, scheduling is collective: ``schedule_collection()`` issues every collective of its window, on
 every rank, and ``collect_results()`` issues none. So ``if rank == 0: log(collector.collect_results())`` works: a
@@ -24,11 +24,20 @@ that sync inside their own ``compute()`` (wrappers) are therefore computed at sc
 A window restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
 
 Host syncs: ``schedule_collection()`` has none on either path (on CUDA with NCCL, whose ``wait()`` only orders
-streams), with one documented exception: list (``"cat"``) states in a distributed run need their shapes exchanged
+streams), with documented exceptions: list (``"cat"``) states in a distributed run need their shapes exchanged
 before their data, and reading those shapes is a host read (:meth:`SyncHandle.launch_remaining
 <torchmetrics_async.distributed.SyncHandle.launch_remaining>`), in ``schedule_collection()`` on both paths; it returns
-once every rank has scheduled the window. ``collect_results()`` reads the device exactly once on CUDA (one
-``synchronize()``).
+once every rank has scheduled the window. On the accelerator path the compute runs there too, so a member whose
+``compute()`` reads the device makes that read there: ``CatMetric`` with its default ``nan_strategy="warn"`` (or
+``"ignore"``) drops NaNs, a result whose length depends on the data (one read; ``"error"``, ``"disable"`` or a number
+make none). Members that torchmetrics syncs itself (a user's ``dist_sync_fn`` or ``_sync_dist``) run torchmetrics'
+blocking gather, with its barrier, there in a distributed run. ``tests/test_collector.py`` counts them.
+
+``collect_results()`` reads the device once: every result and every deferred flag is byte-packed into one buffer and
+moved in one copy (on CUDA into pinned memory, on the side stream, after which one event closes the window; the host
+waits on it once and reads host memory). On CPU the one read is of that buffer (plus the reads of members like
+``CatMetric`` above, whose compute runs here on CPU). The metrics must live on one device (``bind()`` refuses
+several: one side stream and one event serve a window), and neither call may run inside a CUDA graph capture.
 
 Deferred errors: the shadow's ``compute()`` does not read the deferred NaN and value-check flags (the
 :data:`~torchmetrics_async.deferred.DEFERRED_RAISE_OWNED` hook); the collector transfers them with the results and
@@ -394,7 +403,7 @@ class _Slot:
         self.live = live
         self.shadow = shadow
         self.buffers: dict[str, Tensor] = {}  # tensor state -> buffer: the window's local values, stable storage
-        self.lists: dict[str, list[Tensor]] = {}  # list state -> the window's elements (by reference)
+        self.lists: dict[str, list[Tensor]] = {}  # list state -> the window's elements (copies the window owns)
 
 
 class _Record:
@@ -501,6 +510,7 @@ class AsyncMetricCollector(Stateful):
 
         Raises:
             RuntimeError: if already bound.
+            ValueError: if the metrics live on more than one device (after moving them to ``device``, if given).
 
         Example:
             >>> from torchmetrics_async import SumMetric
@@ -513,6 +523,14 @@ class AsyncMetricCollector(Stateful):
             raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
         if device is not None:
             self._move(torch.device(device))
+        devices = {metric.device for _, metric in self._live}
+        if len(devices) > 1:
+            # One side stream and one done-event serve the window: they would order only the first device's work.
+            where = ", ".join(f"{name}: {metric.device}" for name, metric in self._live)
+            raise ValueError(
+                f"AsyncMetricCollector: the metrics live on several devices ({where}); bind(device) moves them all to"
+                " one, or use one collector per device."
+            )
         metric_device = self._live[0][1].device if self._live else torch.device("cpu")
         ops = self._stream_ops
         if ops is None and metric_device.type == "cuda":
@@ -625,7 +643,8 @@ class AsyncMetricCollector(Stateful):
         """Snapshot the window into the buffers, launch the fused sync, and reset the live metrics in place.
 
         No host sync and no barrier: the states are copied in place into buffers allocated at ``bind()`` (list
-        states hand over their elements by reference), the reset copies device-resident defaults, and the
+        states into copies the window owns: one copy kernel where the elements agree in dtype, device and trailing
+        shape), the reset copies device-resident defaults, and the
         collectives are launched asynchronously. On CUDA the sync and the compute are enqueued on the side stream
         after an event recorded once the snapshot is enqueued. Exception: list states in a distributed run on CUDA
         read their exchanged shapes on the host here (see the module docstring).
@@ -638,7 +657,7 @@ class AsyncMetricCollector(Stateful):
         ``schedule_collection()``, so dropping it communicates nothing.
 
         Raises:
-            RuntimeError: if not bound.
+            RuntimeError: if not bound, or called while a CUDA graph is being captured.
             PlanMismatchError: if the ranks sync different metrics (on every rank; the live metrics keep the window).
 
         Example:
@@ -654,6 +673,7 @@ class AsyncMetricCollector(Stateful):
             (2.0, 5.0)
         """
         self._require_bound("schedule_collection")
+        _refuse_capture("schedule_collection")
         if self._scheduled:
             self._drop()
         self._snapshot()
@@ -663,6 +683,7 @@ class AsyncMetricCollector(Stateful):
         try:
             self._launch()
         except BaseException:
+            self._drain()
             self._release()
             raise
         self._scheduled = True
@@ -679,7 +700,8 @@ class AsyncMetricCollector(Stateful):
             tensors; a collection gives its ``compute()`` dict, a dict of metrics a dict with the same keys.
 
         Raises:
-            RuntimeError: if not bound, if nothing was scheduled, or a deferred error (torchmetrics' message).
+            RuntimeError: if not bound, if nothing was scheduled, if called while a CUDA graph is being captured, or
+                a deferred error (torchmetrics' message).
 
         Example:
             >>> import torch
@@ -694,6 +716,7 @@ class AsyncMetricCollector(Stateful):
             {'loss': 3.0, 'tokens': 6.0}
         """
         self._require_bound("collect_results")
+        _refuse_capture("collect_results")
         if not self._scheduled:
             raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
         try:
@@ -729,7 +752,7 @@ class AsyncMetricCollector(Stateful):
             raise RuntimeError(f"AsyncMetricCollector is not bound: call bind() before {what}().")
 
     def _snapshot(self) -> None:
-        """Copy the live states into the buffers (in place), take list elements by reference, copy update counts."""
+        """Copy the live states into the buffers (in place), copy list elements, copy update counts."""
         for slot in self._slots:
             source = slot.live.__dict__
             target = slot.shadow.__dict__
@@ -743,8 +766,8 @@ class AsyncMetricCollector(Stateful):
                         buffer.copy_(value)
                     target[attr] = buffer
                 else:
-                    # A new list of the same elements: reset() clears the live list in place.
-                    slot.lists[attr] = target[attr] = list(value)
+                    # Copies: the caller may still hold (and change) the tensors it passed to update().
+                    slot.lists[attr] = target[attr] = _owned(value)
             copy_update_count(slot.live, slot.shadow)
             if isinstance(slot.live, DeferredChecks):
                 # The window's flags travel in the buffers; the collector reports them, the live reset must not.
@@ -781,6 +804,7 @@ class AsyncMetricCollector(Stateful):
         try:
             self._launch()
         except BaseException:
+            self._drain()
             self._release()
             self._scheduled = False
             raise
@@ -790,7 +814,7 @@ class AsyncMetricCollector(Stateful):
         self._log.clear()
         ops = self._ops
         if ops is None:
-            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
             # Every collective of the window is issued here, on every rank: list states' data exchange needs the
             # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
             handle.launch_remaining()
@@ -805,7 +829,7 @@ class AsyncMetricCollector(Stateful):
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
         with ops.use(self._side):
-            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
             # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
             handle.wait()
             tree = _compute_tree(self._shadow)
@@ -815,6 +839,21 @@ class AsyncMetricCollector(Stateful):
         self._handle = handle
         self._outcome = (tree, transfer)
         self._launched = True
+
+    def _drain(self) -> None:
+        """After a failed launch: let whatever was started stop reading the buffers before they are released.
+
+        The next snapshot overwrites the buffers (and the release drops list elements and ``_cache``): on CUDA the
+        current stream waits (no host wait) for everything enqueued on the side stream so far (collectives, packing,
+        the compute); on CPU the host waits for the collectives already issued.
+        """
+        if self._ops is not None:
+            self._ops.wait_event(self._ops.current_stream(), self._ops.record_event(self._side))
+            return
+        handle = self._handle
+        for work in [] if handle is None else handle._works:
+            with contextlib.suppress(Exception):  # the launch error is the one to report
+                work.wait()
 
     def _read_flags(self, records: list[_Record]) -> list[Tensor]:
         """Attach each computed member's deferred flag tensors to its record; return them all, in order."""
@@ -987,12 +1026,37 @@ class AsyncMetricCollector(Stateful):
             self._scheduled = False
 
 
+def _owned(pieces: list[Tensor]) -> list[Tensor]:
+    """Copies of a list state's elements, the same shapes and dtypes (views of one concatenation where they agree)."""
+    if not pieces:
+        return []
+    first = pieces[0]
+    rows = [piece.reshape(1, *piece.shape) if piece.ndim == 0 else piece for piece in pieces]
+    if len(pieces) > 1 and all(
+        row.dtype == first.dtype and row.device == first.device and row.shape[1:] == rows[0].shape[1:] for row in rows
+    ):
+        joined = torch.cat([row.detach() for row in rows])  # one kernel for the whole window
+        parts = joined.split([row.shape[0] for row in rows])
+        return [part.view(piece.shape) for part, piece in zip(parts, pieces, strict=True)]
+    return [piece.detach().clone() for piece in pieces]
+
+
 def _collections(tree: Any) -> list[MetricCollection]:
     if isinstance(tree, MetricCollection):
         return [tree]
     if isinstance(tree, Metric):
         return []
     return [collection for value in tree.values() for collection in _collections(value)]
+
+
+def _refuse_capture(what: str) -> None:
+    # Inside a capture nothing runs: events, host copies and collectives would be recorded into the graph (or fail
+    # deep inside torch), and the host would wait on work that never started.
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"AsyncMetricCollector.{what}() cannot run inside a CUDA graph capture: call it outside the captured"
+            " region (update() may be captured; scheduling and collecting happen between graph replays)."
+        )
 
 
 def _announce_own_sync(metric: Metric) -> None:
