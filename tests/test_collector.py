@@ -17,7 +17,7 @@ from torchmetrics import Metric
 import torchmetrics_async as ta
 from torchmetrics_async import AsyncMetricCollector
 from torchmetrics_async import collector as collector_module
-from torchmetrics_async.testing import no_host_sync
+from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 try:
     from torchmetrics_async.classification import MulticlassAccuracy
@@ -477,6 +477,156 @@ def test_schedule_collection_on_the_stream_path_has_no_host_sync():
     collector.collect_results()
 
 
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_collect_results_reads_the_device_once_per_log(fake):
+    # Results of several dtypes (float means, int64 stat scores) and every member's deferred flags: one read.
+    live = collection()
+    if MulticlassAccuracy is not None:
+        live.add_metrics({"stats": ta.classification.MulticlassStatScores(num_classes=4, average=None)})
+    live.add_metrics({"strict": ta.MeanMetric(nan_strategy="error")})
+    collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    expected = reference()
+    if MulticlassAccuracy is not None:
+        expected.add_metrics({"stats": torchmetrics.classification.MulticlassStatScores(num_classes=4, average=None)})
+    expected.add_metrics({"strict": torchmetrics.MeanMetric(nan_strategy="error")})
+    for cycle in range(2):
+        feed(live, values(3, cycle), labels(2, cycle))
+        feed(expected, values(3, cycle), labels(2, cycle))
+        collector.schedule_collection()
+        with count_host_syncs() as syncs:
+            got = collector.collect_results()
+        assert syncs.total == 1, syncs.by_op
+        assert_close(got, python(expected.compute()))
+        expected.reset()
+
+
+def test_the_transfer_gives_torchs_python_values_for_every_dtype():
+    tensors = [
+        torch.tensor(1.5),
+        torch.tensor([1, -2], dtype=torch.int64),
+        torch.tensor([[True, False]]),
+        torch.tensor([0.1, 3.0], dtype=torch.bfloat16),
+        torch.tensor(2.5, dtype=torch.float16),
+        torch.tensor([1 + 2j]),
+        torch.tensor([255, 7], dtype=torch.uint8),
+        torch.zeros(0, 3),
+        torch.tensor([1e300], dtype=torch.float64),
+        torch.tensor([(1 << 62) - 3]),  # a violation code: exact, not rounded through a float
+        torch.arange(6, dtype=torch.float32).reshape(2, 3).t(),  # not contiguous
+    ]
+    for ops in (None, FakeStreamOps()):
+        with count_host_syncs() as syncs:
+            transfer = collector_module._Transfer(tensors, ops)
+            got = transfer.values()
+        assert syncs.total == 1
+        expected = [tensor.tolist() for tensor in tensors]
+        assert got == expected
+        assert [type(v) for v in got] == [type(v) for v in expected]
+
+
+@pytest.mark.parametrize(
+    ("nan_strategy", "fake", "at_schedule", "at_collect"),
+    [
+        ("warn", False, 0, 2),  # compute() removes NaNs (a data-dependent shape): one read, at collect on CPU
+        ("warn", True, 1, 1),  # ... and at schedule on the stream path, where compute() runs
+        ("ignore", True, 1, 1),
+        ("error", True, 0, 1),
+        ("disable", True, 0, 1),
+        (0.0, True, 0, 1),
+    ],
+)
+def test_host_syncs_of_schedule_and_collect_with_a_list_state(nan_strategy, fake, at_schedule, at_collect):
+    # The documented exception to "no host sync at schedule time, one read at collect": CatMetric's default NaN
+    # strategies compute a concatenation whose length depends on the data.
+    metric = ta.CatMetric(nan_strategy=nan_strategy)
+    collector = AsyncMetricCollector(metric, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    for cycle in range(2):
+        metric.update(torch.tensor([1.0, 2.0 + cycle]))
+        with count_host_syncs() as scheduled:
+            collector.schedule_collection()
+        with count_host_syncs() as collected:
+            assert collector.collect_results() == [1.0, 2.0 + cycle]
+        assert (scheduled.total, collected.total) == (at_schedule, at_collect)
+
+
+class _Work:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def wait(self) -> bool:
+        self.log.append("wait")
+        return True
+
+    def is_completed(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+def test_a_failed_launch_drains_what_it_started_before_releasing(monkeypatch, fake):
+    ops = FakeStreamOps() if fake else None
+    live = ta.MetricCollection({"sum": ta.SumMetric(), "cat": ta.CatMetric()})
+    collector = AsyncMetricCollector(live, stream_ops=ops)
+    collector.bind()
+    log: list[str] = []
+
+    def failing_second_phase() -> list:
+        log.append("launch")
+        raise RuntimeError("gather failed")
+
+    def started_sync(metrics: Any, process_group: Any = None, async_op: bool = False) -> Any:
+        # the first phase is in flight (it reads the buffers) when the second one fails
+        return collector_module.SyncHandle(lambda: None, [_Work(log)], failing_second_phase)
+
+    monkeypatch.setattr(collector_module, "sync_metrics", started_sync)
+    real_release = collector._release
+    monkeypatch.setattr(collector, "_release", lambda: (log.append("release"), real_release()))
+    live.update(torch.tensor([1.0, 2.0]))
+    with pytest.raises(RuntimeError, match="gather failed"):
+        collector.schedule_collection()
+    if fake:
+        # the current stream waits for everything the side stream was given, before the buffers are released
+        record = next(call for call in reversed(ops.calls) if call[0] == "record_event")
+        assert record[1] == "side"
+        assert ops.calls[-1] == ("wait_event", "main", record[2])
+        assert log[-1] == "release"
+    else:
+        assert log == ["launch", "wait", "release"]
+    assert live["sum"].sum_value == 3.0  # the live metrics keep the window
+    assert not collector.is_scheduled
+
+
+def test_bind_rejects_metrics_on_several_devices():
+    metrics = {"a": ta.SumMetric(), "b": ta.SumMetric().to("meta")}
+    collector = AsyncMetricCollector(metrics)
+    with pytest.raises(ValueError, match=r"several devices \(a: cpu, b: meta\)"):
+        collector.bind()
+    assert not collector.is_bound
+    metrics["b"] = ta.SumMetric()
+    collector = AsyncMetricCollector(metrics)
+    collector.bind()  # one device: fine
+    assert collector.is_bound
+
+
+def test_schedule_and_collect_refuse_a_cuda_graph_capture(monkeypatch):
+    metric = ta.SumMetric()
+    collector = AsyncMetricCollector(metric)
+    collector.bind()
+    metric.update(torch.tensor(1.0))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"schedule_collection\(\) cannot run inside a CUDA graph capture"):
+        collector.schedule_collection()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    collector.schedule_collection()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"collect_results\(\) cannot run inside a CUDA graph capture"):
+        collector.collect_results()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert collector.collect_results() == 1.0
+
+
 def _buffer_pointers(collector: AsyncMetricCollector) -> dict[tuple[str, str], int]:
     return {(slot.name, attr): buffer.data_ptr() for slot in collector._slots for attr, buffer in slot.buffers.items()}
 
@@ -504,7 +654,7 @@ def test_snapshot_buffers_are_not_reallocated(fake):
     assert pointers[0] == pointers[1] == pointers[2]
 
 
-def test_list_states_are_taken_by_reference_before_the_reset():
+def test_list_states_are_copied_into_the_window_before_the_reset():
     metric = ta.CatMetric()
     collector = AsyncMetricCollector(metric)
     collector.bind()
@@ -515,10 +665,33 @@ def test_list_states_are_taken_by_reference_before_the_reset():
     collector.schedule_collection()
     assert metric.value == []  # reset in place
     window = collector._slots[0].lists["value"]
-    assert all(a is b for a, b in zip(window, elements, strict=True))
+    assert [piece.tolist() for piece in window] == [piece.tolist() for piece in elements]
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(window, elements, strict=True))  # owned copies
     metric.update(torch.tensor([9.0]))
     assert collector.collect_results() == [1.0, 2.0, 3.0]
     assert collector._slots[0].shadow.value == []  # released
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
+@pytest.mark.parametrize(
+    "batches",
+    [[[1.0, 2.0]], [[1.0], [2.0, 3.0]], [1.0, [2.0, 3.0]], [[[1.0, 2.0]], [[3.0, 4.0]]]],
+    ids=["one", "same-trailing", "0-dim-and-1-d", "2-d"],
+)
+def test_a_closed_window_owns_its_list_states(fake, batches):
+    # The tensors the user passed to update() are changed after the window closed: the window keeps its values.
+    metric = ta.CatMetric()
+    collector = AsyncMetricCollector(metric, stream_ops=FakeStreamOps() if fake else None)
+    collector.bind()
+    tensors = [torch.tensor(batch) for batch in batches]
+    reference = torchmetrics.CatMetric()
+    for tensor in tensors:
+        metric.update(tensor)
+        reference.update(tensor.clone())
+    collector.schedule_collection()
+    for tensor in tensors:
+        tensor.mul_(100)
+    assert collector.collect_results() == reference.compute().tolist()
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -556,9 +729,9 @@ def test_stream_path_orders_snapshot_event_wait_sync_compute_copies(monkeypatch)
     assert ops.calls[0][1] == "main"
     assert ops.calls[1] == ("wait_event", "side", ready)
     assert ops.calls[3] == ("sync", "side", True, "group")
-    # every result and flag leaves in one copy per dtype (float32 results, int64 violation codes), on the side stream
+    # every result and flag (float32 results, int64 violation codes) leaves in one byte-packed copy, on the side stream
     copies = [call for call in ops.calls if call[0] == "to_host"]
-    assert sorted(str(call[2]) for call in copies) == ["torch.float32", "torch.int64"]
+    assert [str(call[2]) for call in copies] == ["torch.uint8"]
     assert all(call[1] == "side" for call in copies)
     assert names[-2:] == ["record_event", "exit"]
     done = ops.calls[-2][2]

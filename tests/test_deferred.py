@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+import torchmetrics
 from torch import Tensor
 
 import torchmetrics_async as ta
@@ -146,3 +147,62 @@ def test_a_fused_collection_resets_every_member_before_raising() -> None:
     with pytest.raises(RuntimeError, match="Encountered `nan` values"):
         collection.reset()
     assert [metric.update_count for metric in collection.values(copy_state=False)] == [0, 0]
+
+
+# --- one host read for all members' flags --------------------------------------------------------------------------
+
+
+def _strict_collection() -> ta.MetricCollection:
+    return ta.MetricCollection(
+        {
+            "mean": ta.MeanMetric(nan_strategy="error"),
+            "sum": ta.SumMetric(nan_strategy="error"),
+            "max": ta.MaxMetric(nan_strategy="warn"),
+            "acc": ta.classification.MulticlassAccuracy(num_classes=3),
+        },
+        compute_groups=False,
+    )
+
+
+def test_a_fused_collection_reads_every_members_flags_in_one_read() -> None:
+    collection = _strict_collection()
+    for name in ("mean", "sum", "max"):
+        collection[name].update(torch.tensor([1.0, 2.0]))
+    collection["acc"].update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
+    with count_host_syncs() as syncs:
+        values = collection.compute()
+        collection.reset()  # the flags were reported by compute(): reset reads nothing
+    assert syncs.total == 1, syncs.by_op
+    assert values["mean"] == 1.5
+    reference = torchmetrics.classification.MulticlassAccuracy(num_classes=3)
+    reference.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
+    assert values["acc"] == reference.compute()
+
+
+def test_one_read_still_reports_member_by_member_in_compute_order() -> None:
+    collection = _strict_collection()
+    collection["mean"].update(torch.tensor([1.0]))
+    collection["sum"].update(torch.tensor([float("nan")]))
+    collection["max"].update(torch.tensor([1.0]))
+    collection["acc"].update(torch.tensor([0]), torch.tensor([7]))  # a label out of range: also an error
+    keys = list(collection.keys())
+    first = next(key for key in keys if key in ("sum", "acc"))  # the collection's compute order
+    with count_host_syncs() as syncs, pytest.raises(RuntimeError) as err:
+        collection.compute()
+    assert syncs.total == 1
+    expected = "Encountered `nan` values in tensor" if first == "sum" else "Detected more unique values"
+    assert str(err.value).startswith(expected)
+
+
+def test_flags_read_for_a_member_that_did_not_compute_are_not_lost() -> None:
+    class Failing(ta.SumMetric):
+        def compute(self) -> Tensor:
+            raise ValueError("boom")
+
+    collection = ta.MetricCollection({"a": Failing(), "b": ta.MeanMetric(nan_strategy="error")}, compute_groups=False)
+    collection["a"].update(torch.tensor(1.0))
+    collection["b"].update(torch.tensor(float("nan")))
+    with pytest.raises(ValueError, match="boom"):
+        collection.compute()  # "a" computes first and raises: "b" never reported its NaN
+    with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
+        collection.reset()

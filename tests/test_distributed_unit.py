@@ -14,6 +14,22 @@ from torchmetrics.metric import Metric
 import torchmetrics_async as tma
 from torchmetrics_async import _torchmetrics as seam
 from torchmetrics_async import distributed as fused
+from torchmetrics_async.distributed import buckets as fused_buckets
+from torchmetrics_async.distributed import sync as fused_sync
+from torchmetrics_async.distributed.buckets import _plan_buckets
+from torchmetrics_async.distributed.collection import _FusedSyncCollection
+from torchmetrics_async.distributed.gather import (
+    _ALIGN,
+    _EMPTY,
+    _ROW,
+    MAX_GATHER_DIMS,
+    _byte_view,
+    _CatPieces,
+    _decode,
+    _layout,
+    _row,
+)
+from torchmetrics_async.distributed.plan import CHECK_BITS, _check_agrees, _check_bits, _fingerprint
 
 
 class UserCollection(torchmetrics.MetricCollection):
@@ -26,7 +42,9 @@ class UserCollection(torchmetrics.MetricCollection):
 @pytest.fixture
 def local_devices(monkeypatch):
     """Bucket planning without a process group: every tensor's collective device is its own device."""
-    monkeypatch.setattr(fused, "collective_device", lambda group=None, device=None, backend=None: torch.device(device))
+    monkeypatch.setattr(
+        fused_buckets, "collective_device", lambda group=None, device=None, backend=None: torch.device(device)
+    )
 
 
 # --- not distributed: the inputs come back ----------------------------------------------------------------------------
@@ -114,7 +132,7 @@ def test_buckets_group_by_dtype_and_op_with_mean_sharing_the_sum_buffer(local_de
         ("d_min", torch.ones((), dtype=torch.float64), "min"),
         ("l_sum", torch.ones((), dtype=torch.int64), "sum"),
     ]
-    buckets, leftovers = fused._plan_buckets(items, group=None)
+    buckets, leftovers = _plan_buckets(items, group=None)
     assert leftovers == []
     # in (device type, dtype, op) order, not the order of the items: ranks that list them differently still launch
     # buckets of the same sizes, and the plan check reports it
@@ -137,7 +155,7 @@ def test_buckets_group_by_dtype_and_op_with_mean_sharing_the_sum_buffer(local_de
     ],
 )
 def test_bool_flags_ride_in_a_buffer_that_exists_anyway(local_devices, others, flag_op, expected):
-    buckets, _ = fused._plan_buckets([*others, ("flag", torch.zeros((), dtype=torch.bool), flag_op)], group=None)
+    buckets, _ = _plan_buckets([*others, ("flag", torch.zeros((), dtype=torch.bool), flag_op)], group=None)
     ride, dtype, op = expected
     host = next(b for b in buckets if any(s.token == "flag" for s in b.segments))
     assert (host.dtype, host.op) == (dtype, op)
@@ -145,7 +163,7 @@ def test_bool_flags_ride_in_a_buffer_that_exists_anyway(local_devices, others, f
 
 
 def test_a_lone_flag_can_ride_in_the_shape_exchange(local_devices):
-    buckets, leftovers = fused._plan_buckets(
+    buckets, leftovers = _plan_buckets(
         [("flag", torch.zeros((), dtype=torch.bool), "max")], group=None, spare=torch.device("cpu")
     )
     assert buckets == []
@@ -174,7 +192,7 @@ def test_pack_and_unpack_restore_values_shapes_and_torch_dtypes(local_devices, w
         "all": (torch.tensor([True, False]), "min"),
         "z": (torch.tensor([1 + 2j]), "mean"),
     }
-    buckets, _ = fused._plan_buckets([(key, t, op) for key, (t, op) in items.items()], group=None)
+    buckets, _ = _plan_buckets([(key, t, op) for key, (t, op) in items.items()], group=None)
     out = _emulate(buckets, world_size)
     k = world_size
     torch.testing.assert_close(out["h"], torch.tensor([[0.5 * k, 1.5 * k]], dtype=torch.float16))
@@ -192,7 +210,7 @@ def test_pack_and_unpack_restore_values_shapes_and_torch_dtypes(local_devices, w
 
 
 def test_means_come_first_so_one_division_covers_them(local_devices):
-    buckets, _ = fused._plan_buckets(
+    buckets, _ = _plan_buckets(
         [("s", torch.ones(2), "sum"), ("flag", torch.tensor(True), "max"), ("m", torch.ones(3), "mean")], group=None
     )
     (bucket,) = buckets
@@ -201,9 +219,9 @@ def test_means_come_first_so_one_division_covers_them(local_devices):
 
 
 def test_a_nan_mask_travels_with_float_max_and_min_buffers(local_devices):
-    buckets, _ = fused._plan_buckets([("m", torch.tensor([math.nan, 1.0]), "max")], group=None)
+    buckets, _ = _plan_buckets([("m", torch.tensor([math.nan, 1.0]), "max")], group=None)
     assert buckets[0].pack().tolist() == [pytest.approx(math.nan, nan_ok=True), 1.0, 1.0, 0.0]
-    buckets, _ = fused._plan_buckets([("m", torch.tensor([math.nan, 1.0]), "min")], group=None)
+    buckets, _ = _plan_buckets([("m", torch.tensor([math.nan, 1.0]), "min")], group=None)
     assert buckets[0].pack()[2:].tolist() == [-1.0, 0.0]  # min over ranks of -isnan: -1 where any rank has NaN
 
 
@@ -223,40 +241,40 @@ def test_a_nan_mask_travels_with_float_max_and_min_buffers(local_devices):
 )
 def test_list_state_description_and_packing_match_torch_cat(pieces):
     expected = torch.cat([p.unsqueeze(0) if p.ndim == 0 else p for p in pieces])
-    item = fused._CatPieces(pieces)
+    item = _CatPieces(pieces)
     dtype, shape = item.describe()
     assert (dtype, shape) == (expected.dtype, tuple(expected.shape))
     buffer = torch.zeros(256, dtype=torch.uint8)
-    out = fused._byte_view(buffer, 16, dtype, shape)
+    out = _byte_view(buffer, 16, dtype, shape)
     assert item.write(out) is None
-    assert torch.equal(fused._byte_view(buffer, 16, dtype, shape), expected)
+    assert torch.equal(_byte_view(buffer, 16, dtype, shape), expected)
 
 
 def test_list_state_with_mismatched_elements_raises_torch_cat_error():
     with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
-        fused._CatPieces([torch.ones(2, 3), torch.ones(2, 4)]).describe()
-    assert fused._CatPieces([]).describe() is None
+        _CatPieces([torch.ones(2, 3), torch.ones(2, 4)]).describe()
+    assert _CatPieces([]).describe() is None
 
 
 def test_list_state_with_autograd_history_keeps_it_for_this_rank():
     leaf = torch.ones(2, requires_grad=True)
     out = torch.empty(2)
-    local = fused._CatPieces([leaf * 2]).write(out)
+    local = _CatPieces([leaf * 2]).write(out)
     assert local.requires_grad
     assert out.tolist() == [2.0, 2.0]
 
 
 def test_gather_rows_and_layout_round_trip():
     described = [(torch.float64, (3,)), None, (torch.bool, (2, 5)), (torch.complex64, ()), (torch.int16, (0, 7))]
-    rows = [fused._row(*d) if d is not None else [fused._EMPTY] * 2 + [0] * fused.MAX_GATHER_DIMS for d in described]
-    assert all(len(row) == fused._ROW for row in rows)
-    assert [fused._decode(row) for row in rows] == described
-    offsets, total = fused._layout(described)
+    rows = [_row(*d) if d is not None else [_EMPTY] * 2 + [0] * MAX_GATHER_DIMS for d in described]
+    assert all(len(row) == _ROW for row in rows)
+    assert [_decode(row) for row in rows] == described
+    offsets, total = _layout(described)
     assert offsets == [0, 32, 32, 48, 64]
     assert total == 64
-    assert all(offset % fused._ALIGN == 0 for offset in offsets)
+    assert all(offset % _ALIGN == 0 for offset in offsets)
     with pytest.raises(ValueError, match="at most 8 dimensions"):
-        fused._row(torch.float32, (1,) * 9)
+        _row(torch.float32, (1,) * 9)
 
 
 # --- hooks: SyncFreeMixin._sync_dist, accelerate(collection) --------------------------------------------------------
@@ -264,7 +282,7 @@ def test_gather_rows_and_layout_round_trip():
 
 def test_sync_free_metrics_fuse_the_default_gather_and_keep_a_users_own(monkeypatch):
     calls = []
-    monkeypatch.setattr(fused, "sync_states", lambda metrics, process_group=None, async_op=False: calls.append(1))
+    monkeypatch.setattr(fused_sync, "sync_states", lambda metrics, process_group=None, async_op=False: calls.append(1))
     metric = tma.SumMetric()
     metric.update(torch.tensor(2.0))
     metric._sync_dist(seam.gather_all_tensors)
@@ -292,7 +310,7 @@ def test_accelerated_collection_fuses_its_compute_and_pickles():
 def test_a_users_collection_class_keeps_its_code_and_pickles():
     collection = tma.accelerate(UserCollection([torchmetrics.SumMetric()]))
     assert isinstance(collection, UserCollection)
-    assert isinstance(collection, fused._FusedSyncCollection)
+    assert isinstance(collection, _FusedSyncCollection)
     assert type(collection).__name__ == "UserCollection"
     assert collection.describe() == "mine"
     collection.update(torch.tensor(2.0))
@@ -320,17 +338,17 @@ def test_already_synced_message_is_torchmetrics_own():
 
 
 def test_plan_check_bits_agree_only_when_every_rank_sent_the_same_fingerprint():
-    same, other = torch.tensor(fused._check_bits(0b1011)), torch.tensor(fused._check_bits(0b0011))
-    assert same.shape == (2 * fused.CHECK_BITS,)
+    same, other = torch.tensor(_check_bits(0b1011)), torch.tensor(_check_bits(0b0011))
+    assert same.shape == (2 * CHECK_BITS,)
     for op, reduce in (("sum", torch.add), ("max", torch.maximum), ("min", torch.minimum)):
-        assert bool(fused._check_agrees(reduce(same, same), op, world_size=2)), op
-        assert not bool(fused._check_agrees(reduce(same, other), op, world_size=2)), op
+        assert bool(_check_agrees(reduce(same, same), op, world_size=2)), op
+        assert not bool(_check_agrees(reduce(same, other), op, world_size=2)), op
 
 
 def test_plan_fingerprint_follows_the_layout_not_the_values():
     one, two = tma.MeanMetric(), tma.MeanMetric()
     one.update(torch.tensor([1.0, 2.0]))  # values differ, layout does not
     layout = [(type(m).__qualname__, tuple((a, str(getattr(m, a).dtype)) for a in m._reductions)) for m in (one, two)]
-    assert fused._fingerprint(layout[0]) == fused._fingerprint(layout[1])
-    assert fused._fingerprint(("a", 1)) != fused._fingerprint(("a", 2))
-    assert 0 <= fused._fingerprint(("a", 1)) < 2**62
+    assert _fingerprint(layout[0]) == _fingerprint(layout[1])
+    assert _fingerprint(("a", 1)) != _fingerprint(("a", 2))
+    assert 0 <= _fingerprint(("a", 1)) < 2**62

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import inspect
 import os
@@ -596,3 +597,27 @@ def test_doctests():
     result = doctest.testmod(tma_testing, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0
+
+
+def test_a_non_blocking_copy_into_pageable_host_memory_is_a_sync():
+    # CUDA returns from it only once the copy is done; "meta" stands for the device on a CPU-only machine.
+    with count_host_syncs() as syncs:
+        with contextlib.suppress(NotImplementedError):  # meta tensors hold no data to copy
+            torch.empty(3).copy_(torch.empty(3, device="meta"), non_blocking=True)
+        with contextlib.suppress(NotImplementedError):
+            torch.empty(3, device="meta").to("cpu", non_blocking=True)  # aten._to_copy pins its output: no sync
+        torch.empty(3, device="meta").copy_(torch.ones(3), non_blocking=True)  # pageable source: staged, no wait
+    assert syncs.by_op == {"aten.copy_": 1}
+    assert "pageable" in syncs.events[0].reason
+
+
+def test_reading_pinned_host_memory_is_not_a_sync(monkeypatch):
+    # Where asynchronous device-to-host copies land; the wait for them (an event's synchronize) is what counts.
+    host = torch.arange(3)
+    with count_host_syncs() as syncs:
+        host.tolist()
+    assert syncs.total == 1
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self, *args: True)  # no pinned memory without CUDA
+    with no_host_sync():
+        assert host.tolist() == [0, 1, 2]
+        assert host.numpy().tolist() == [0, 1, 2]

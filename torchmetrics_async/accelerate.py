@@ -28,7 +28,7 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.decorators import _DECORATORS, _derive
-from torchmetrics_async.distributed import fused_collection_class
+from torchmetrics_async.distributed.collection import fused_collection_class
 from torchmetrics_async.registry import _REGISTRY, register, registry
 
 __all__ = [

@@ -10,11 +10,11 @@ later, finishes the sync, computes, and returns Python scalars.
 Where the work runs:
 
 - **CUDA**: the sync and the compute are enqueued on a side stream that waits for an event recorded on the current
-  stream after the snapshot; every result and every deferred error flag is then concatenated per dtype on the side
-  stream and copied to pinned host memory with ``non_blocking=True``, and one event closes the window.
+  stream after the snapshot; every result and every deferred error flag is then byte-packed into one buffer on the
+  side stream and copied to pinned host memory with ``non_blocking=True``, and one event closes the window.
   ``collect_results()`` synchronizes on that event once and reads host memory.
 - **CPU** (gloo): collectives run in gloo's threads; ``collect_results()`` waits for them, computes, and reads the
-  results where they are (no copy).
+  results and flags in one read of one byte-packed buffer.
 
 Collection is local, scheduling is collective: ``schedule_collection()`` issues every collective of its window, on
 every rank, and ``collect_results()`` issues none. So ``if rank == 0: log(collector.collect_results())`` works: a
@@ -24,11 +24,20 @@ that sync inside their own ``compute()`` (wrappers) are therefore computed at sc
 A window restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
 
 Host syncs: ``schedule_collection()`` has none on either path (on CUDA with NCCL, whose ``wait()`` only orders
-streams), with one documented exception: list (``"cat"``) states in a distributed run need their shapes exchanged
+streams), with documented exceptions: list (``"cat"``) states in a distributed run need their shapes exchanged
 before their data, and reading those shapes is a host read (:meth:`SyncHandle.launch_remaining
 <torchmetrics_async.distributed.SyncHandle.launch_remaining>`), in ``schedule_collection()`` on both paths; it returns
-once every rank has scheduled the window. ``collect_results()`` reads the device exactly once on CUDA (one
-``synchronize()``).
+once every rank has scheduled the window. On the accelerator path the compute runs there too, so a member whose
+``compute()`` reads the device makes that read there: ``CatMetric`` with its default ``nan_strategy="warn"`` (or
+``"ignore"``) drops NaNs, a result whose length depends on the data (one read; ``"error"``, ``"disable"`` or a number
+make none). Members that torchmetrics syncs itself (a user's ``dist_sync_fn`` or ``_sync_dist``) run torchmetrics'
+blocking gather, with its barrier, there in a distributed run. ``tests/test_collector.py`` counts them.
+
+``collect_results()`` reads the device once: every result and every deferred flag is byte-packed into one buffer and
+moved in one copy (on CUDA into pinned memory, on the side stream, after which one event closes the window; the host
+waits on it once and reads host memory). On CPU the one read is of that buffer (plus the reads of members like
+``CatMetric`` above, whose compute runs here on CPU). The metrics must live on one device (``bind()`` refuses
+several: one side stream and one event serve a window), and neither call may run inside a CUDA graph capture.
 
 Deferred errors: the shadow's ``compute()`` does not read the deferred NaN and value-check flags (the
 :data:`~torchmetrics_async.deferred.DEFERRED_RAISE_OWNED` hook); the collector transfers them with the results and
@@ -64,6 +73,7 @@ import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.distributed.checkpoint.stateful import Stateful
@@ -91,7 +101,8 @@ from torchmetrics_async.deferred import (
     report_deferred,
     violation_code,
 )
-from torchmetrics_async.distributed import SyncHandle, sync_metrics
+from torchmetrics_async.distributed.collectives import SyncHandle
+from torchmetrics_async.distributed.sync import sync_metrics
 from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
@@ -232,7 +243,12 @@ class CudaStreamOps:
             >>> callable(CudaStreamOps.to_host)
             True
         """
-        return tensor.to("cpu", non_blocking=True)
+        if tensor.device.type == "cpu":
+            return tensor
+        # Pinned explicitly: a non-blocking copy into pageable memory would be synchronous.
+        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+        host.copy_(tensor, non_blocking=True)
+        return host
 
     def synchronize(self, event: Any) -> None:
         """``event.synchronize()``: the one host wait of a collection.
@@ -313,32 +329,68 @@ def _to_python(tree: Any, values: Iterator[Any]) -> Any:
     return tree
 
 
-class _Transfer:
-    """Tensors concatenated per (device, dtype) and copied to the host once per group."""
+def _numpy_dtypes() -> dict[torch.dtype, np.dtype]:
+    dtypes = {}
+    for dtype in (
+        torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+        torch.float64, torch.complex64, torch.complex128,
+        getattr(torch, "uint16", None), getattr(torch, "uint32", None), getattr(torch, "uint64", None),
+    ):  # fmt: skip
+        if isinstance(dtype, torch.dtype):
+            with contextlib.suppress(TypeError, RuntimeError):
+                dtypes[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
+    return dtypes
 
-    def __init__(self, tensors: list[Tensor], ops: StreamOps) -> None:
-        self.layout = [(tensor.shape, tensor.numel()) for tensor in tensors]
-        groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
-        for index, tensor in enumerate(tensors):
-            groups.setdefault((tensor.device, tensor.dtype), []).append(index)
-        self.groups: list[tuple[list[int], Tensor]] = []
+
+#: torch dtype -> the numpy dtype the host reads it as (computed once at import, outside any host-sync detector).
+_NUMPY_DTYPES = _numpy_dtypes()
+
+
+def _wire_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a result travels in: its own if numpy has it, else a wider one that holds it exactly."""
+    if dtype in _NUMPY_DTYPES:
+        return dtype
+    if dtype.is_complex:
+        return torch.complex64  # complex32
+    return torch.float32  # bfloat16, the float8 types: exact in float32 (Python floats from either are equal)
+
+
+class _Transfer:
+    """Every tensor of a window byte-packed into one buffer (per device) and moved to the host in one copy.
+
+    Results of every dtype and the deferred flags travel together: one ``torch.cat`` of their bytes on the device,
+    one device-to-host copy (pinned memory, asynchronous, on the side stream), and on the host one read of the buffer
+    (a numpy view), from which the Python values are built without touching the device again.
+    """
+
+    def __init__(self, tensors: list[Tensor], ops: StreamOps | None) -> None:
+        #: per tensor: (group, byte offset, byte length, numpy dtype, shape)
+        self.layout: list[tuple[int, int, int, np.dtype, tuple[int, ...]]] = []
+        groups: dict[torch.device, tuple[int, list[Tensor], list[int]]] = {}
+        for tensor in tensors:
+            value = tensor.detach()
+            wire = _wire_dtype(value.dtype)
+            if wire != value.dtype:
+                value = value.to(wire)
+            index, pieces, length = groups.setdefault(value.device, (len(groups), [], [0]))
+            data = value.reshape(-1).contiguous().view(torch.uint8)
+            self.layout.append((index, length[0], data.numel(), _NUMPY_DTYPES[wire], tuple(value.shape)))
+            pieces.append(data)
+            length[0] += data.numel()
         self.device_buffers: list[Tensor] = []  # alive until the host has synchronized on the copies
-        for indices in groups.values():
-            flat = [tensors[index].detach().reshape(-1) for index in indices]
-            buffer = flat[0] if len(flat) == 1 else torch.cat(flat)
+        self.hosts: list[Tensor] = []
+        for _, pieces, _ in groups.values():
+            buffer = pieces[0] if len(pieces) == 1 else torch.cat(pieces)  # one kernel for the whole window
             self.device_buffers.append(buffer)
-            self.groups.append((indices, ops.to_host(buffer)))
+            self.hosts.append(buffer if ops is None else ops.to_host(buffer))
 
     def values(self) -> list[Any]:
-        """Host values in the original order; call after synchronizing."""
-        out: list[Any] = [None] * len(self.layout)
-        for indices, host in self.groups:
-            offset = 0
-            for index in indices:
-                shape, numel = self.layout[index]
-                out[index] = host[offset : offset + numel].reshape(shape).tolist()
-                offset += numel
-        return out
+        """Host values in the original order: one read of each host buffer; call after synchronizing."""
+        arrays = [host.numpy() for host in self.hosts]  # the read (numpy shares the host memory)
+        return [
+            arrays[group][offset : offset + nbytes].view(dtype).reshape(shape).tolist()
+            for group, offset, nbytes, dtype, shape in self.layout
+        ]
 
 
 class _Slot:
@@ -351,7 +403,7 @@ class _Slot:
         self.live = live
         self.shadow = shadow
         self.buffers: dict[str, Tensor] = {}  # tensor state -> buffer: the window's local values, stable storage
-        self.lists: dict[str, list[Tensor]] = {}  # list state -> the window's elements (by reference)
+        self.lists: dict[str, list[Tensor]] = {}  # list state -> the window's elements (copies the window owns)
 
 
 class _Record:
@@ -458,6 +510,7 @@ class AsyncMetricCollector(Stateful):
 
         Raises:
             RuntimeError: if already bound.
+            ValueError: if the metrics live on more than one device (after moving them to ``device``, if given).
 
         Example:
             >>> from torchmetrics_async import SumMetric
@@ -470,6 +523,14 @@ class AsyncMetricCollector(Stateful):
             raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
         if device is not None:
             self._move(torch.device(device))
+        devices = {metric.device for _, metric in self._live}
+        if len(devices) > 1:
+            # One side stream and one done-event serve the window: they would order only the first device's work.
+            where = ", ".join(f"{name}: {metric.device}" for name, metric in self._live)
+            raise ValueError(
+                f"AsyncMetricCollector: the metrics live on several devices ({where}); bind(device) moves them all to"
+                " one, or use one collector per device."
+            )
         metric_device = self._live[0][1].device if self._live else torch.device("cpu")
         ops = self._stream_ops
         if ops is None and metric_device.type == "cuda":
@@ -582,7 +643,8 @@ class AsyncMetricCollector(Stateful):
         """Snapshot the window into the buffers, launch the fused sync, and reset the live metrics in place.
 
         No host sync and no barrier: the states are copied in place into buffers allocated at ``bind()`` (list
-        states hand over their elements by reference), the reset copies device-resident defaults, and the
+        states into copies the window owns: one copy kernel where the elements agree in dtype, device and trailing
+        shape), the reset copies device-resident defaults, and the
         collectives are launched asynchronously. On CUDA the sync and the compute are enqueued on the side stream
         after an event recorded once the snapshot is enqueued. Exception: list states in a distributed run on CUDA
         read their exchanged shapes on the host here (see the module docstring).
@@ -595,7 +657,7 @@ class AsyncMetricCollector(Stateful):
         ``schedule_collection()``, so dropping it communicates nothing.
 
         Raises:
-            RuntimeError: if not bound.
+            RuntimeError: if not bound, or called while a CUDA graph is being captured.
             PlanMismatchError: if the ranks sync different metrics (on every rank; the live metrics keep the window).
 
         Example:
@@ -611,6 +673,7 @@ class AsyncMetricCollector(Stateful):
             (2.0, 5.0)
         """
         self._require_bound("schedule_collection")
+        _refuse_capture("schedule_collection")
         if self._scheduled:
             self._drop()
         self._snapshot()
@@ -620,6 +683,7 @@ class AsyncMetricCollector(Stateful):
         try:
             self._launch()
         except BaseException:
+            self._drain()
             self._release()
             raise
         self._scheduled = True
@@ -636,7 +700,8 @@ class AsyncMetricCollector(Stateful):
             tensors; a collection gives its ``compute()`` dict, a dict of metrics a dict with the same keys.
 
         Raises:
-            RuntimeError: if not bound, if nothing was scheduled, or a deferred error (torchmetrics' message).
+            RuntimeError: if not bound, if nothing was scheduled, if called while a CUDA graph is being captured, or
+                a deferred error (torchmetrics' message).
 
         Example:
             >>> import torch
@@ -651,6 +716,7 @@ class AsyncMetricCollector(Stateful):
             {'loss': 3.0, 'tokens': 6.0}
         """
         self._require_bound("collect_results")
+        _refuse_capture("collect_results")
         if not self._scheduled:
             raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
         try:
@@ -662,7 +728,7 @@ class AsyncMetricCollector(Stateful):
                     flags = self._read_flags(records)
                 else:  # computed at schedule time (see _launch)
                     tree, flags = self._outcome
-                values = [tensor.detach().tolist() for tensor in [*_tensor_leaves(tree, []), *flags]]
+                values = _Transfer([*_tensor_leaves(tree, []), *flags], None).values()  # one read
             else:
                 tree, transfer = self._outcome
                 records = self._log
@@ -686,7 +752,7 @@ class AsyncMetricCollector(Stateful):
             raise RuntimeError(f"AsyncMetricCollector is not bound: call bind() before {what}().")
 
     def _snapshot(self) -> None:
-        """Copy the live states into the buffers (in place), take list elements by reference, copy update counts."""
+        """Copy the live states into the buffers (in place), copy list elements, copy update counts."""
         for slot in self._slots:
             source = slot.live.__dict__
             target = slot.shadow.__dict__
@@ -700,8 +766,8 @@ class AsyncMetricCollector(Stateful):
                         buffer.copy_(value)
                     target[attr] = buffer
                 else:
-                    # A new list of the same elements: reset() clears the live list in place.
-                    slot.lists[attr] = target[attr] = list(value)
+                    # Copies: the caller may still hold (and change) the tensors it passed to update().
+                    slot.lists[attr] = target[attr] = _owned(value)
             copy_update_count(slot.live, slot.shadow)
             if isinstance(slot.live, DeferredChecks):
                 # The window's flags travel in the buffers; the collector reports them, the live reset must not.
@@ -738,6 +804,7 @@ class AsyncMetricCollector(Stateful):
         try:
             self._launch()
         except BaseException:
+            self._drain()
             self._release()
             self._scheduled = False
             raise
@@ -747,7 +814,7 @@ class AsyncMetricCollector(Stateful):
         self._log.clear()
         ops = self._ops
         if ops is None:
-            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
             # Every collective of the window is issued here, on every rank: list states' data exchange needs the
             # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
             handle.launch_remaining()
@@ -762,7 +829,7 @@ class AsyncMetricCollector(Stateful):
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
         with ops.use(self._side):
-            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
             # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
             handle.wait()
             tree = _compute_tree(self._shadow)
@@ -772,6 +839,21 @@ class AsyncMetricCollector(Stateful):
         self._handle = handle
         self._outcome = (tree, transfer)
         self._launched = True
+
+    def _drain(self) -> None:
+        """After a failed launch: let whatever was started stop reading the buffers before they are released.
+
+        The next snapshot overwrites the buffers (and the release drops list elements and ``_cache``): on CUDA the
+        current stream waits (no host wait) for everything enqueued on the side stream so far (collectives, packing,
+        the compute); on CPU the host waits for the collectives already issued.
+        """
+        if self._ops is not None:
+            self._ops.wait_event(self._ops.current_stream(), self._ops.record_event(self._side))
+            return
+        handle = self._handle
+        for work in [] if handle is None else handle._works:
+            with contextlib.suppress(Exception):  # the launch error is the one to report
+                work.wait()
 
     def _read_flags(self, records: list[_Record]) -> list[Tensor]:
         """Attach each computed member's deferred flag tensors to its record; return them all, in order."""
@@ -944,12 +1026,37 @@ class AsyncMetricCollector(Stateful):
             self._scheduled = False
 
 
+def _owned(pieces: list[Tensor]) -> list[Tensor]:
+    """Copies of a list state's elements, the same shapes and dtypes (views of one concatenation where they agree)."""
+    if not pieces:
+        return []
+    first = pieces[0]
+    rows = [piece.reshape(1, *piece.shape) if piece.ndim == 0 else piece for piece in pieces]
+    if len(pieces) > 1 and all(
+        row.dtype == first.dtype and row.device == first.device and row.shape[1:] == rows[0].shape[1:] for row in rows
+    ):
+        joined = torch.cat([row.detach() for row in rows])  # one kernel for the whole window
+        parts = joined.split([row.shape[0] for row in rows])
+        return [part.view(piece.shape) for part, piece in zip(parts, pieces, strict=True)]
+    return [piece.detach().clone() for piece in pieces]
+
+
 def _collections(tree: Any) -> list[MetricCollection]:
     if isinstance(tree, MetricCollection):
         return [tree]
     if isinstance(tree, Metric):
         return []
     return [collection for value in tree.values() for collection in _collections(value)]
+
+
+def _refuse_capture(what: str) -> None:
+    # Inside a capture nothing runs: events, host copies and collectives would be recorded into the graph (or fail
+    # deep inside torch), and the host would wait on work that never started.
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            f"AsyncMetricCollector.{what}() cannot run inside a CUDA graph capture: call it outside the captured"
+            " region (update() may be captured; scheduling and collecting happen between graph replays)."
+        )
 
 
 def _announce_own_sync(metric: Metric) -> None:

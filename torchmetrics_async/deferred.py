@@ -49,8 +49,10 @@ __all__ = [
     "decode_violation",
     "deferred_message",
     "first_violations",
+    "forget_preread",
     "mark_static_address",
     "nan_where",
+    "read_deferred_together",
     "report_deferred",
     "violation_code",
 ]
@@ -77,6 +79,8 @@ COMPILED_UPDATES = "_compiled_updates"
 _COMPILED_DIRTY = "_compiled_dirty"  # COMPILED_UPDATES changed since it was last read on the host
 _COMPILED_UNREPORTED = "_compiled_unreported"  # compiled updates came since the flags were last read / handed over
 _COMPILED_SEEN = "_compiled_seen"  # COMPILED_UPDATES as last read on the host (an int)
+# Instance attribute: this metric's flag codes, read already by read_deferred_together(); the next read takes them.
+_PREREAD = "_deferred_preread"
 
 # The first offending update is kept as _INDEX_BASE - index, so ``maximum`` keeps the earliest and 0 means none.
 _INDEX_BASE = 1 << 62
@@ -202,11 +206,10 @@ class DeferredChecks:
         """Every check as ``(name, message, action, violated, first_code)``: one host read; marks them reported."""
         state = self.__dict__
         checks = self._deferred_checks_registered()
-        codes = [violation_code(getattr(self, name), state[_FIRST][name]) for name in checks]
         dirty = state.get(_COMPILED_DIRTY, False)
-        if dirty:  # the compiled updates' count travels in the same read
-            codes.append(state[COMPILED_UPDATES].to(torch.int64))
-        codes = torch.stack(codes).tolist()
+        codes = state.pop(_PREREAD, None)  # read together with other metrics' flags (read_deferred_together)
+        if codes is None:
+            codes = torch.stack(self._deferred_codes()).tolist()
         if dirty:
             self._fold_compiled_count(codes.pop())
         state[_REPORTED_AT] = self._known_window_count()
@@ -215,6 +218,15 @@ class DeferredChecks:
             (name, message, action, *decode_violation(code))
             for (name, (message, action)), code in zip(checks.items(), codes, strict=True)
         ]
+
+    def _deferred_codes(self) -> list[Tensor]:
+        """The 0-dim int64 codes one flag read reads: one per check, then the compiled count when it changed."""
+        state = self.__dict__
+        firsts = state[_FIRST]
+        codes = [violation_code(getattr(self, name), firsts[name]) for name in self._deferred_checks_registered()]
+        if state.get(_COMPILED_DIRTY, False):  # the compiled updates' count travels in the same read
+            codes.append(state[COMPILED_UPDATES].to(torch.int64))
+        return codes
 
     def _reset_deferred(self, in_place: bool = False) -> None:
         """Clear the per-window bookkeeping beside the flag states (which ``reset`` restores from their defaults).
@@ -249,6 +261,79 @@ class DeferredChecks:
         if firsts:
             for name, first in firsts.items():
                 firsts[name] = mark_static_address(first.to(device))
+
+
+def read_deferred_together(metrics: Any, also: list[Tensor] = ()) -> tuple[list[Any], list[int]]:
+    """Read the deferred flags of many metrics in one host read (per device); each metric's next flag read uses it.
+
+    A collection's ``compute()`` calls this once, after its sync and before its members compute: each member's
+    ``compute()`` then reports from the values read here instead of reading its own flags. Nothing is marked
+    reported here, so a member whose ``compute()`` does not run keeps its flags for ``reset()``; call
+    :func:`forget_preread` on the returned metrics afterwards.
+
+    Args:
+        metrics: the metrics (any; those without deferred checks, with the collector's ownership flag, or on the
+            ``meta`` device are skipped).
+        also: other 0-dim integer or bool device tensors to read in the same read (a plan check).
+
+    Returns:
+        The metrics that received read values, and the values of ``also`` (as ints).
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric
+        >>> metrics = [MeanMetric(nan_strategy="error"), MeanMetric(nan_strategy="error")]
+        >>> metrics[1].update(torch.tensor(float("nan")))
+        >>> read, _ = read_deferred_together(metrics)  # one read for both
+        >>> metrics[0].compute()
+        tensor(nan)
+        >>> try:
+        ...     metrics[1].compute()
+        ... except RuntimeError as err:
+        ...     print(str(err)[:34])
+        Encountered `nan` values in tensor
+    """
+    taken: dict[torch.device, list[tuple[Any, list[Tensor]]]] = {}
+    for metric in metrics:
+        if not isinstance(metric, DeferredChecks) or not metric._deferred_checks_registered():
+            continue
+        state = metric.__dict__
+        if state.get(DEFERRED_RAISE_OWNED, False):
+            continue
+        codes = metric._deferred_codes()
+        if codes[0].is_meta:  # no values to read
+            continue
+        taken.setdefault(codes[0].device, []).append((metric, codes))
+    extra = [value.to(torch.int64) for value in also]
+    if extra:
+        taken.setdefault(extra[0].device, []).append((None, extra))
+    out, values = [], []
+    for members in taken.values():
+        flat = torch.stack([code for _, codes in members for code in codes]).tolist()  # the one read
+        offset = 0
+        for metric, codes in members:
+            read = flat[offset : offset + len(codes)]
+            offset += len(codes)
+            if metric is None:
+                values = read
+            else:
+                metric.__dict__[_PREREAD] = read
+                out.append(metric)
+    return out, values
+
+
+def forget_preread(metrics: Any) -> None:
+    """Drop flag values read by :func:`read_deferred_together` that no ``compute()`` used (they may go stale).
+
+    Args:
+        metrics: the metrics.
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> forget_preread([MeanMetric()])
+    """
+    for metric in metrics:
+        metric.__dict__.pop(_PREREAD, None)
 
 
 def mark_static_address(tensor: Tensor) -> Tensor:

@@ -12,7 +12,8 @@ GPU. "Host" is the CPU and "device" is any other device (``meta`` stands in for 
 
 - host reads and data-dependent shapes are flagged whatever the device, so ``if t.any():`` fails on CPU too;
 - host-to-device transfers are flagged only when the target is not the CPU, device-to-host ones only when the
-  source is not the CPU, and neither when ``non_blocking=True``;
+  source is not the CPU, and neither when ``non_blocking=True`` (except ``copy_`` into pageable host memory,
+  which CUDA makes synchronous); reading pinned host memory (where asynchronous copies land) is not a sync;
 - metadata (``.shape``, ``.dtype``, ``.device``), device math, ``torch.where``, integer indexing, ``nonzero_static``
   and Python numbers or 0-dim CPU tensors as operands of device ops are not syncs.
 
@@ -70,6 +71,7 @@ DEVICE_TO_HOST = "device-to-host copy"
 BARRIER = "barrier"
 EXPLICIT_SYNCHRONIZE = "explicit synchronize"
 CUDA_SYNC = "synchronizing CUDA operation"
+PAGEABLE_COPY = "non_blocking device-to-host copy into pageable memory (synchronous)"
 
 _HINTS = {
     HOST_READ: "keep the value on the device (torch.where, masked ops) and read it in compute()",
@@ -79,6 +81,7 @@ _HINTS = {
     BARRIER: "avoid barriers in update(); synchronize once in compute()",
     EXPLICIT_SYNCHRONIZE: "remove the synchronize() call from the hot path",
     CUDA_SYNC: "reported by torch.cuda.set_sync_debug_mode; see the CUDA warning for the operation",
+    PAGEABLE_COPY: "copy into pinned memory (torch.empty(..., pin_memory=True)), or .to('cpu', non_blocking=True)",
 }
 
 # The message torch.cuda.set_sync_debug_mode uses for both its warning and its error.
@@ -331,7 +334,15 @@ def _to_copy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
 
 def _copy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
-    return None if non_blocking else _transfer(args[1].device, args[0].device)
+    target, source = args[0], args[1]
+    if not non_blocking:
+        return _transfer(source.device, target.device)
+    # non_blocking=True into pageable host memory is synchronous (CUDA returns once the copy is done). The other
+    # direction is not: CUDA stages pageable source memory at once and does not wait for the device. ``.to("cpu",
+    # non_blocking=True)`` (aten._to_copy) allocates pinned memory itself.
+    if _transfer(source.device, target.device) == DEVICE_TO_HOST and not target.is_pinned():
+        return PAGEABLE_COPY
+    return None
 
 
 def _c10d_barrier(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -444,6 +455,17 @@ def _always_classify(op: str, reason: str) -> _Classify:
     return lambda *args, **kwargs: (op, reason)
 
 
+def _host_read(op: str) -> _Classify:
+    # Pinned host memory is where asynchronous device-to-host copies land: reading it does not wait for the device
+    # (the wait is the event or stream synchronize before it, which is counted). Any other tensor is a device here.
+    def classify(self: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[str, str] | None:
+        if self.device.type == "cpu" and self.is_pinned():
+            return None
+        return (op, HOST_READ)
+
+    return classify
+
+
 def _host_data(data: Any) -> bool:
     return not isinstance(data, torch.Tensor) and not hasattr(data, "__cuda_array_interface__")
 
@@ -475,7 +497,7 @@ def _barrier(*args: Any, **kwargs: Any) -> tuple[str, str] | None:
 
 def _patch_plan() -> list[tuple[Any, str, _Classify]]:
     plan: list[tuple[Any, str, _Classify]] = [
-        (torch.Tensor, attr, _always_classify(f"Tensor.{attr}", HOST_READ))
+        (torch.Tensor, attr, _host_read(f"Tensor.{attr}"))
         for attr in ("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__", "__complex__")
     ]
     plan += [

@@ -30,7 +30,7 @@ from torchmetrics_async import AsyncMetricCollector
 from torchmetrics_async import collector as collector_module
 from torchmetrics_async.classification import MulticlassAccuracy, MulticlassF1Score
 from torchmetrics_async.collector import CudaStreamOps
-from torchmetrics_async.testing import no_host_sync
+from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
 
 pytestmark = pytest.mark.cuda
 
@@ -100,8 +100,8 @@ def test_side_stream_events_and_pinned_transfer(device):
     collector.schedule_collection()
     assert isinstance(collector._done, torch.cuda.Event)
     _, transfer = collector._outcome
-    hosts = [host for _, host in transfer.groups]
-    assert hosts
+    hosts = transfer.hosts
+    assert len(hosts) == 1  # every result and flag in one copy
     assert all(host.device.type == "cpu" and host.is_pinned() for host in hosts)
     assert all(buffer.device.type == "cuda" for buffer in transfer.device_buffers)
     assert collector.collect_results() == eager(reference)
@@ -291,3 +291,53 @@ def test_cuda_graph_replayed_updates_collect_as_eager(device):
         now = {(name, attr): getattr(m, attr).data_ptr() for name, m in live.items() for attr in m._defaults}
         assert now == addresses  # reset() and the snapshot keep the states where the graph writes
     collector.unbind()
+
+
+def test_collect_results_waits_once_and_reads_pinned_memory(device):
+    live = make_metrics(device, cat=None)  # CatMetric's default NaN strategy reads at schedule time (documented)
+    reference = make_metrics(device, cat=None)
+    collector = AsyncMetricCollector(live)
+    collector.bind()
+    feeder = Feeder(device, seed=11)
+    for _ in range(3):
+        for _ in range(2):
+            feeder.feed(live, reference)
+        with no_host_sync():
+            collector.schedule_collection()
+        with count_host_syncs() as syncs:
+            got = collector.collect_results()
+        assert syncs.total == 1, syncs.by_op  # the done-event's synchronize; the pinned host buffer is then read
+        assert syncs.by_op["Event.synchronize"] == 1
+        assert got == eager(reference)
+    collector.unbind()
+
+
+def test_schedule_and_collect_inside_a_graph_capture_raise(device):
+    metric = ta.SumMetric().to(device)
+    collector = AsyncMetricCollector(metric)
+    collector.bind()
+    metric.update(torch.ones((), device=device))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"), torch.cuda.graph(graph, stream=side):
+        collector.schedule_collection()
+    collector.schedule_collection()
+    assert collector.collect_results() == 1.0
+    collector.unbind()
+
+
+def test_bind_rejects_cpu_and_cuda_metrics(device):
+    collector = AsyncMetricCollector({"gpu": ta.SumMetric().to(device), "cpu": ta.SumMetric()})
+    with pytest.raises(ValueError, match="several devices"):
+        collector.bind()
+
+
+def test_no_host_sync_flags_a_non_blocking_copy_into_pageable_memory(device):
+    source = torch.ones(4, device=device)
+    pageable, pinned = torch.empty(4), torch.empty(4, pin_memory=True)
+    with pytest.raises(HostSyncError, match="pageable"), no_host_sync():
+        pageable.copy_(source, non_blocking=True)
+    with no_host_sync():
+        pinned.copy_(source, non_blocking=True)
+        source.to("cpu", non_blocking=True)  # torch allocates pinned memory for it

@@ -1,0 +1,228 @@
+"""all_reduce buckets: every tensor of one (collective device, dtype, reduce op) flattened into one buffer.
+
+``mean`` is reduced as a sum and divided by the world size, so mean and sum states share a buffer; half-precision
+values travel in float32; bool max/min flags ride in a buffer that is reduced anyway (see :func:`_plan_buckets`).
+The plan is derived only from what every rank shares (devices, dtypes, ops, shapes), in a canonical order.
+
+Example:
+    >>> import torch
+    >>> _bucket_dtype("sum", torch.float16), _reduced_dtype("sum", torch.int32)
+    (torch.float32, torch.int64)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from torchmetrics_async.distributed.collectives import _to, collective_device
+from torchmetrics_async.distributed.plan import _check_agrees
+
+__all__ = ["OPS"]
+
+#: The reductions of the functional API and of fusable metric states.
+OPS = ("mean", "sum", "max", "min")
+# "mean" is reduced as a sum (then divided by the world size): it shares the sum buffers.
+_BUCKET_OP = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
+
+
+def _fusable(op: str, dtype: torch.dtype) -> bool:
+    """Whether a reduction of ``dtype`` can run as an all_reduce with torch's result (else it errors in torch too)."""
+    if op == "mean":
+        return dtype.is_floating_point or dtype.is_complex
+    if op in ("max", "min"):
+        return not dtype.is_complex
+    return True
+
+
+def _reduced_dtype(op: str, dtype: torch.dtype) -> torch.dtype:
+    """The dtype ``torch.<op>(stacked, dim=0)`` returns: ``torch.sum`` promotes integers and bools to int64."""
+    if op == "sum" and not (dtype.is_floating_point or dtype.is_complex):
+        return torch.int64
+    return dtype
+
+
+def _bucket_dtype(op: str, dtype: torch.dtype) -> torch.dtype:
+    """The dtype a reduction travels in.
+
+    Sub-32-bit floats travel in float32 (torch.sum/mean accumulate there, and the cast back is exact for max/min);
+    int16 max/min in int32 (gloo has no int16 reductions; widening is exact).
+    """
+    if dtype.is_floating_point and dtype.itemsize < 4:
+        return torch.float32
+    if op in ("max", "min") and dtype == torch.int16:
+        return torch.int32
+    return dtype
+
+
+class _Segment:
+    __slots__ = ("device", "numel", "offset", "op", "out_dtype", "ride", "shape", "tensor", "token")
+
+    def __init__(self, token: Any, tensor: Tensor, op: str) -> None:
+        self.token = token
+        #: how a bool max/min rides in a buffer of another dtype or op: None (it does not), "same" (0/1 reduced with
+        #: its own op), "negated" (0/-1 reduced with the opposite op) or "count" (summed: how many ranks are true)
+        self.ride: str | None = None
+        self.tensor = tensor
+        self.op = op
+        self.out_dtype = _reduced_dtype(op, tensor.dtype)
+        self.shape = tensor.shape
+        self.device = tensor.device
+        self.numel = tensor.numel()
+        self.offset = 0
+
+
+class _Bucket:
+    """Tensors reduced by one ``all_reduce``: same collective device, same dtype, same reduce op."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype, op: str) -> None:
+        self.device = device
+        self.dtype = dtype
+        self.op = op
+        self.segments: list[_Segment] = []
+        self.buffer: Tensor | None = None
+        self.work: Any = None
+        #: the plan check riding at the end of the values (see :func:`_check_bits`), and its reduced verdict
+        self.check: Tensor | None = None
+        self.agree: Tensor | None = None
+
+    @property
+    def masks_nan(self) -> bool:
+        # gloo's max/min drop a NaN or keep it depending on rank order; torch.max over a stack keeps it. The buffer
+        # carries a NaN mask (reduced with the same op) so NaNs survive exactly where torchmetrics keeps them.
+        return self.op in ("max", "min") and self.dtype.is_floating_point
+
+    def pack(self) -> Tensor:
+        """Flatten the segments into one buffer (means first, so one division covers them)."""
+        self.segments.sort(key=lambda segment: segment.op != "mean")
+        offset = 0
+        for segment in self.segments:
+            segment.offset = offset
+            offset += segment.numel
+        parts = [_part(segment, self.device, self.dtype) for segment in self.segments]
+        if self.check is not None:
+            parts.append(_to(self.check, self.device))
+            offset += self.check.numel()
+        buffer = torch.empty(offset * (2 if self.masks_nan else 1), dtype=self.dtype, device=self.device)
+        values = buffer[:offset]
+        if len(parts) == 1:
+            values.copy_(parts[0])
+        elif parts:
+            torch.cat(parts, out=values)  # one kernel; casts into the bucket dtype
+        if self.masks_nan:
+            mask = buffer[offset:]
+            mask.copy_(torch.isnan(values))
+            if self.op == "min":
+                mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
+        self.buffer = buffer
+        return buffer
+
+    def launch(self, group: Any, async_op: bool) -> Any:
+        self.work = dist.all_reduce(self.pack(), op=_REDUCE_OPS[self.op], group=group, async_op=async_op)
+        return self.work
+
+    def plan_agrees(self, world_size: int) -> Tensor:
+        """Wait for the all_reduce; whether the plan check riding in it agrees on every rank (a 0-dim bool)."""
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        total = sum(segment.numel for segment in self.segments)
+        return _check_agrees(self.buffer[total : total + self.check.numel()], self.op, world_size)
+
+    def finish(self, world_size: int) -> dict[Any, Tensor]:
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        buffer = self.buffer
+        total = sum(segment.numel for segment in self.segments)
+        checked = total + (0 if self.check is None else self.check.numel())
+        values = buffer[:total]
+        if self.masks_nan:
+            values.masked_fill_(buffer[checked:][:total] != 0, math.nan)
+        if self.check is not None:
+            self.agree = _check_agrees(buffer[total:checked], self.op, world_size)
+        means = sum(segment.numel for segment in self.segments if segment.op == "mean")
+        if means:
+            values[:means].div_(world_size)
+        reduced = {}
+        for segment in self.segments:
+            value = values[segment.offset : segment.offset + segment.numel].view(segment.shape)
+            if segment.ride is not None:
+                value = value == world_size if segment.ride == "count" and segment.op == "min" else value != 0
+            reduced[segment.token] = _to(value, segment.device, segment.out_dtype)
+        return reduced
+
+
+_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+def _part(segment: _Segment, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """A segment's values, flat, on the bucket's device (negated when it rides with the opposite op)."""
+    flat = _to(segment.tensor.detach().reshape(-1), device)
+    return _to(flat, device, dtype).neg() if segment.ride == "negated" else flat
+
+
+def _plan_buckets(
+    items: Iterable[tuple[Any, Tensor, str]], group: Any, spare: torch.device | None = None
+) -> tuple[list[_Bucket], list[_Segment]]:
+    """Group ``(token, tensor, op)`` items into buckets, ordered by (device type, dtype, op) (the same on every rank).
+
+    Returns the buckets, and the bool max/min segments on device ``spare`` that found no bucket to ride in: the
+    caller carries them in the shape exchange of its gather on that device (``spare=None``: they get a buffer).
+    """
+    buckets: dict[tuple, _Bucket] = {}
+    riders: list[tuple[_Segment, torch.device]] = []
+    devices: dict[torch.device, torch.device] = {}
+    for token, tensor, op in items:
+        segment = _Segment(token, tensor, op)
+        if tensor.device not in devices:
+            devices[tensor.device] = collective_device(group, tensor.device)
+        device = devices[tensor.device]
+        if tensor.dtype == torch.bool and op in ("max", "min"):
+            riders.append((segment, device))
+            continue
+        key = (device, _bucket_dtype(op, segment.out_dtype), _BUCKET_OP[op])
+        if key not in buckets:
+            buckets[key] = _Bucket(*key)
+        buckets[key].segments.append(segment)
+    leftovers = []
+    for segment, device in riders:
+        # 0 and 1 are exact in every real dtype: a bool max/min joins a buffer that is reduced anyway. In a max/min
+        # buffer of the same op it is reduced as is; in a sum buffer it counts the ranks where it is true (any:
+        # count > 0, all: count == world size); negated (0/-1) in a signed buffer of the opposite op, max(b) is
+        # -min(-b). Only alone does it get a buffer of its own.
+        candidates = [b for b in _canonical(buckets.values()) if b.device == device and not b.dtype.is_complex]
+        ride, host = _ride(segment.op, candidates)
+        if host is not None:
+            segment.ride = ride
+            host.segments.append(segment)
+        elif device == spare:
+            leftovers.append(segment)
+        else:
+            key = (device, torch.uint8, segment.op)
+            if key not in buckets:
+                buckets[key] = _Bucket(*key)
+            buckets[key].segments.append(segment)
+    # Launch order by (device type, dtype, op), not by first appearance: ranks whose plans differ only in order
+    # still launch buckets of the same sizes, so the plan check (_start_state_sync) reports it instead of an abort.
+    return _canonical(buckets.values()), leftovers
+
+
+def _canonical(buckets: Iterable[_Bucket]) -> list[_Bucket]:
+    """Buckets by (device type, dtype, op): an order that does not depend on the order of the metrics."""
+    return sorted(buckets, key=lambda bucket: (bucket.device.type, str(bucket.dtype), bucket.op))
+
+
+def _ride(op: str, candidates: list[_Bucket]) -> tuple[str | None, _Bucket | None]:
+    """The first bucket a bool ``op`` segment can ride in, and how: same op, counted in a sum, or negated."""
+    opposite = "min" if op == "max" else "max"
+    for ride, bucket_op, signed_only in (("same", op, False), ("count", "sum", False), ("negated", opposite, True)):
+        for bucket in candidates:
+            if bucket.op == bucket_op and (bucket.dtype.is_signed or not signed_only):
+                return ride, bucket
+    return None, None

@@ -1,0 +1,288 @@
+"""The fused ``MetricCollection``: ``compute()`` syncs every member in one round, then computes each.
+
+Also :func:`sync_context` (compute many metrics on states synced once) and :func:`fused_collection_class` (the
+fused class for a user's collection class, created once, picklable).
+
+Example:
+    >>> import torchmetrics
+    >>> fused_collection_class(torchmetrics.MetricCollection) is MetricCollection
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from copy import deepcopy
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import Metric
+from torchmetrics_async._torchmetrics import (
+    MetricCollection as _TorchMetricsCollection,
+)
+from torchmetrics_async.compute_groups import equal_metric_states
+from torchmetrics_async.deferred import forget_preread, read_deferred_together
+from torchmetrics_async.distributed.plan import _mismatch
+from torchmetrics_async.distributed.states import _collect_metrics, _fusable_metric
+from torchmetrics_async.distributed.sync import _labels, _start_metric_sync
+from torchmetrics_async.metric import copy_update_count, has_stock_compute
+
+__all__ = ["MetricCollection", "fused_collection_class", "sync_context"]
+
+
+def _syncs_in_compute(metric: Metric) -> bool:
+    """Whether ``metric.compute()`` would sync now, through the stock ``_sync_dist``: then it can be pre-synced."""
+    return (
+        has_stock_compute(metric)  # wrappers and compositions sync inside, or not at all
+        # Not "no cached value": whether this rank updated since the last compute() is local data; a member with a
+        # cached value takes part in the sync (its compute() returns the cache) so that every rank plans alike.
+        and metric._to_sync
+        and not metric._is_synced  # compute() raises "already synced": let it
+        and _fusable_metric(metric)
+        and callable(metric.distributed_available_fn)
+        and bool(metric.distributed_available_fn())
+    )
+
+
+@contextlib.contextmanager
+def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
+    """Compute many metrics on states synced in one fused round: ``compute()`` inside the block does not sync again.
+
+    On entry, every metric whose ``compute()`` would sync (``sync_on_compute``, distributed,
+    torchmetrics' default ``dist_sync_fn``; not wrappers such as ``Running``, which sync inside) is synced, fused, as
+    ``sync()`` syncs it, including a metric holding a cached value (whether a rank has one depends on its data;
+    the plan must not), whose ``compute()`` then returns the cache. Inside, their ``compute()`` uses the synced states
+    and restores the local ones afterwards, as torchmetrics' compute does; on exit every metric still synced is
+    restored. Other metrics keep torchmetrics' behaviour. A ``MetricCollection`` from
+    :func:`~torchmetrics_async.accelerate` does this in ``compute()``. If the ranks' plans differ (other metrics or
+    another order), every rank raises :class:`PlanMismatchError` on entry.
+
+    Args:
+        metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
+        process_group: the group for all of them (``None``: each metric's ``process_group``, else the world).
+
+    Yields:
+        Nothing; compute inside the block.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric, MaxMetric
+        >>> metrics = {"loss": MeanMetric(), "peak": MaxMetric()}
+        >>> for metric in metrics.values():
+        ...     metric.update(torch.tensor([1.0, 3.0]))
+        >>> with sync_context(metrics):
+        ...     values = {name: metric.compute() for name, metric in metrics.items()}
+        >>> values
+        {'loss': tensor(2.), 'peak': tensor(3.)}
+    """
+    with _synced(metrics, process_group):
+        yield
+
+
+@contextlib.contextmanager
+def _synced(
+    metrics: Any, process_group: Any = None, verdicts: list[tuple[Tensor, list[str]]] | None = None
+) -> Iterator[None]:
+    """:func:`sync_context`; with ``verdicts``, the plan check is left for the caller to read (see ``compute``)."""
+    members = [metric for metric in _collect_metrics(metrics, {}).values() if _syncs_in_compute(metric)]
+    previous = [(metric, metric._to_sync) for metric in members]
+    try:
+        if members:
+            _start_metric_sync(members, process_group, False, _labels(metrics, {}), True, verdicts).wait()
+        for metric in members:
+            metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
+        yield
+    finally:
+        for metric, to_sync in previous:
+            metric._to_sync = to_sync
+            if metric._is_synced and metric._should_unsync:  # not computed, or its compute raised before unsync
+                metric.unsync()
+
+
+def _computes_as_is(metric: Metric) -> bool:
+    """Whether ``metric.compute()`` would compute (no cached value) from the states it holds now (no sync inside)."""
+    return (
+        metric._computed is None
+        and has_stock_compute(metric)
+        and not (
+            metric._to_sync and callable(metric.distributed_available_fn) and bool(metric.distributed_available_fn())
+        )
+    )
+
+
+class _FusedSyncCollection:
+    """``compute()`` syncs every member that would sync in one fused round, then computes each on synced states."""
+
+    # Compute groups form as torchmetrics forms them, accelerated and torchmetrics members mixed.
+    _equal_metric_states = staticmethod(equal_metric_states)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Torchmetrics' collection update; inside ``torch.compile`` compute groups are neither formed nor checked.
+
+        Forming the groups compares the members' states on the host (``allclose``): traced by ``torch.compile`` it
+        would break the graph. Until the groups are formed (at the first update made outside compiled code), a
+        compiled update updates every member, each on its own states, as torchmetrics does with
+        ``compute_groups=False``: the same values. Once formed, compiled updates use the groups.
+
+        Args:
+            args: given to every member's ``update``.
+            kwargs: filtered by each member's ``update`` signature.
+
+        Example:
+            >>> import torch, torchmetrics
+            >>> collection = MetricCollection([torchmetrics.SumMetric()])
+            >>> collection.update(torch.tensor(2.0))
+            >>> collection.compute()
+            {'SumMetric': tensor(2.)}
+        """
+        if torch.compiler.is_compiling() and not self._groups_checked:
+            for metric in self._modules.values():
+                metric.update(*args, **metric._filter_kwargs(**kwargs))
+            return
+        super().update(*args, **kwargs)
+
+    def _compute_groups_create_state_ref(self, copy: bool = False) -> None:
+        """torchmetrics' state sharing within compute groups; update counts are copied without a host read."""  # noqa: D403
+        if not self._state_is_copy:
+            for group in self._groups.values():
+                first = getattr(self, group[0])
+                for name in group[1:]:
+                    member = getattr(self, name)
+                    for state in first._defaults:
+                        value = getattr(first, state)
+                        setattr(member, state, deepcopy(value) if copy else value)
+                    copy_update_count(first, member)
+        self._state_is_copy = copy
+
+    def compute(self) -> dict[str, Any]:
+        """Sync all members together, compute each, restore their local states.
+
+        Members whose ``compute()`` would not sync (``sync_on_compute=False``, a cached value, not distributed),
+        wrappers that sync inside their own compute (``Running``...), and members with their own ``dist_sync_fn``
+        keep torchmetrics' behaviour.
+
+        Returns:
+            The members' values, keyed as torchmetrics keys them.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import MeanMetric, SumMetric
+            >>> collection = MetricCollection({"mean": MeanMetric(), "sum": SumMetric()})
+            >>> collection.update(torch.tensor([1.0, 2.0]))
+            >>> collection.compute()
+            {'mean': tensor(1.5000), 'sum': tensor(3.)}
+        """
+        verdicts: list[tuple[Tensor, list[str]]] = []
+        with _synced(self, None, verdicts):
+            # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its
+            # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
+            # to the others: on a rank where a group formed from the data, they would compute another rank's values.
+            groups, self._groups = self._groups, {}
+            # Every member's deferred flags in one host read, not one per member: those whose compute() reads them
+            # from the states they hold now (synced above, or not syncing at all).
+            # The plan check of an all_reduce-only sync travels in the same read; a mismatch raises before any member
+            # computes, and the block's exit restores every member's local states.
+            read, agreed = read_deferred_together(
+                [member for member in self._modules.values() if _computes_as_is(member)], [v for v, _ in verdicts]
+            )
+            try:
+                for ok, (_, labels) in zip(agreed, verdicts, strict=True):
+                    if not ok:
+                        raise _mismatch(labels, None)
+                return super().compute()
+            finally:
+                self._groups = groups
+                forget_preread(read)
+
+    def reset(self) -> None:
+        """Reset every member, then raise the first deferred error a member's ``reset()`` reported.
+
+        torchmetrics' loop would stop at the first member that raises and leave the others holding the old window.
+
+        Raises:
+            RuntimeError: the first deferred error that a member's ``compute()`` had not reported.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import MeanMetric, SumMetric
+            >>> collection = MetricCollection({"mean": MeanMetric(nan_strategy="error"), "sum": SumMetric()})
+            >>> collection.update(torch.tensor([1.0, float("nan")]))
+            >>> try:
+            ...     collection.reset()
+            ... except RuntimeError as err:
+            ...     print(err)
+            Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1 of this window)
+            >>> collection["sum"].update_count
+            0
+        """
+        first: RuntimeError | None = None
+        for metric in self.values(copy_state=False):
+            try:
+                metric.reset()
+            except RuntimeError as err:
+                first = first or err
+        if self._enable_compute_groups and self._groups_checked:
+            self._compute_groups_create_state_ref()  # as torchmetrics' reset: re-link the groups' states
+        if first is not None:
+            raise first
+
+
+class MetricCollection(_FusedSyncCollection, _TorchMetricsCollection):
+    """torchmetrics' ``MetricCollection`` whose ``compute()`` syncs all members in one fused round of collectives.
+
+    ``accelerate(collection)`` turns a torchmetrics collection into this class in place.
+
+    Example:
+        >>> import torch, torchmetrics
+        >>> collection = MetricCollection([torchmetrics.MaxMetric(), torchmetrics.MinMetric()])
+        >>> collection.update(torch.tensor([1.0, 5.0]))
+        >>> collection.compute()
+        {'MaxMetric': tensor(5.), 'MinMetric': tensor(1.)}
+    """
+
+    # Its public home: pickles (and reprs) name the package, as before the package was split by concern.
+    __module__ = "torchmetrics_async.distributed"
+
+
+_FUSED_COLLECTIONS: dict[type, type] = {_TorchMetricsCollection: MetricCollection}
+
+
+def _rebuild_collection(base: type, state: dict) -> Any:
+    cls = fused_collection_class(base)
+    obj = cls.__new__(cls)
+    obj.__setstate__(state)
+    return obj
+
+
+def _reduce_collection(self: Any, protocol: int) -> tuple:
+    # A derived class shares its base's name, so pickle could not find it by name: rebuild it from the base.
+    return _rebuild_collection, (type(self).__bases__[1], self.__dict__.copy())
+
+
+def fused_collection_class(cls: type) -> type:
+    """The class with a fused-sync ``compute()`` for a ``MetricCollection`` class (a user subclass keeps its code).
+
+    Args:
+        cls: ``torchmetrics.MetricCollection`` or a subclass.
+
+    Returns:
+        :class:`MetricCollection` for torchmetrics' class, ``cls`` if it fuses already, else a subclass of ``cls``
+        (same name, created once, picklable).
+
+    Example:
+        >>> import torchmetrics
+        >>> fused_collection_class(torchmetrics.MetricCollection) is MetricCollection
+        True
+    """
+    if issubclass(cls, _FusedSyncCollection):
+        return cls
+    if cls not in _FUSED_COLLECTIONS:
+        _FUSED_COLLECTIONS[cls] = type(
+            cls.__name__,
+            (_FusedSyncCollection, cls),
+            {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__reduce_ex__": _reduce_collection},
+        )
+    return _FUSED_COLLECTIONS[cls]

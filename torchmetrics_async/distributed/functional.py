@@ -1,0 +1,273 @@
+"""The functional API on dicts: ``reduce_mean/sum/max/min/custom`` and ``all_gather``, fused per bucket.
+
+Numbers and non-tensors are welcome (numbers become 0-dim tensors, others pass through). Without an initialised
+process group the reductions return their inputs (the reduction over one rank is the value itself).
+
+Example:
+    >>> import torch
+    >>> reduce_custom({"loss": torch.tensor(0.5), "step": 10, "tag": "train"}, {"step": "max"})
+    {'loss': tensor(0.5000), 'step': 10, 'tag': 'train'}
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import jit_distributed_available
+from torchmetrics_async.distributed.buckets import OPS, _fusable, _plan_buckets
+from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
+from torchmetrics_async.distributed.gather import _Gather, _gather_device
+
+__all__ = ["all_gather", "reduce_custom", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum"]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Number) and not isinstance(value, Tensor)
+
+
+def _number_dtype(value: numbers.Number) -> torch.dtype:
+    """The dtype ``torch.full((), value)`` gives (bool, int64, the default float or complex dtype)."""
+    return torch.full((), value, device="meta").dtype
+
+
+def _check_op(key: Any, op: Any, dtype: torch.dtype) -> str:
+    if op not in OPS:
+        raise ValueError(f"Unknown reduction {op!r} for key {key!r}: expected one of {', '.join(map(repr, OPS))}.")
+    if not _fusable(op, dtype):
+        if op == "mean":
+            raise TypeError(
+                f"Cannot reduce key {key!r} with 'mean': its dtype {dtype} is not floating point or complex (torch.mean"
+                " refuses it too). Cast it to a float dtype, or reduce it with 'sum'."
+            )
+        raise TypeError(f"Cannot reduce key {key!r} with {op!r}: complex numbers have no order.")
+    return op
+
+
+def _reduce_dict(
+    tensors: Mapping[Any, Any], ops: Callable[[Any], Any], group: Any, async_op: bool
+) -> dict[Any, Any] | SyncHandle:
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"Expected a dict of tensors, got {type(tensors).__name__}.")
+    numeric = {}
+    for key, value in tensors.items():
+        if isinstance(value, Tensor):
+            numeric[key] = _check_op(key, ops(key), value.dtype)
+        elif _is_number(value):
+            numeric[key] = _check_op(key, ops(key), _number_dtype(value))
+    if not numeric or not jit_distributed_available() or not _member(group):
+        result = dict(tensors)
+        return SyncHandle.completed(result) if async_op else result
+    number_device = collective_device(group)
+    items = [
+        (key, value if isinstance(value, Tensor) else torch.full((), value, device=number_device), numeric[key])
+        for key, value in tensors.items()
+        if key in numeric
+    ]
+    buckets, _ = _plan_buckets(items, group)
+    works = [bucket.launch(group, async_op) for bucket in buckets]
+    world_size = dist.get_world_size(group)
+
+    def finish() -> dict[Any, Any]:
+        reduced: dict[Any, Tensor] = {}
+        for bucket in buckets:
+            reduced.update(bucket.finish(world_size))
+        return {key: reduced.get(key, value) if key in numeric else value for key, value in tensors.items()}
+
+    if async_op:
+        return SyncHandle(finish, works)
+    return finish()
+
+
+def reduce_custom(
+    tensors: Mapping[Any, Any],
+    reduce_fn: Mapping[Any, str | None] | None = None,
+    process_group: Any = None,
+    async_op: bool = False,
+) -> dict[Any, Any] | SyncHandle:
+    """Reduce every value of a dict across ranks, each with its own op, with one ``all_reduce`` per bucket.
+
+    Tensors of the same device, dtype and reduce op travel in one flattened buffer (``"mean"`` and ``"sum"`` share
+    one: a mean is a sum divided by the world size). Results have the dtype ``torch.<op>`` over a stacked rank
+    dimension gives: integer and bool sums are int64, max/min keep the dtype, a mean needs a floating-point (or
+    complex) dtype and raises ``TypeError`` otherwise, as ``torch.mean`` does. Half-precision values are reduced in
+    float32 and cast back. Every rank must pass the same keys with the same dtypes and shapes.
+
+    Args:
+        tensors: name -> tensor, Python number (becomes a 0-dim tensor, made by ``torch.full`` on the collective
+            device) or anything else (returned unchanged).
+        reduce_fn: name -> ``"mean"``, ``"sum"``, ``"max"``, ``"min"``; a missing name or ``None`` means ``"mean"``
+            (as datarax). ``None``: ``"mean"`` for all.
+        process_group: the group to reduce over (``None``: the default group).
+        async_op: return a :class:`SyncHandle` whose ``wait()`` returns the dict.
+
+    Returns:
+        A new dict with the same keys, or a handle. Without an initialised process group, or on a rank outside
+        ``process_group``, the values are returned unchanged (numbers stay numbers).
+
+    Raises:
+        ValueError: for an unknown op.
+        TypeError: for a mean of integers or bools, or a max/min of complex numbers (also without a process group).
+
+    Example:
+        >>> import torch
+        >>> reduce_custom({"loss": torch.tensor(0.25), "seen": torch.tensor(True)}, {"seen": "max"})
+        {'loss': tensor(0.2500), 'seen': tensor(True)}
+    """
+    ops = dict(reduce_fn or {})
+    return _reduce_dict(tensors, lambda key: ops.get(key) or "mean", process_group, async_op)
+
+
+def reduce_mean(
+    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
+) -> dict[Any, Any] | SyncHandle:
+    """Mean over ranks of every tensor and number of a dict (floating point only), one ``all_reduce`` per bucket.
+
+    Args:
+        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
+        process_group: the group (``None``: the default group).
+        async_op: return a :class:`SyncHandle`.
+
+    Returns:
+        The dict of means, or a handle.
+
+    Example:
+        >>> import torch
+        >>> reduce_mean({"loss": torch.tensor([0.5, 1.5]), "lr": 0.1})
+        {'loss': tensor([0.5000, 1.5000]), 'lr': 0.1}
+    """
+    return _reduce_dict(tensors, lambda key: "mean", process_group, async_op)
+
+
+def reduce_sum(
+    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
+) -> dict[Any, Any] | SyncHandle:
+    """Sum over ranks of every tensor and number of a dict (integer sums are int64), one ``all_reduce`` per bucket.
+
+    Args:
+        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
+        process_group: the group (``None``: the default group).
+        async_op: return a :class:`SyncHandle`.
+
+    Returns:
+        The dict of sums, or a handle.
+
+    Example:
+        >>> import torch
+        >>> reduce_sum({"tokens": torch.tensor(128), "name": None})
+        {'tokens': tensor(128), 'name': None}
+    """
+    return _reduce_dict(tensors, lambda key: "sum", process_group, async_op)
+
+
+def reduce_max(
+    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
+) -> dict[Any, Any] | SyncHandle:
+    """Element-wise maximum over ranks of every tensor and number of a dict (NaN wins, as in ``torch.max``).
+
+    Args:
+        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
+        process_group: the group (``None``: the default group).
+        async_op: return a :class:`SyncHandle`.
+
+    Returns:
+        The dict of maxima, or a handle.
+
+    Example:
+        >>> import torch
+        >>> reduce_max({"peak_mem": torch.tensor([3.0, 4.0])})
+        {'peak_mem': tensor([3., 4.])}
+    """
+    return _reduce_dict(tensors, lambda key: "max", process_group, async_op)
+
+
+def reduce_min(
+    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
+) -> dict[Any, Any] | SyncHandle:
+    """Element-wise minimum over ranks of every tensor and number of a dict (NaN wins, as in ``torch.min``).
+
+    Args:
+        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
+        process_group: the group (``None``: the default group).
+        async_op: return a :class:`SyncHandle`.
+
+    Returns:
+        The dict of minima, or a handle.
+
+    Example:
+        >>> reduce_min({"free_mem": 7})
+        {'free_mem': 7}
+    """
+    return _reduce_dict(tensors, lambda key: "min", process_group, async_op)
+
+
+def all_gather(
+    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
+) -> dict[Any, Any] | SyncHandle:
+    """Gather every tensor and number of a dict from all ranks, stacked: shape ``(world_size, *shape)``.
+
+    Two collectives in all, whatever the number of keys: a small ``all_gather`` of every value's dtype and shape, then
+    one ``all_gather`` of all the data, byte-packed. Exchanging shapes first makes a mismatch an error on every rank
+    (a ``ValueError`` naming the key and each rank's shape or dtype) instead of a hang or garbage; ragged values
+    belong in a metric list state, which :func:`sync_metrics` concatenates.
+
+    Args:
+        tensors: name -> tensor, Python number (a 0-dim tensor) or anything else (returned unchanged).
+        process_group: the group (``None``: the default group).
+        async_op: return a :class:`SyncHandle` whose ``wait()`` returns the dict.
+
+    Returns:
+        A new dict, or a handle. Without a process group (or outside ``process_group``) there is one rank: values
+        come back stacked over it, shape ``(1, *shape)``, numbers as 1-element CPU tensors.
+
+    Raises:
+        ValueError: if a key has different shapes or dtypes on different ranks.
+
+    Example:
+        >>> import torch
+        >>> all_gather({"loss": torch.tensor(0.5), "step": 3, "tag": "eval"})
+        {'loss': tensor([0.5000]), 'step': tensor([3]), 'tag': 'eval'}
+    """
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"Expected a dict of tensors, got {type(tensors).__name__}.")
+    keys = [key for key, value in tensors.items() if isinstance(value, Tensor) or _is_number(value)]
+    if not jit_distributed_available() or not _member(process_group):
+        result = {
+            key: value.unsqueeze(0) if isinstance(value, Tensor) else torch.full((1,), value) if key in keys else value
+            for key, value in tensors.items()
+        }
+        return SyncHandle.completed(result) if async_op else result
+    values = {key: tensors[key] for key in keys}
+    device = _gather_device(process_group, (v for v in values.values() if isinstance(v, Tensor)))
+    values = {key: v if isinstance(v, Tensor) else torch.full((), v, device=device) for key, v in values.items()}
+    gather = _Gather(list(values.values()), process_group, device)
+    works = [gather.start(async_op)] if keys else []
+
+    def launch() -> list[Any]:
+        described = gather.shapes()
+        for index, key in enumerate(keys):
+            column = [rank[index] for rank in described]
+            if any(d != column[0] for d in column):
+                per_rank = ", ".join(f"rank {r}: {tuple(d[1])} {d[0]}" for r, d in enumerate(column))
+                raise ValueError(
+                    f"all_gather: key {key!r} differs across ranks ({per_rank}); every rank must pass the same"
+                    " shape and dtype."
+                )
+        return [gather.launch_data(described, async_op)]
+
+    def finish() -> dict[Any, Any]:
+        if not keys:
+            return dict(tensors)
+        gathered = gather.data()
+        stacked = {
+            key: _to(torch.stack(per_rank), values[key].device) for key, per_rank in zip(keys, gathered, strict=True)
+        }
+        return {key: stacked.get(key, value) for key, value in tensors.items()}
+
+    handle = SyncHandle(finish, works, launch if keys else None)
+    return handle if async_op else handle.wait()
