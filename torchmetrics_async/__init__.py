@@ -37,6 +37,7 @@ from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
+from torchmetrics_async.teardown import shutdown
 
 __all__ = [
     "Accuracy",
@@ -65,6 +66,7 @@ __all__ = [
     "is_patched",
     "patch",
     "scalar_to_tensor_updates",
+    "shutdown",
     "suppress_nan_check",
     "sync_free",
     "sync_metrics",

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -75,6 +76,9 @@ from torchmetrics_async.metric import OWNED_STATES, _same_layout, copy_update_co
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
 _ANNOUNCED: set[str] = set()
+# Collectors whose window's collectives may still be running (launched, not collected): ``drain_in_flight()`` (called
+# by ``torchmetrics_async.shutdown()``) waits for them so no collective is left running when the process group goes.
+_IN_FLIGHT: weakref.WeakSet[AsyncMetricCollector] = weakref.WeakSet()
 # Window counters besides ``_update_count`` that compute() or the next update reads: torchmetrics' ``Running``
 # wrapper picks its window slot and its base metric's update count from ``_num_vals_seen``.
 _COUNTERS = ("_num_vals_seen",)
@@ -641,6 +645,7 @@ class AsyncMetricCollector(Stateful):
             self._release()
             raise
         self._scheduled = True
+        _IN_FLIGHT.add(self)
         _reset_tree(self._metric)
 
     def collect_results(self) -> Any:
@@ -809,6 +814,7 @@ class AsyncMetricCollector(Stateful):
             state["_computed"] = None
             slot.lists.clear()
         self._log.clear()
+        _IN_FLIGHT.discard(self)
         self._handle = None
         self._outcome = None
         self._done = None
@@ -943,6 +949,24 @@ class AsyncMetricCollector(Stateful):
             self._handle.wait()
         else:
             self._ops.synchronize(self._done)
+
+
+def drain_in_flight() -> int:
+    """Wait for the collectives of every launched, uncollected window and drop those windows (teardown only).
+
+    Returns:
+        How many windows were drained.
+    """
+    drained = 0
+    for collector in list(_IN_FLIGHT):
+        try:
+            if collector._launched:
+                collector._drain()
+                drained += 1
+        finally:
+            collector._release()
+            collector._scheduled = False
+    return drained
 
 
 def _collections(tree: Any) -> list[MetricCollection]:
