@@ -34,4 +34,5 @@ def test_the_check_sees_a_crash():
     # The check must be able to fail: a run whose rank exits non-zero is reported as a crash with its reason.
     check = _check()
     bad, why = check.run_once("no-such-variant")
-    assert bad and "exit 1" in why
+    assert bad
+    assert "exit 1" in why
