@@ -74,6 +74,7 @@ from torchmetrics_async.regression import (
     TweedieDevianceScore,
     WeightedMeanAbsolutePercentageError,
 )
+from torchmetrics_async.teardown import shutdown
 
 __all__ = [
     "AUROC",
@@ -137,6 +138,7 @@ __all__ = [
     "is_patched",
     "patch",
     "scalar_to_tensor_updates",
+    "shutdown",
     "suppress_nan_check",
     "sync_free",
     "sync_metrics",

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -109,6 +110,9 @@ __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
 _ANNOUNCED: set[str] = set()
 _WHAT = "AsyncMetricCollector"
+# Collectors whose window's collectives may still be running (scheduled, not collected): ``drain_in_flight()`` (called
+# by ``torchmetrics_async.shutdown()``) waits for them so no collective is left running when the process group goes.
+_IN_FLIGHT: weakref.WeakSet[AsyncMetricCollector] = weakref.WeakSet()
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -687,6 +691,7 @@ class AsyncMetricCollector(Stateful):
             self._release()
             raise
         self._scheduled = True
+        _IN_FLIGHT.add(self)
         _reset_tree(self._metric)
 
     def collect_results(self) -> Any:
@@ -890,6 +895,7 @@ class AsyncMetricCollector(Stateful):
             state["_computed"] = None
             slot.lists.clear()
         self._log.clear()
+        _IN_FLIGHT.discard(self)
         self._handle = None
         self._outcome = None
         self._done = None
@@ -1039,6 +1045,23 @@ def _owned(pieces: list[Tensor]) -> list[Tensor]:
         parts = joined.split([row.shape[0] for row in rows])
         return [part.view(piece.shape) for part, piece in zip(parts, pieces, strict=True)]
     return [piece.detach().clone() for piece in pieces]
+
+
+def drain_in_flight() -> int:
+    """Wait for the collectives of every scheduled, uncollected window and drop those windows (teardown only).
+
+    Returns:
+        How many windows were drained.
+    """
+    drained = 0
+    for collector in list(_IN_FLIGHT):
+        if not collector._scheduled:
+            continue
+        if collector._ops is not None and collector._done is not None:
+            collector._ops.synchronize(collector._done)  # the host waits: the process group goes next
+        collector._drop()
+        drained += 1
+    return drained
 
 
 def _collections(tree: Any) -> list[MetricCollection]:

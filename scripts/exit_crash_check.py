@@ -1,0 +1,157 @@
+"""Count 2-rank gloo runs whose workers do not exit cleanly (issue 14, point 5: "terminate called ...", SIGABRT).
+
+Each run starts two fresh interpreters (one per rank, as ``torchrun`` does) on 127.0.0.1 with a free port; each rank
+runs one variant, calls ``destroy_process_group()`` and exits. A run counts as a crash when a rank's exit code is not
+0 (SIGABRT shows as -6 / 134) or its stderr says ``terminate called``.
+
+Variants:
+    torch: 20 rounds of ``all_reduce`` + ``barrier`` (torch alone).
+    torchmetrics: torchmetrics' ``MetricCollection`` (``MeanMetric``, ``SumMetric``), 5 x update/compute/reset.
+    accelerated: the same with ``torchmetrics_async.MetricCollection`` (fused sync).
+    collector: the same collection through ``AsyncMetricCollector``, 5 x schedule/collect.
+    inflight: as ``collector``, but the last window is scheduled and never collected; ``torchmetrics_async.shutdown()``
+        drains it before ``destroy_process_group()``.
+    inflight-nodestroy: as ``inflight`` without ``shutdown()`` and without ``destroy_process_group()``.
+    torch-nodestroy: torch alone: 20 ``all_reduce(async_op=True)`` never waited, the process group never destroyed
+        (the crash mechanism, without this package).
+
+Run: ``scripts/exit-crash-check [--runs 50] [variant ...]`` (default: every variant). Exit status 1 if any crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import socket
+import subprocess
+import sys
+
+__all__ = ["VARIANTS", "free_port", "main", "run_once", "worker"]
+
+VARIANTS = (
+    "torch",
+    "torchmetrics",
+    "accelerated",
+    "collector",
+    "inflight",
+    "inflight-nodestroy",
+    "torch-nodestroy",
+)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (bound to port 0, read back, closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def worker(variant: str, rank: int, port: int) -> None:
+    """One rank of one run: join the group, run ``variant``, tear down."""
+    import torch
+    import torch.distributed as dist
+
+    # A peer that dies must not leave this rank waiting for the default half hour.
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=datetime.timedelta(seconds=30),
+    )
+    destroy = True
+    if variant == "torch":
+        for _ in range(20):
+            dist.all_reduce(torch.ones(3))
+            dist.barrier()
+    elif variant == "torch-nodestroy":
+        works = [dist.all_reduce(torch.ones(1000), async_op=True) for _ in range(20)]  # noqa: F841  (alive at exit)
+        destroy = False
+    elif variant in ("torchmetrics", "accelerated"):
+        if variant == "torchmetrics":
+            from torchmetrics import MeanMetric, MetricCollection, SumMetric
+        else:
+            from torchmetrics_async import MeanMetric, MetricCollection, SumMetric
+        metrics = MetricCollection({"mean": MeanMetric(), "sum": SumMetric()})
+        for step in range(5):
+            metrics.update(torch.tensor([1.0 + rank, 2.0 * step]))
+            metrics.compute()
+            metrics.reset()
+    elif variant in ("collector", "inflight", "inflight-nodestroy"):
+        import torchmetrics_async
+        from torchmetrics_async import AsyncMetricCollector, MeanMetric, MetricCollection, SumMetric
+
+        metrics = MetricCollection({"mean": MeanMetric(), "sum": SumMetric()})
+        collector = AsyncMetricCollector(metrics)
+        collector.bind()
+        for step in range(5):
+            metrics.update(torch.tensor([1.0 + rank, 2.0 * step]))
+            collector.schedule_collection()
+            if variant == "collector" or step < 4:
+                collector.collect_results()
+        if variant == "inflight":
+            assert torchmetrics_async.shutdown() == 1
+        elif variant == "inflight-nodestroy":
+            destroy = False
+    else:
+        raise SystemExit(f"unknown variant {variant!r}")
+    if destroy:
+        dist.destroy_process_group()
+
+
+def run_once(variant: str, timeout: float = 90.0) -> tuple[bool, str]:
+    """Run ``variant`` on two fresh ranks; ``(crashed, why)``."""
+    port = free_port()
+    command = [sys.executable, os.path.abspath(__file__), "--worker", variant]
+    # This checkout's package, not whichever one the environment has installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    ranks = [
+        subprocess.Popen(
+            [*command, str(rank), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for rank in range(2)
+    ]
+    why = []
+    for rank, process in enumerate(ranks):
+        try:
+            _, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()  # only the processes this run started
+            _, err = process.communicate()
+            why.append(f"rank {rank} timed out")
+            continue
+        if process.returncode != 0 or "terminate called" in err:
+            tail = " | ".join(err.strip().splitlines()[-2:])
+            why.append(f"rank {rank} exit {process.returncode}: {tail}")
+    return bool(why), "; ".join(why)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run each variant ``--runs`` times and print a table of crash counts; 1 if any run crashed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("variants", nargs="*", choices=[[], *VARIANTS], default=[])
+    opts = parser.parse_args(argv)
+    counts = {}
+    for variant in opts.variants or VARIANTS:
+        crashed = 0
+        for index in range(opts.runs):
+            bad, why = run_once(variant)
+            if bad:
+                crashed += 1
+                print(f"{variant} run {index}: {why}", flush=True)
+        counts[variant] = crashed
+        print(f"{variant}: {crashed}/{opts.runs} crashed", flush=True)
+    print("\n| variant | crashed / runs |\n|---|---|")
+    for variant, crashed in counts.items():
+        print(f"| {variant} | {crashed}/{opts.runs} |")
+    return 1 if any(counts.values()) else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        sys.exit(main())
