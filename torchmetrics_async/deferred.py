@@ -111,6 +111,19 @@ class DeferredChecks:
 
     def _record_violation(self, name: str, violated: Tensor | bool) -> None:
         """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
+        pending = self._violation_update(name, violated)
+        if pending is not None:
+            pending[0].logical_or_(pending[1])
+
+    def _violation_update(self, name: str, violated: Tensor | bool) -> tuple[Tensor, Tensor] | None:
+        """Record check ``name``'s first-violation index now; return ``(flag, violated)`` for the caller to OR in.
+
+        ``flag.add_(violated)`` on bools is the OR, so a caller folds it into the ``torch._foreach_add_`` that adds
+        its statistics into its states: one dispatcher call (one kernel launch per dtype on a GPU) for the states
+        and every flag, instead of one ``logical_or_`` per check. The index must be written first (it reads the
+        flag as it was). ``None`` when nothing is left to OR in (no violation possible, a host-known bool, or the
+        torchmetrics-style forward, which records as :meth:`_record_violation` always did).
+        """
         state = self.__dict__
         index = state[FORWARD_INDEX] or self._update_index()
         if isinstance(violated, bool):
@@ -121,9 +134,9 @@ class DeferredChecks:
                     torch.maximum(first, _INDEX_BASE - index, out=first)
                 else:
                     first.clamp_(min=_INDEX_BASE - index)
-            return
+            return None
         if not violated.numel():
-            return
+            return None
         if violated.dim():
             violated = violated.any()
         flag, first = getattr(self, name), state[_FIRST][name]
@@ -133,7 +146,26 @@ class DeferredChecks:
         else:
             # forward() computes a batch the torchmetrics way, on reset states: keep the earliest of both.
             torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
-        flag.logical_or_(violated)
+        return flag, violated
+
+    def _add_with_violations(self, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
+        """``state.add_(value)`` for every pair and the violations ORed into their flags, in one dispatcher call.
+
+        Args:
+            states: tensor states, written in place (owned by this metric).
+            values: tensors to add (same devices; dtypes and shapes as ``add_`` accepts them).
+            violations: check name -> violation mask (any shape) or host-known bool.
+        """
+        states, values = list(states), list(values)
+        for name, violated in violations.items():
+            pending = self._violation_update(name, violated)
+            if pending is not None:
+                states.append(pending[0])
+                values.append(pending[1])
+        if len(states) == 1:  # one pair: a plain add_ costs less host time than building the lists
+            states[0].add_(values[0])
+        elif states:
+            torch._foreach_add_(states, values)
 
     def _update_index(self) -> "int | Tensor":
         """The index of the current update in the window: a Python int, or a device tensor once compiled code counted.
