@@ -6,8 +6,9 @@ Run (``scripts/bench`` runs it; torcheval comes from the ``bench`` extra)::
 
 For every pair of :mod:`benchmarks.torcheval_pairs` it builds the three metrics, warms each up, counts the ATen ops one
 ``update`` dispatches (a ``TorchDispatchMode``: top-level ops, i.e. what the dispatcher sees and a GPU launches;
-deterministic), then times rounds of :data:`CALLS_PER_BLOCK` calls per implementation, interleaved in the order
-A B C C B A (then reversed), so drift and bursts of load hit all three alike. Per implementation the median block
+deterministic), then times rounds of one block of calls per implementation (:data:`CALLS_PER_BLOCK` calls, fewer
+where that would take more than :data:`BLOCK_US`), interleaved ABBA-style: A B C in one round, C B A in the next,
+so drift and bursts of load hit all three alike. Per implementation the median block
 time per call is reported; the ratios are the medians of the per-round ratios (each round's three blocks ran within
 a few milliseconds of one another). Torch runs on one intra-op thread (as the issue's figures), and every
 implementation updates in the caller's default grad mode.
@@ -38,6 +39,7 @@ __all__ = ["IMPLS", "main", "measure", "meets_targets", "render"]
 
 IMPLS = ("torchmetrics", "accelerated", "torcheval")
 CALLS_PER_BLOCK = 20
+BLOCK_US = 2000.0
 WARMUP = 30
 #: Time ratio targets: accelerated / torcheval.
 TIME_TARGET = {"default": 1.25, "checks off": 1.0}
@@ -81,11 +83,14 @@ def measure(pair: Pair, rounds: int, ops_only: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {"ops": {impl: count_aten_ops(fn) for impl, fn in fns.items()}}
     if ops_only:
         return result
+    # Blocks of up to CALLS_PER_BLOCK calls and about BLOCK_US each, so that a slow implementation (torchmetrics'
+    # macro multiclass update takes milliseconds) does not stretch a round to seconds.
+    calls = {impl: max(1, min(CALLS_PER_BLOCK, int(BLOCK_US / _block(fn, 5)))) for impl, fn in fns.items()}
     samples: dict[str, list[float]] = {impl: [] for impl in IMPLS}
     for r in range(rounds):
         order = IMPLS if r % 2 == 0 else IMPLS[::-1]
         for impl in order:
-            samples[impl].append(_block(fns[impl], CALLS_PER_BLOCK))
+            samples[impl].append(_block(fns[impl], calls[impl]))
     result["us"] = {impl: statistics.median(values) for impl, values in samples.items()}
     acc = samples["accelerated"]
     result["ratio_te"] = statistics.median(a / t for a, t in zip(acc, samples["torcheval"], strict=True))
@@ -162,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append((pair, measure(pair, args.rounds, ops_only=args.ops)))
         print(f"measured {pair.metric} {pair.call} [{pair.variant}]", file=sys.stderr)
     print(
-        f"torch {torch.__version__}, 1 intra-op thread; times: median of {args.rounds} interleaved rounds of "
+        f"torch {torch.__version__}, 1 intra-op thread; times: median of {args.rounds} interleaved rounds of up to "
         f"{CALLS_PER_BLOCK} calls (µs per update); acc/te, acc/tm: medians of the per-round ratios."
     )
     print()
