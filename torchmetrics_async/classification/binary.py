@@ -155,7 +155,9 @@ def coded_counts(
         >>> coded_counts(torch.tensor([True, False, True]), torch.tensor([1, 1, 0]), bins, exact=True)
         tensor([0, 1, 1, 1])
     """
-    if exact and target.dtype != torch.bool:
+    if target.dtype == torch.bool:
+        target = target.to(torch.uint8)  # bool + bool stays bool (an OR): count in a small integer type instead
+    elif exact:
         target = target.clamp(max=2) if not target.dtype.is_signed else target.clamp(-1, 2)
     hits = preds if preds.dtype == torch.bool else preds == target
     lead = bins.dim() - preds.dim()
