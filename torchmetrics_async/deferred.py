@@ -118,11 +118,9 @@ class DeferredChecks:
     def _violation_update(self, name: str, violated: Tensor | bool) -> tuple[Tensor, Tensor] | None:
         """Record check ``name``'s first-violation index now; return ``(flag, violated)`` for the caller to OR in.
 
-        ``flag.add_(violated)`` on bools is the OR, so a caller folds it into the ``torch._foreach_add_`` that adds
-        its statistics into its states: one dispatcher call (one kernel launch per dtype on a GPU) for the states
-        and every flag, instead of one ``logical_or_`` per check. The index must be written first (it reads the
-        flag as it was). ``None`` when nothing is left to OR in (no violation possible, a host-known bool, or the
-        torchmetrics-style forward, which records as :meth:`_record_violation` always did).
+        The index must be written before the flag (it reads the flag as it was). ``None`` when nothing is left to OR
+        in (no violation possible, a host-known bool, or the torchmetrics-style forward, which records as
+        :meth:`_record_violation` always did).
         """
         state = self.__dict__
         index = state[FORWARD_INDEX] or self._update_index()
@@ -149,23 +147,24 @@ class DeferredChecks:
         return flag, violated
 
     def _add_with_violations(self, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
-        """``state.add_(value)`` for every pair and the violations ORed into their flags, in one dispatcher call.
+        """``state.add_(value)`` for every pair, in one ``torch._foreach_add_``, then the violations recorded.
+
+        On CUDA a ``_foreach_add_`` whose tensors share dtype, device and shapes (the stat-score states and their
+        batch counts) is one fused multi-tensor kernel instead of one launch per state. The flags are ORed in
+        separately: bool flags in the same list would send CUDA's ``_foreach_add_`` down its per-tensor fallback
+        (as many launches as tensors), saving a dispatcher call on the host but no launch on the GPU.
 
         Args:
             states: tensor states, written in place (owned by this metric).
             values: tensors to add (same devices; dtypes and shapes as ``add_`` accepts them).
             violations: check name -> violation mask (any shape) or host-known bool.
         """
-        states, values = list(states), list(values)
-        for name, violated in violations.items():
-            pending = self._violation_update(name, violated)
-            if pending is not None:
-                states.append(pending[0])
-                values.append(pending[1])
         if len(states) == 1:  # one pair: a plain add_ costs less host time than building the lists
             states[0].add_(values[0])
         elif states:
             torch._foreach_add_(states, values)
+        for name, violated in violations.items():
+            self._record_violation(name, violated)
 
     def _update_index(self) -> "int | Tensor":
         """The index of the current update in the window: a Python int, or a device tensor once compiled code counted.

@@ -128,7 +128,12 @@ def code_bins(device: torch.device) -> dict[tuple[int, bool], Tensor]:
 
 
 def coded_counts(
-    preds: Tensor, target: Tensor, bins: Tensor, exact: bool, dims: tuple[int, ...] | None = None
+    preds: Tensor,
+    target: Tensor,
+    bins: Tensor,
+    exact: bool,
+    dims: tuple[int, ...] | None = None,
+    keepdim: bool = False,
 ) -> Tensor:
     """How many entries have each outcome, from one code per entry and one compare-and-sum.
 
@@ -145,6 +150,7 @@ def coded_counts(
         exact: clamp the targets into ``[-1, 2]`` first, so that no value wraps around to a code 0-3 in ``2 * target``
             (int64 values near -2**63, uint8 128 and 129, ...); unneeded where such values are a recorded violation.
         dims: the data dimensions to count over (default: all of them).
+        keepdim: keep the counted dimensions (size 1), as ``sum(keepdim=True)``.
 
     Returns:
         The counts: ``bins``' leading shape, followed by the data dimensions not in ``dims``; ``counts.sum()``
@@ -162,7 +168,7 @@ def coded_counts(
     hits = preds if preds.dtype == torch.bool else preds == target
     lead = bins.dim() - preds.dim()
     summed = tuple(range(lead, bins.dim())) if dims is None else tuple(lead + d for d in dims)
-    return torch.eq(torch.add(hits, target, alpha=2), bins).sum(summed)
+    return torch.eq(torch.add(hits, target, alpha=2), bins).sum(summed, keepdim=keepdim)
 
 
 def outcomes(counts: Tensor, bool_preds: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -255,15 +261,17 @@ class _SyncFreeBinaryStatScores(CodedCounts):
         elif validate and preds.dtype != torch.bool:
             violations[INVALID_PREDS] = not_binary(preds)
         if not samplewise and coded_fast_path(preds, target):
-            ndim = preds.ndim
             # The global counts of any layout: torchmetrics' (N, -1) reshapes change nothing a full sum sees.
+            if preds.ndim > 1:
+                preds, target = preds.reshape(-1), target.reshape(-1)
             ignored = None
             if self.ignore_index is not None:
                 ignored = target == self.ignore_index
                 target = target.masked_fill(ignored, -1)
-            bins = self.__dict__[CODE_BINS][ndim, False]
+            bins = self.__dict__[CODE_BINS][1, False]
             exact = not validate or target.dtype != torch.int64
-            counts = coded_counts(preds, target, bins, exact)
+            # (4, 1) counts: each outcome shaped like its (1,) state, so the four adds are one fused kernel on CUDA.
+            counts = coded_counts(preds, target, bins, exact, keepdim=True)
             tp, fp, tn, fn = outcomes(counts, preds.dtype == torch.bool)
             if validate:
                 violations[INVALID_TARGET] = targets_outside(counts, target, ignored)
