@@ -16,7 +16,7 @@ Classes that land later join through :data:`PENDING`: a pair there is included a
 exports the accelerated class it names (the binned AUROC / average precision, being written now).
 
 Example:
-    >>> [p.key for p in pairs() if p.metric == "MeanMetric"][:2]
+    >>> [p.key for p in pairs() if p.metric == "MeanMetric" and p.variant == "default"]
     [('MeanMetric', 'update(0-dim)', 'default'), ('MeanMetric', 'update(128)', 'default')]
 """
 
