@@ -261,7 +261,10 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         if strategy in {"warn", "ignore"}:
             kept = torch.eq(value, value)  # false exactly at the NaNs: one op where isnan + logical_not are two
             if value.dim():
-                kept = kept.sum()
+                # Counted in the state dtype where every count is exact (float32 up to 2**24): the weight then adds
+                # with the sum in one fused kernel on CUDA (same dtype and shape); the integer count otherwise.
+                exact = value.dtype == torch.float64 or (value.dtype == torch.float32 and value.numel() <= 1 << 24)
+                kept = kept.sum(dtype=value.dtype) if exact else kept.sum()
                 seen = kept != value.numel() if strategy == "warn" else None
             else:
                 seen = torch.logical_not(kept) if strategy == "warn" else None
