@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from tests._compile import check_metric
-from tests.examples import _is_task_wrapper
+from tests.example_families import is_task_wrapper as _is_task_wrapper
 from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import registry
 

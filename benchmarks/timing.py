@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["BUDGET_S", "ITERATIONS", "WARMUP_CALLS", "count_aten_ops", "plan_rounds", "time_call"]
+__all__ = ["BUDGET_S", "ITERATIONS", "WARMUP_CALLS", "count_aten_ops", "foreach_launches", "plan_rounds", "time_call"]
 
 #: Timed wall-clock budget per case in seconds (override with ``TORCHMETRICS_ASYNC_BENCH_SECONDS``).
 BUDGET_S = float(os.environ.get("TORCHMETRICS_ASYNC_BENCH_SECONDS", "0.25"))
@@ -34,8 +35,42 @@ class _OpCounter(TorchDispatchMode):
         self.count = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        self.count += 1
+        self.count += foreach_launches(func, args)
         return func(*args, **(kwargs or {}))
+
+
+def foreach_launches(func: Any, args: tuple) -> int:
+    """How many kernels an op launches on a GPU: 1, or for a ``torch._foreach_*`` op what CUDA makes of its lists.
+
+    CUDA runs a ``_foreach_`` op as one fused multi-tensor kernel only when every tensor of its lists shares dtype and
+    device and the lists match shape for shape; otherwise it falls back to one kernel per list entry. Counting that
+    keeps the op count a launch count (on the CPU every ``_foreach_`` op is one dispatcher call).
+
+    Args:
+        func: the ATen op.
+        args: its arguments.
+
+    Returns:
+        The kernels it stands for.
+
+    Example:
+        >>> import torch
+        >>> x, flag, add = torch.zeros(2), torch.zeros((), dtype=torch.bool), torch.ops.aten._foreach_add_.List
+        >>> foreach_launches(add, ([x, x], [x, x])), foreach_launches(add, ([x, flag], [x, flag]))
+        (1, 2)
+    """
+    if "_foreach_" not in str(func):
+        return 1
+    lists = [arg for arg in args if isinstance(arg, (list, tuple)) and arg and isinstance(arg[0], Tensor)]
+    if not lists:
+        return 1
+    first = lists[0]
+    fused = all(
+        t.dtype == first[0].dtype and t.device == first[0].device and t.shape == first[i].shape
+        for tensors in lists
+        for i, t in enumerate(tensors)
+    )
+    return 1 if fused else len(first)
 
 
 def count_aten_ops(fn: Callable[[], Any]) -> int:

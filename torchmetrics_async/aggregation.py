@@ -32,6 +32,7 @@ from torchmetrics_async._torchmetrics import Running, dim_zero_cat
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import (
+    NAN_FLAG_STATE,
     NAN_KEPT_STATE,
     DeferredNanFlag,
     NanStrategy,
@@ -83,6 +84,11 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
             state.add_(x)
         elif x:
             state.add_(self._one, alpha=x)
+
+    def _add_fused(self, states: tuple[Tensor, ...], values: tuple[Tensor, ...], seen: Tensor | bool | None) -> None:
+        """Add tensor ``values`` into ``states`` and OR ``seen`` into the NaN flag: one ``torch._foreach_add_``."""
+        violations = {} if seen is None or seen is False else {NAN_FLAG_STATE: seen}
+        self._add_with_violations(list(states), list(values), violations)
 
     def _round(self, x: Number) -> float:
         return round_to_dtype(x, self.dtype)
@@ -166,6 +172,9 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 
     def _merge_stats(self, stats: tuple) -> None:
         total, seen = stats
+        if isinstance(total, Tensor):
+            self._add_fused((self.sum_value,), (total,), seen)
+            return
         self._add_to(self.sum_value, total)
         self._record_nan(seen)
 
@@ -244,10 +253,16 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
             return None
         value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
         if strategy in {"warn", "ignore"}:
-            nans = torch.isnan(value)
-            kept = torch.logical_not(nans)
-            seen = _reduce_seen(nans) if strategy == "warn" else None
-            return value.nansum(), (kept.sum() if value.dim() else kept), seen
+            kept = torch.eq(value, value)  # false exactly at the NaNs: one op where isnan + logical_not are two
+            if value.dim():
+                # Counted in the state dtype where every count is exact (float32 up to 2**24): the weight then adds
+                # with the sum in one fused kernel on CUDA (same dtype and shape); the integer count otherwise.
+                exact = value.dtype == torch.float64 or (value.dtype == torch.float32 and value.numel() <= 1 << 24)
+                kept = kept.sum(dtype=value.dtype) if exact else kept.sum()
+                seen = kept != value.numel() if strategy == "warn" else None
+            else:
+                seen = torch.logical_not(kept) if strategy == "warn" else None
+            return value.nansum(), kept, seen
         total = value.sum() if value.dim() else value
         return total, value.numel(), (_any_nan(value) if strategy == "error" else None)
 
@@ -261,6 +276,9 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
 
     def _merge_stats(self, stats: tuple) -> None:
         total, total_weight, seen = stats
+        if isinstance(total, Tensor) and isinstance(total_weight, Tensor):
+            self._add_fused((self.mean_value, self.weight), (total, total_weight), seen)
+            return
         self._add_to(self.mean_value, total)
         self._add_to(self.weight, total_weight)
         self._record_nan(seen)

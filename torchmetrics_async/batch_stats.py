@@ -122,16 +122,19 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
 
     def _merge_stats(self, stats: BatchStats) -> None:
         values, violations = stats
+        state = self.__dict__
+        tensors, added = [], []
         for name, value in zip(self._stat_states, values, strict=True):
-            state = getattr(self, name)
-            if isinstance(state, list):
-                state.append(value)
+            target = state[name]
+            if isinstance(target, list):
+                target.append(value)
             elif name in self._reassigned_states:
-                assign_state(self, name, state + value)
+                assign_state(self, name, target + value)
             else:
-                state.add_(value)
-        for name, violated in violations.items():
-            self._record_violation(name, violated)
+                tensors.append(target)
+                added.append(value)
+        # Every tensor state and every flag in one dispatcher call (one launch per dtype on a GPU).
+        self._add_with_violations(tensors, added, violations)
 
     def _batch_violation(self, stats: BatchStats) -> Tensor | None:
         violations = [violated for violated in stats[1].values() if violated.numel()]

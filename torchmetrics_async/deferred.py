@@ -115,6 +115,17 @@ class DeferredChecks:
 
     def _record_violation(self, name: str, violated: Tensor | bool) -> None:
         """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
+        pending = self._violation_update(name, violated)
+        if pending is not None:
+            pending[0].logical_or_(pending[1])
+
+    def _violation_update(self, name: str, violated: Tensor | bool) -> tuple[Tensor, Tensor] | None:
+        """Record check ``name``'s first-violation index now; return ``(flag, violated)`` for the caller to OR in.
+
+        The index must be written before the flag (it reads the flag as it was). ``None`` when nothing is left to OR
+        in (no violation possible, a host-known bool, or the torchmetrics-style forward, which records as
+        :meth:`_record_violation` always did).
+        """
         state = self.__dict__
         index = state[FORWARD_INDEX] or self._update_index()
         if isinstance(violated, bool):
@@ -125,9 +136,9 @@ class DeferredChecks:
                     torch.maximum(first, _INDEX_BASE - index, out=first)
                 else:
                     first.clamp_(min=_INDEX_BASE - index)
-            return
+            return None
         if not violated.numel():
-            return
+            return None
         if violated.dim():
             violated = violated.any()
         flag, first = getattr(self, name), state[_FIRST][name]
@@ -137,7 +148,27 @@ class DeferredChecks:
         else:
             # forward() computes a batch the torchmetrics way, on reset states: keep the earliest of both.
             torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
-        flag.logical_or_(violated)
+        return flag, violated
+
+    def _add_with_violations(self, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
+        """``state.add_(value)`` for every pair, in one ``torch._foreach_add_``, then the violations recorded.
+
+        On CUDA a ``_foreach_add_`` whose tensors share dtype, device and shapes (the stat-score states and their
+        batch counts) is one fused multi-tensor kernel instead of one launch per state. The flags are ORed in
+        separately: bool flags in the same list would send CUDA's ``_foreach_add_`` down its per-tensor fallback
+        (as many launches as tensors), saving a dispatcher call on the host but no launch on the GPU.
+
+        Args:
+            states: tensor states, written in place (owned by this metric).
+            values: tensors to add (same devices; dtypes and shapes as ``add_`` accepts them).
+            violations: check name -> violation mask (any shape) or host-known bool.
+        """
+        if len(states) == 1:  # one pair: a plain add_ costs less host time than building the lists
+            states[0].add_(values[0])
+        elif states:
+            torch._foreach_add_(states, values)
+        for name, violated in violations.items():
+            self._record_violation(name, violated)
 
     def _update_index(self) -> "int | Tensor":
         """The index of the current update in the window: a Python int, or a device tensor once compiled code counted.

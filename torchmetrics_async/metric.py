@@ -620,7 +620,8 @@ def _detach(stats: Any) -> Any:
     if isinstance(stats, Tensor):
         return stats.detach()
     if isinstance(stats, tuple):
-        return tuple(_detach(s) for s in stats)
+        detached = (_detach(s) for s in stats)
+        return type(stats)(*detached) if hasattr(stats, "_fields") else tuple(detached)  # keep NamedTuples' types
     return stats
 
 

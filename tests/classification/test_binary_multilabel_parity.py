@@ -182,6 +182,28 @@ def test_other_target_dtypes_match_torchmetrics(name):
         run_side_by_side(*make_pair(name), steps)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_bool_targets_match_torchmetrics(name):
+    # The outcome code 2 * target + label must not be computed in bool (an OR there).
+    preds = _lift(name, [0.2, 0.7, 0.9, 0.4])
+    for target in (_lift(name, [0, 1, 0, 1]).bool(), _lift(name, [1, 1, 0, 0]).bool()):
+        run_side_by_side(*make_pair(name), [("forward", preds, target), ("update", preds, target)])
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not is_confmat(n)])
+def test_unvalidated_targets_that_wrap_when_doubled_count_nowhere(name):
+    # 2 * target wraps to 0 or 2 for these values; torchmetrics counts them in no outcome, and so must the codes.
+    preds = _lift(name, [0.2, 0.7, 0.9, 0.4])
+    targets = (
+        _lift(name, [0, 1, 128, 129]).to(torch.uint8),
+        _lift(name, [-128, 1, -127, 0]).to(torch.int8),
+        _lift(name, [-(2**63), 1, -(2**63) + 1, 0]),
+    )
+    for target in targets:
+        reference, ours = make_pair(name, validate_args=False)
+        run_side_by_side(reference, ours, [("forward", preds, target), ("update", preds, target)])
+
+
 @pytest.mark.parametrize("name", [n for n in NAMES if not is_confmat(n)])
 def test_samplewise_extra_dimensions_match_torchmetrics(name):
     g = torch.Generator().manual_seed(0)

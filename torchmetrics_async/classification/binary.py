@@ -41,6 +41,9 @@ __all__ = [
     "BinaryRecall",
     "BinarySpecificity",
     "BinaryStatScores",
+    "code_bins",
+    "coded_counts",
+    "outcomes",
 ]
 
 # Deferred-check state names (bool metric states, see DeferredChecks).
@@ -102,6 +105,83 @@ def stat_counts(preds: Tensor, target: Tensor, dim: int | tuple[int, ...]) -> tu
     return tp, n0 - tn, tn, n1 - tp, n0 + n1
 
 
+#: Instance attribute: the outcome codes of :func:`coded_counts` on the metric's device (see :func:`code_bins`).
+CODE_BINS = "_code_bins"
+
+
+def code_bins(device: torch.device) -> dict[tuple[int, bool], Tensor]:
+    """The four outcome codes shaped to broadcast against inputs of 1 to 3 dimensions, made once per device.
+
+    Key ``(ndim, square)``: ``arange(4)`` shaped ``(4,) + (1,) * ndim``, or ``(2, 2) + (1,) * ndim`` when ``square``
+    (the counts then come out as the 2x2 confusion matrix, rows target, columns prediction).
+
+    Example:
+        >>> code_bins(torch.device("cpu"))[2, True].shape
+        torch.Size([2, 2, 1, 1])
+    """
+    codes = torch.arange(4, device=device)
+    return {
+        (ndim, square): codes.view(((2, 2) if square else (4,)) + (1,) * ndim)
+        for ndim in (1, 2, 3)
+        for square in (False, True)
+    }
+
+
+def coded_counts(
+    preds: Tensor,
+    target: Tensor,
+    bins: Tensor,
+    exact: bool,
+    dims: tuple[int, ...] | None = None,
+    keepdim: bool = False,
+) -> Tensor:
+    """How many entries have each outcome, from one code per entry and one compare-and-sum.
+
+    Each entry gets the code ``2 * target + preds`` (bool label ``preds``: 0 tn, 1 fp, 2 fn, 3 tp) or
+    ``2 * target + (preds == target)`` (integer ``preds``, which torchmetrics counts by equality with the target:
+    0 fp, 1 tn, 2 fn, 3 tp). A target that is neither 0 nor 1 (ignored entries are -1) gives a code outside 0-3 and
+    counts nowhere, as in torchmetrics. The counts are ``(code == bins).sum(...)``: 3 ops where counting each
+    outcome with its own boolean condition takes 12.
+
+    Args:
+        preds: bool labels, or integer labels, shaped like ``target``.
+        target: integer or bool targets (ignored entries already -1).
+        bins: from :func:`code_bins`, for ``preds.ndim``: the leading dimensions of the result.
+        exact: clamp the targets into ``[-1, 2]`` first, so that no value wraps around to a code 0-3 in ``2 * target``
+            (int64 values near -2**63, uint8 128 and 129, ...); unneeded where such values are a recorded violation.
+        dims: the data dimensions to count over (default: all of them).
+        keepdim: keep the counted dimensions (size 1), as ``sum(keepdim=True)``.
+
+    Returns:
+        The counts: ``bins``' leading shape, followed by the data dimensions not in ``dims``; ``counts.sum()``
+        entries had a 0/1 target.
+
+    Example:
+        >>> bins = code_bins(torch.device("cpu"))[1, False]
+        >>> coded_counts(torch.tensor([True, False, True]), torch.tensor([1, 1, 0]), bins, exact=True)
+        tensor([0, 1, 1, 1])
+    """
+    if target.dtype == torch.bool:
+        target = target.to(torch.uint8)  # bool + bool stays bool (an OR): count in a small integer type instead
+    elif exact:
+        target = target.clamp(max=2) if not target.dtype.is_signed else target.clamp(-1, 2)
+    hits = preds if preds.dtype == torch.bool else preds == target
+    lead = bins.dim() - preds.dim()
+    summed = tuple(range(lead, bins.dim())) if dims is None else tuple(lead + d for d in dims)
+    return torch.eq(torch.add(hits, target, alpha=2), bins).sum(summed, keepdim=keepdim)
+
+
+def outcomes(counts: Tensor, bool_preds: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``tp, fp, tn, fn`` from :func:`coded_counts` (``(4, ...)``-led), one ``unbind``.
+
+    Example:
+        >>> outcomes(torch.tensor([5, 1, 2, 3]), bool_preds=True)
+        (tensor(3), tensor(1), tensor(5), tensor(2))
+    """
+    first, second, fn, tp = counts.unbind(0)
+    return (tp, second, first, fn) if bool_preds else (tp, first, second, fn)
+
+
 def targets_outside(binary_count: Tensor, target: Tensor, ignored: Tensor | None) -> Tensor:
     """0-dim flag: some target is neither 0, 1 nor ignored, from the count of 0/1 targets (no extra full-size mask)."""
     counted = binary_count.sum() if binary_count.dim() else binary_count
@@ -147,7 +227,22 @@ def zero_one_checks(metric: Any, quoted_preds: bool) -> dict[str, str]:
     }
 
 
-class _SyncFreeBinaryStatScores(SyncFreeClassification):
+class CodedCounts(SyncFreeClassification):
+    """Keeps the outcome codes of :func:`coded_counts` on the metric's device (made with the other constants)."""
+
+    def _set_constants(self) -> None:
+        super()._set_constants()
+        self.__dict__[CODE_BINS] = code_bins(self.device)
+
+
+def coded_fast_path(preds: Tensor, target: Tensor) -> bool:
+    """Whether :func:`coded_counts` applies: same shapes, 1 to 3 dimensions, a non-empty batch, non-float targets."""
+    return (
+        1 <= preds.ndim <= 3 and preds.shape[0] > 0 and preds.shape == target.shape and not target.is_floating_point()
+    )
+
+
+class _SyncFreeBinaryStatScores(CodedCounts):
     """Sync-free ``update`` of torchmetrics' ``BinaryStatScores`` family (states ``tp, fp, tn, fn``)."""
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -165,6 +260,22 @@ class _SyncFreeBinaryStatScores(SyncFreeClassification):
             preds = probs_to_labels(preds, self.threshold)
         elif validate and preds.dtype != torch.bool:
             violations[INVALID_PREDS] = not_binary(preds)
+        if not samplewise and coded_fast_path(preds, target):
+            # The global counts of any layout: torchmetrics' (N, -1) reshapes change nothing a full sum sees.
+            if preds.ndim > 1:
+                preds, target = preds.reshape(-1), target.reshape(-1)
+            ignored = None
+            if self.ignore_index is not None:
+                ignored = target == self.ignore_index
+                target = target.masked_fill(ignored, -1)
+            bins = self.__dict__[CODE_BINS][1, False]
+            exact = not validate or target.dtype != torch.int64
+            # (4, 1) counts: each outcome shaped like its (1,) state, so the four adds are one fused kernel on CUDA.
+            counts = coded_counts(preds, target, bins, exact, keepdim=True)
+            tp, fp, tn, fn = outcomes(counts, preds.dtype == torch.bool)
+            if validate:
+                violations[INVALID_TARGET] = targets_outside(counts, target, ignored)
+            return BatchStats((tp, fp, tn, fn), violations)
         # The same reshapes as torchmetrics, so malformed inputs (0-dim, empty batch dimension) fail the same way.
         preds = preds.reshape(preds.shape[0], -1)
         target = target.reshape(target.shape[0], -1)
@@ -353,7 +464,7 @@ class BinaryNegativePredictiveValue(_SyncFreeBinaryStatScores, tm.BinaryNegative
     """
 
 
-class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
+class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
     """2x2 confusion matrix; ``torchmetrics.classification.BinaryConfusionMatrix`` without host syncs.
 
     The bins are added with ``scatter_add_`` instead of ``bincount``; entries whose target is ignored, or whose target
@@ -384,6 +495,15 @@ class BinaryConfusionMatrix(SyncFreeClassification, tm.BinaryConfusionMatrix):
         validate = self.validate_args
         if validate:
             _check_same_shape(preds, target)
+        if preds.is_floating_point() and self.ignore_index is None and coded_fast_path(preds, target):
+            # Float preds give 0/1 labels and no entry is ignored: the bins are the four outcome counts, and an
+            # entry whose target is neither 0 nor 1 counts nowhere (torchmetrics drops it).
+            labels = probs_to_labels(preds, self.threshold)
+            bins = self.__dict__[CODE_BINS][preds.ndim, True]
+            exact = not validate or target.dtype != torch.int64
+            confmat = coded_counts(labels, target, bins, exact)
+            violations = {INVALID_TARGET: targets_outside(confmat, target, None)} if validate else {}
+            return BatchStats((confmat,), violations)
         preds = preds.flatten()
         target = target.flatten()
         ignored = keep = None

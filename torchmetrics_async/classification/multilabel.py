@@ -24,12 +24,17 @@ from torchmetrics_async._torchmetrics import (
     _check_same_shape,
     num_labels_mismatch_message,
 )
-from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
+from torchmetrics_async.classification.base import BatchStats
 from torchmetrics_async.classification.binary import (
+    CODE_BINS,
     INVALID_PREDS,
     INVALID_TARGET,
+    CodedCounts,
+    coded_counts,
+    coded_fast_path,
     normalize_confmat,
     not_binary,
+    outcomes,
     probs_to_labels,
     stat_counts,
     targets_outside,
@@ -53,7 +58,7 @@ __all__ = [
 Average = Optional[Literal["micro", "macro", "weighted", "none"]]
 
 
-class _MultilabelChecks(SyncFreeClassification):
+class _MultilabelChecks(CodedCounts):
     """The multilabel tensor validation: shapes eager, values deferred (torchmetrics' order and messages)."""
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -95,6 +100,8 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
+        if not samplewise and preds.ndim >= 2 and coded_fast_path(preds, target) and preds.shape[1] == self.num_labels:
+            return self._coded_batch_stats(preds, target)
         preds, target, ignored, violations = self._format(preds, target, samplewise)
         dim: int | tuple[int, int] = -1 if samplewise else (0, -1)
         if not samplewise and preds.ndim == target.ndim == 3 and preds.shape[-1] == target.shape[-1] == 1:
@@ -111,6 +118,24 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
             zeros = torch.zeros(self.num_labels, dtype=tp.dtype, device=tp.device)
             tp, fp, tn, fn = zeros + tp, zeros + fp, zeros + tn, zeros + fn
         return BatchStats((tp, fp, tn, fn), violations)
+
+    def _coded_batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        """Global counts of well-formed ``(N, C[, M])`` input: one code per entry, counted per label (3 ops)."""
+        violations: dict[str, Tensor] = {}
+        validate = self.validate_args
+        if validate:
+            self._check_shapes(preds, target, samplewise=False)
+        preds = self._labels(preds, violations)
+        ignored = None
+        if self.ignore_index is not None:
+            ignored = target == self.ignore_index
+            target = target.masked_fill(ignored, -1)
+        bins = self.__dict__[CODE_BINS][preds.ndim, False]
+        exact = not validate or target.dtype != torch.int64
+        counts = coded_counts(preds, target, bins, exact, dims=(0,) if preds.ndim == 2 else (0, 2))
+        if validate:
+            violations[INVALID_TARGET] = targets_outside(counts, target, ignored)
+        return BatchStats(outcomes(counts, preds.dtype == torch.bool), violations)
 
 
 class MultilabelStatScores(_SyncFreeMultilabelStatScores, tm.MultilabelStatScores):

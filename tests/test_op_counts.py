@@ -1,0 +1,88 @@
+"""ATen ops per ``update()`` of the accelerated classes against torcheval's (issue 11): a regression guard.
+
+Op counts are deterministic (a ``TorchDispatchMode`` counts the top-level ops, one per kernel launch on a GPU), so
+they can be asserted where times cannot. For every pair of :mod:`benchmarks.torcheval_pairs`:
+
+- the accelerated update dispatches at most torcheval's count + 2 (the target), or, for a pair listed in
+  :data:`OVER_TARGET` (a target miss, explained op by op in benchmarks/README.md), at most the count recorded there;
+- the recorded torcheval counts (:data:`~benchmarks.torcheval_pairs.TORCHEVAL_OPS`, so these tests need no
+  torcheval) are what torcheval dispatches, checked wherever it is installed (the ``bench`` extra).
+
+A change that adds ops fails here; one that removes ops from an :data:`OVER_TARGET` pair should lower its entry.
+"""
+
+import warnings
+
+import pytest
+
+from benchmarks.timing import count_aten_ops
+from benchmarks.torcheval_pairs import TORCHEVAL_OPS, Pair, batch, pairs
+
+#: Ops allowed above torcheval's count (the deferred checks).
+BUDGET = 2
+
+#: Pairs over the target: key -> the accelerated count now (none may grow). Why: benchmarks/README.md.
+OVER_TARGET: dict[tuple[str, str, str], int] = {
+    # NaN strategy "warn": detect (isnan[+any]), record the first offending update (gt, masked_fill_), OR the flag.
+    ("SumMetric", "update(0-dim)", "default"): 6,
+    ("SumMetric", "update(128)", "default"): 7,
+    ("MaxMetric", "update(0-dim)", "default"): 5,
+    ("MaxMetric", "update(128)", "default"): 8,
+    ("MinMetric", "update(0-dim)", "default"): 5,
+    ("MinMetric", "update(128)", "default"): 8,
+    # Logit auto-detection (clamp, ne, any, sigmoid, where) and the deferred target check (sum, ne, gt, masked_fill_,
+    # logical_or_); unvalidated integer targets are clamped first (no wrap-around in 2 * target).
+    ("BinaryAccuracy", "update(128 probs)", "default"): 16,
+    ("BinaryPrecision", "update(128 probs)", "default"): 16,
+    ("BinaryRecall", "update(128 probs)", "default"): 16,
+    ("BinaryRecall", "update(128 probs)", "checks off"): 12,
+    ("BinaryF1Score", "update(128 probs)", "default"): 16,
+    ("BinaryConfusionMatrix", "update(128 probs)", "default"): 15,
+    ("MultilabelAccuracy(10)", "update(128x10 probs)", "default"): 16,
+    ("MultilabelAccuracy(10)", "update(128x10 probs)", "checks off"): 12,
+    # torchmetrics' four per-class states (tn, fn, fp beside tp: 6 in-place writes) and the deferred target check.
+    ("MulticlassAccuracy(1000)", "update(logits 128x1000)", "default"): 17,
+    ("MulticlassRecall(1000)", "update(logits 128x1000)", "default"): 17,
+    ("MulticlassF1Score(1000)", "update(logits 128x1000)", "default"): 17,
+}
+
+PAIRS = pairs()
+
+
+def _ops(make: object, pair: Pair) -> int:
+    fn = pair.call_of(make(), batch())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn()  # the first update may copy states it does not own yet; count a steady-state one
+        fn()
+        return count_aten_ops(fn)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "-".join(p.key).replace(" ", "_"))
+def test_accelerated_ops_within_target(pair: Pair) -> None:
+    assert pair.key in TORCHEVAL_OPS, "record torcheval's count: python -m benchmarks.torcheval_bench --ops"
+    ours = _ops(pair.make_accelerated, pair)
+    limit = OVER_TARGET.get(pair.key, TORCHEVAL_OPS[pair.key] + BUDGET)
+    assert ours <= limit, f"{pair.key}: {ours} ATen ops per update, at most {limit} expected"
+
+
+@pytest.mark.parametrize("key", sorted(OVER_TARGET))
+def test_over_target_entries_are_current(key: tuple[str, str, str]) -> None:
+    pair = next(p for p in PAIRS if p.key == key)
+    ours = _ops(pair.make_accelerated, pair)
+    assert ours > TORCHEVAL_OPS[key] + BUDGET, f"{key} meets the target now: remove it from OVER_TARGET"
+    assert ours == OVER_TARGET[key], f"{key} dispatches {ours} ops now: update OVER_TARGET"
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "-".join(p.key).replace(" ", "_"))
+def test_recorded_torcheval_counts(pair: Pair) -> None:
+    pytest.importorskip("torcheval", reason="the bench extra (torcheval) is not installed")
+    assert _ops(pair.make_torcheval, pair) == TORCHEVAL_OPS[pair.key]
+
+
+def test_every_accelerated_class_with_a_torcheval_counterpart_has_a_pair() -> None:
+    names = {p.cls.rsplit(".", 1)[-1] for p in PAIRS}
+    expected = {"MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "MultilabelAccuracy", "BinaryConfusionMatrix"}
+    expected |= {f"{task}{m}" for task in ("Binary", "Multiclass") for m in ("Accuracy", "Precision", "Recall")}
+    expected |= {"BinaryF1Score", "MulticlassF1Score", "MulticlassConfusionMatrix"}
+    assert expected <= names
