@@ -92,8 +92,7 @@ class CompileCaveat:
 
 
 _GROWING = (
-    "its states are lists that grow by one tensor per update: Dynamo guards on their length (and on the new list"
-    " it owns), so every step recompiles"
+    "the states are lists that grow by one tensor per update: Dynamo guards on their lengths, so every step recompiles"
 )
 _BOTH = ("update", "forward")
 
@@ -117,7 +116,7 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
         CURVE_ORIGINS,
         CompileCaveat(
             _BOTH,
-            f"with thresholds=None (the default) {_GROWING}; forward() also computes the batch's curve, whose shape"
+            f"with thresholds=None (the default), {_GROWING}; forward() also computes the batch's curve, whose shape"
             " depends on the data. Binned thresholds (an int, a list or a tensor) compile to one graph",
         ),
     ),
@@ -147,8 +146,8 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
 
 #: The argument-dependent caveat of the classification metrics (not in :data:`COMPILE_CAVEATS`: examples are global).
 SAMPLEWISE_COMPILE_CAVEAT = (
-    'multidim_average="samplewise" keeps one tensor per update in list states: every step recompiles, as for the list'
-    " states above"
+    'classification metrics with multidim_average="samplewise": their list states keep one tensor per update, so'
+    " every step recompiles"
 )
 
 
