@@ -1,7 +1,9 @@
 """Print the "what is accelerated" Markdown table from ``torchmetrics_async.accelerated_coverage()``.
 
 ``scripts/coverage-table`` runs it (``--all``: one row per torchmetrics class, with the reason where it is not
-accelerated). The README's table is this script's output, pasted.
+accelerated; ``--compile``: the classes that a compiled step cannot keep in one graph, from
+``torchmetrics_async.coverage.COMPILE_CAVEATS``). The README's table and its compile caveats are this script's output,
+pasted (``tests/test_readme.py`` checks both are current).
 
 Example:
     >>> "Binary" in compress(["BinaryAccuracy", "MulticlassAccuracy"])
@@ -15,6 +17,8 @@ import re
 from collections import defaultdict
 
 from torchmetrics_async import accelerated_coverage
+from torchmetrics_async.accelerate import registry
+from torchmetrics_async.coverage import COMPILE_CAVEATS, SAMPLEWISE_COMPILE_CAVEAT
 
 FAMILIES = ("Binary", "Multiclass", "Multilabel")
 
@@ -115,11 +119,40 @@ def full() -> str:
     return "\n".join(lines)
 
 
+def compile_caveats() -> str:
+    """The README's statement of what compiles to one graph: every registered class but those of ``COMPILE_CAVEATS``.
+
+    Returns:
+        Markdown: a sentence and one bullet per caveat (classes sharing one share its bullet).
+
+    Example:
+        >>> "`CatMetric`" in compile_caveats()
+        True
+    """
+    by_caveat: dict[tuple[tuple[str, ...], str], list[str]] = defaultdict(list)
+    for origin, caveat in COMPILE_CAVEATS.items():
+        by_caveat[(caveat.calls, caveat.reason)].append(origin.__name__)
+    registered = len(registry())
+    lines = [
+        f"{registered - len(COMPILE_CAVEATS)} of the {registered} accelerated classes compile to one graph, with no"
+        " recompile, in a step calling `update()` or `forward()` (`tests/test_compile_registry.py` checks each one"
+        " with example arguments). Those that cannot, in the calls named, and why:",
+        "",
+    ]
+    for (calls, reason), names in sorted(by_caveat.items(), key=lambda item: sorted(item[1])):
+        where = " and ".join(f"`{call}()`" for call in calls)
+        lines.append(f"- {compress(names)} ({where}): {reason}.")
+    lines.append(f"- Any arguments: {SAMPLEWISE_COMPILE_CAVEAT}.")
+    return "\n".join(lines)
+
+
 def main() -> None:
-    """Print the summary table, or with ``--all`` the per-class table."""
+    """Print the summary table, with ``--all`` the per-class table, with ``--compile`` the compile caveats."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="one row per torchmetrics class, with the reason")
-    print(full() if parser.parse_args().all else summary())
+    parser.add_argument("--compile", action="store_true", help="the classes that do not compile to one graph")
+    args = parser.parse_args()
+    print(full() if args.all else compile_caveats() if args.compile else summary())
 
 
 if __name__ == "__main__":

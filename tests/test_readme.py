@@ -7,6 +7,7 @@ import importlib.util
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -65,11 +66,22 @@ def test_the_lightning_example_trains() -> None:
     assert "val_acc" in trainer.callback_metrics
 
 
-def test_the_coverage_table_is_current() -> None:
+def _coverage_table() -> Any:
     spec = importlib.util.spec_from_file_location("coverage_table", ROOT / "scripts" / "coverage_table.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.summary() in README, "the README's table is stale: paste the output of scripts/coverage-table"
+    return module
+
+
+def test_the_coverage_table_is_current() -> None:
+    table = _coverage_table().summary()
+    assert table in README, "the README's table is stale: paste the output of scripts/coverage-table"
+
+
+def test_the_compile_caveats_are_current() -> None:
+    assert _coverage_table().compile_caveats() in README, (
+        "the README's compile caveats are stale: paste the output of scripts/coverage-table --compile"
+    )
 
 
 @pytest.mark.parametrize("path", ["README.md", "benchmarks/README.md"])

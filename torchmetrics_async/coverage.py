@@ -18,13 +18,22 @@ import warnings
 from dataclasses import dataclass
 
 import torchmetrics.aggregation
+import torchmetrics.classification
 import torchmetrics.regression
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
 
-__all__ = ["FORWARD_CAVEATS", "CoverageRow", "accelerated_coverage", "why_not_accelerated"]
+__all__ = [
+    "COMPILE_CAVEATS",
+    "FORWARD_CAVEATS",
+    "SAMPLEWISE_COMPILE_CAVEAT",
+    "CompileCaveat",
+    "CoverageRow",
+    "accelerated_coverage",
+    "why_not_accelerated",
+]
 
 # torchmetrics' public modules (a class is listed under the one it is defined in, else under ``torchmetrics``).
 PUBLIC_MODULES = (
@@ -63,6 +72,84 @@ FORWARD_CAVEATS: dict[type, str] = {
     ),
     **dict.fromkeys(CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT),
 }
+
+
+@dataclass(frozen=True)
+class CompileCaveat:
+    """Why a registered class cannot run in one graph inside ``torch.compile(fullgraph=True)``, and where.
+
+    Attributes:
+        calls: the calls a compiled step cannot keep in one graph without recompiling (``"update"``, ``"forward"``).
+        reason: why, in a sentence (the README's compile section prints it).
+
+    Example:
+        >>> CompileCaveat(("forward",), "a reason").calls
+        ('forward',)
+    """
+
+    calls: tuple[str, ...]
+    reason: str
+
+
+_GROWING = (
+    "the states are lists that grow by one tensor per update: Dynamo guards on their lengths, so every step recompiles"
+)
+_BOTH = ("update", "forward")
+
+# Registered classes that a compiled step cannot keep in one graph under the examples' arguments
+# (tests/examples.py): origin class -> which calls and why. tests/test_compile_registry.py checks every other
+# registered class compiles to one graph without a recompile, and that each caveat here still holds, so a fixed one is
+# noticed and removed. Argument-dependent caveats shared by many classes are the module constants below.
+COMPILE_CAVEATS: dict[type, CompileCaveat] = {
+    torchmetrics.aggregation.CatMetric: CompileCaveat(_BOTH, _GROWING),
+    **dict.fromkeys(
+        (
+            torchmetrics.aggregation.RunningMean,
+            torchmetrics.aggregation.RunningSum,
+        ),
+        CompileCaveat(
+            _BOTH,
+            "the window slot to write is chosen by a Python int that changes at every update: every step recompiles",
+        ),
+    ),
+    **dict.fromkeys(
+        CURVE_ORIGINS,
+        CompileCaveat(
+            _BOTH,
+            f"with thresholds=None (the default), {_GROWING}; forward() also computes the batch's curve, whose shape"
+            " depends on the data. Binned thresholds (an int, a list or a tensor) compile to one graph",
+        ),
+    ),
+    **dict.fromkeys(
+        (
+            torchmetrics.classification.BinaryCalibrationError,
+            torchmetrics.classification.MulticlassCalibrationError,
+            torchmetrics.classification.CalibrationError,
+        ),
+        CompileCaveat(_BOTH, _GROWING),
+    ),
+    **dict.fromkeys(
+        (
+            torchmetrics.regression.CosineSimilarity,
+            torchmetrics.regression.SpearmanCorrCoef,
+            torchmetrics.regression.KendallRankCorrCoef,
+        ),
+        CompileCaveat(_BOTH, _GROWING),
+    ),
+    torchmetrics.regression.NormalizedRootMeanSquaredError: CompileCaveat(
+        ("forward",),
+        "forward() is torchmetrics' full-state one (its states reduce with dist_reduce_fx=None, so a batch cannot be"
+        " merged): it saves and restores the update count, which after compiled updates is a device count that"
+        " Dynamo cannot read into a Python int; update() compiles to one graph",
+    ),
+}
+
+#: The argument-dependent caveat of the classification metrics (not in :data:`COMPILE_CAVEATS`: examples are global).
+SAMPLEWISE_COMPILE_CAVEAT = (
+    'classification metrics with multidim_average="samplewise": their list states keep one tensor per update, so'
+    " every step recompiles"
+)
+
 
 NOT_YET = (
     "not yet accelerated: torchmetrics' own update() and forward() run unchanged, not checked for host syncs"

@@ -25,7 +25,6 @@ from torchmetrics_async._torchmetrics import (
     _check_same_shape,
     _critical_success_index_update,
     _crps_update,
-    _mean_absolute_error_update,
     _mean_absolute_percentage_error_update,
     _mean_squared_error_update,
     _mean_squared_log_error_update,
@@ -80,7 +79,20 @@ class MeanAbsoluteError(SyncFreeSums, tm.MeanAbsoluteError):
     _stat_states = ("sum_abs_error", "total")
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_mean_absolute_error_update(preds, target, num_outputs=self.num_outputs), {})
+        return BatchStats(_mean_absolute_error_stats(preds, target, self.num_outputs), {})
+
+
+def _mean_absolute_error_stats(preds: Tensor, target: Tensor, num_outputs: int) -> tuple[Tensor, int]:
+    """Torchmetrics' ``_mean_absolute_error_update`` without its ``x if x.is_floating_point else x.float()``.
+
+    That test reads the bound method, which is always true, so torchmetrics never converts; Dynamo cannot take the
+    truth of a method (a graph break under ``torch.compile``), so this leaves the inputs as they are, as it does.
+    """
+    _check_same_shape(preds, target)
+    if num_outputs == 1:
+        preds = preds.view(-1)
+        target = target.view(-1)
+    return torch.sum(torch.abs(preds - target), dim=0), target.shape[0]
 
 
 class MeanAbsolutePercentageError(SyncFreeSums, tm.MeanAbsolutePercentageError):

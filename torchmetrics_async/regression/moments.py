@@ -39,6 +39,7 @@ from torchmetrics_async._torchmetrics import (
     R2_TOO_FEW_SAMPLES_MESSAGE,
     _explained_variance_update,
     _final_aggregation,
+    _mean_squared_error_update,
     _pearson_corrcoef_update,
     _r2_score_update,
     rank_zero_warn,
@@ -422,3 +423,33 @@ class NormalizedRootMeanSquaredError(SyncFreeLean, tm.NormalizedRootMeanSquaredE
         >>> metric(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 5.0]))
         tensor(0.2041)
     """
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update``, with the extrema and mean it reassigns written through :func:`assign_state`.
+
+        torchmetrics binds new tensors to ``min_val``, ``max_val`` and ``mean_val`` at every update; kept in place, the
+        states keep their addresses, and compiled code does not recompile on a state it no longer owns.
+
+        Args:
+            preds: predictions.
+            target: targets.
+
+        Example:
+            >>> import torch
+            >>> metric = NormalizedRootMeanSquaredError()
+            >>> before = metric.max_val
+            >>> metric.update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 3.0]))
+            >>> metric.max_val is before, metric.max_val
+            (True, tensor([3.]))
+        """
+        sum_squared_error, num_obs = _mean_squared_error_update(preds, target, self.num_outputs)
+        self.sum_squared_error += sum_squared_error
+        target = target.view(-1) if self.num_outputs == 1 else target
+        assign_state(self, "min_val", torch.minimum(target.min(dim=0).values, self.min_val))
+        assign_state(self, "max_val", torch.maximum(target.max(dim=0).values, self.max_val))
+        self.target_squared += (target**2).sum(dim=0)
+        new_mean = (self.total * self.mean_val + target.sum(dim=0)) / (self.total + num_obs)
+        self.total += num_obs
+        new_var = ((target - new_mean) * (target - self.mean_val)).sum(dim=0)  # the old mean: assign it after
+        assign_state(self, "mean_val", new_mean)
+        self.var_val += new_var

@@ -1,0 +1,115 @@
+"""Every registered class inside ``torch.compile(fullgraph=True)``: one graph, no recompile, eager's values.
+
+For each registered class, with its example arguments (``tests/examples.py``), a step calling ``update()`` (and one
+calling ``forward()``) is compiled with ``fullgraph=True`` (a graph break raises) under ``error_on_recompile`` (a
+recompile raises), with Dynamo's ``eager`` backend behind a graph-counting one, and runs :data:`STEPS` batches of new
+values with the same shapes; ``compute()``, ``update_count`` and the ``forward()`` outputs must equal an eager twin's.
+
+The classes listed in :data:`torchmetrics_async.coverage.COMPILE_CAVEATS` are checked the other way: under their
+examples' arguments the listed calls must still fail to stay in one graph, so a caveat that no longer holds fails here
+and is removed from the table (and so from the README). The curves listed there for ``thresholds=None`` must compile
+to one graph with binned thresholds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch._dynamo.exc import TorchDynamoException
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+from tests._compile import check_metric, compile_and_run
+from tests.examples import example_for
+from torchmetrics_async._torchmetrics import torchmetrics_origin as registry_origin
+from torchmetrics_async.accelerate import registry
+from torchmetrics_async.classification.curves import CURVE_ORIGINS
+from torchmetrics_async.coverage import COMPILE_CAVEATS
+
+# New values at every step; 4 steps are enough for a recompile to show (Dynamo guards fail at the second call) and
+# keep the whole file cheap (one trace per class and call dominates its time).
+STEPS = 4
+CALLS = ("update", "forward")
+ORIGINS = sorted(registry(), key=lambda origin: origin.__name__)
+# What a compiled step that cannot stay in one graph raises under fullgraph=True and error_on_recompile: a graph
+# break (Unsupported), a recompile (RecompileError), a data-dependent guard.
+NOT_ONE_GRAPH = (TorchDynamoException, GuardOnDataDependentSymNode)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Any:
+    """Tiny tensors: intra-op threads only spin (a third of this file's CPU time on 2 cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _task_origin(origin: type, make: Any) -> type | None:
+    """For a task wrapper (``AUROC(task="multiclass")``), the task class it builds: its own case covers it."""
+    built = registry_origin(type(make()))
+    return built if built is not origin else None
+
+
+def _case(origin: type, **init: Any) -> tuple[Any, list[tuple[torch.Tensor, ...]]]:
+    """A factory for the accelerated class with the example's arguments (and ``init``), and STEPS batches."""
+    examples = [example_for(origin, seed) for seed in range(STEPS)]
+    batches = [example.inputs for example in examples]
+    assert len({tuple(x.shape for x in batch) for batch in batches}) == 1, "the examples must keep their shapes"
+    accelerated, arguments = registry()[origin], {**examples[0].init, **init}
+    return lambda: accelerated(**arguments), batches
+
+
+def _assert_one_graph(origin: type, call: str, **init: Any) -> None:
+    make, batches = _case(origin, **init)
+    report = check_metric(make, batches, use_forward=call == "forward")
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize("origin", ORIGINS, ids=lambda origin: origin.__name__)
+def test_registered_class_compiles_to_one_graph_or_is_a_listed_caveat(origin: type, call: str) -> None:
+    caveat = COMPILE_CAVEATS.get(origin)
+    task_origin = _task_origin(origin, _case(origin)[0])
+    if task_origin is not None:  # the same class as its task's case (tested there): only the tables must agree
+        assert task_origin in ORIGINS
+        assert COMPILE_CAVEATS.get(task_origin) == caveat
+        return
+    if caveat is None or call not in caveat.calls:
+        _assert_one_graph(origin, call)
+        return
+    # Listed: the caveat must still hold (a fixed one fails here: take it out of COMPILE_CAVEATS).
+    make, batches = _case(origin)
+    metric = make()
+
+    def step(*args: torch.Tensor) -> Any:
+        return metric(*args) if call == "forward" else metric.update(*args)
+
+    try:
+        _, report = compile_and_run(step, batches)
+    except NOT_ONE_GRAPH:
+        return
+    assert (report.graphs, report.recompiles, report.graph_breaks) != (1, 0, 0), (
+        f"{origin.__name__}.{call}() now compiles to one graph: remove it from coverage.COMPILE_CAVEATS"
+    )
+
+
+@pytest.mark.parametrize("call", CALLS)
+@pytest.mark.parametrize(
+    "origin", [origin for origin in ORIGINS if origin in CURVE_ORIGINS], ids=lambda origin: origin.__name__
+)
+def test_binned_curves_compile_to_one_graph(origin: type, call: str) -> None:
+    """The curves' caveat is about ``thresholds=None``: binned, their states have fixed shapes."""
+    if _task_origin(origin, _case(origin, thresholds=5)[0]) is not None:
+        return  # a task wrapper: the task class's case covers it
+    _assert_one_graph(origin, call, thresholds=5)
+
+
+def test_caveats_name_registered_classes() -> None:
+    """A caveat for a class that is not registered (renamed, dropped) would never be checked."""
+    assert set(COMPILE_CAVEATS) <= set(registry())
+    for caveat in COMPILE_CAVEATS.values():
+        assert caveat.calls
+        assert set(caveat.calls) <= set(CALLS)
+        assert caveat.reason
