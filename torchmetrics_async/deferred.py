@@ -165,8 +165,11 @@ class DeferredChecks:
         """
         if len(states) == 1:  # one pair: a plain add_ costs less host time than building the lists
             states[0].add_(values[0])
-        elif states:
+        elif states and all(isinstance(value, Tensor) for value in values):
             torch._foreach_add_(states, values)
+        else:  # a Python number among the values (a count some families keep on the host): add_ takes it
+            for state, value in zip(states, values, strict=True):
+                state.add_(value)
         for name, violated in violations.items():
             self._record_violation(name, violated)
 
@@ -241,8 +244,10 @@ class DeferredChecks:
         codes = state.pop(_PREREAD, None)  # read together with other metrics' flags (read_deferred_together)
         if codes is None:
             codes = torch.stack(self._deferred_codes()).tolist()
-        if dirty:
-            self._fold_compiled_count(codes.pop())
+            if dirty:
+                self._fold_compiled_count(codes.pop())
+        elif dirty:  # that read carried the checks only: after compiled updates the count takes a read of its own
+            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
         state[_REPORTED_AT] = self._known_window_count()
         state[_COMPILED_UNREPORTED] = False
         return [
@@ -331,7 +336,8 @@ def read_deferred_together(metrics: Any, also: list[Tensor] = ()) -> tuple[list[
         state = metric.__dict__
         if state.get(DEFERRED_RAISE_OWNED, False):
             continue
-        codes = metric._deferred_codes()
+        # The checks' codes only: whether compiled updates still need counting can change before the member reads.
+        codes = metric._deferred_codes()[: len(metric._deferred_checks_registered())]
         if codes[0].is_meta:  # no values to read
             continue
         taken.setdefault(codes[0].device, []).append((metric, codes))
