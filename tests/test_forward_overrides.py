@@ -20,6 +20,7 @@ from tests.example_families import is_task_wrapper as _is_task_wrapper
 from tests.examples import example_for
 from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import patch, registry
+from torchmetrics_async.coverage import FORWARD_CAVEATS
 from torchmetrics_async.metric import OnePassForward, uses_one_pass_forward
 from torchmetrics_async.testing import no_host_sync
 
@@ -28,8 +29,9 @@ from torchmetrics_async.testing import no_host_sync
 CLASSES = sorted(
     (cls for origin, cls in registry().items() if not _is_task_wrapper(origin)), key=lambda cls: cls.__name__
 )
-# CatMetric's batch value drops NaNs under its default nan_strategy: the one documented host read of forward().
-SYNCS_IN_FORWARD = {"CatMetric"}
+# The classes whose forward() reads the host by design (coverage.FORWARD_CAVEATS: CatMetric drops NaNs under its
+# default nan_strategy, retrieval metrics group their batch per query).
+SYNCS_IN_FORWARD = {origin.__name__ for origin in FORWARD_CAVEATS}
 
 
 def _remapped(x: Tensor) -> Tensor:

@@ -37,6 +37,23 @@ from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
+from torchmetrics_async.retrieval import (
+    RetrievalAUROC,
+    RetrievalFallOut,
+    RetrievalHitRate,
+    RetrievalMAP,
+    RetrievalMRR,
+    RetrievalNormalizedDCG,
+    RetrievalPrecision,
+    RetrievalPrecisionRecallCurve,
+    RetrievalRecall,
+    RetrievalRecallAtFixedPrecision,
+    RetrievalRPrecision,
+)
+
+# --- segmentation, text, retrieval families
+from torchmetrics_async.segmentation import DiceScore, GeneralizedDiceScore, MeanIoU
+from torchmetrics_async.text import Perplexity
 
 __all__ = [
     "Accuracy",
@@ -69,4 +86,22 @@ __all__ = [
     "sync_free",
     "sync_metrics",
     "unpatch",
+]
+
+__all__ += [
+    "DiceScore",
+    "GeneralizedDiceScore",
+    "MeanIoU",
+    "Perplexity",
+    "RetrievalAUROC",
+    "RetrievalFallOut",
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalPrecisionRecallCurve",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
+    "RetrievalRecallAtFixedPrecision",
 ]

@@ -21,6 +21,7 @@ import torchmetrics.aggregation
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
+from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 __all__ = ["FORWARD_CAVEATS", "CoverageRow", "accelerated_coverage", "why_not_accelerated"]
 
@@ -50,6 +51,11 @@ FORWARD_CAVEATS: dict[type, str] = {
     torchmetrics.aggregation.CatMetric: (
         "forward() under nan_strategy='warn' (the default) or 'ignore' reads the NaN masks on the host: the batch it"
         " returns has NaNs dropped, a data-dependent shape; update() is sync-free under every strategy"
+    ),
+    **dict.fromkeys(
+        (getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
+        "forward() computes the batch value as compute() does: it groups the entries per query on the host (the group"
+        " sizes, an empty-target test per query, the ignore_index mask); update() is sync-free",
     ),
 }
 
