@@ -120,9 +120,10 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         super()._adopt()
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
-        had_masks = prefix + KEPT_STATE in state_dict
+        # torchmetrics' loading takes the keys out of state_dict: what arrived is read first.
+        torchmetrics_shaped = prefix + "target" in state_dict and prefix + KEPT_STATE not in state_dict
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        if KEPT_STATE in self._defaults and prefix + "target" in state_dict and not had_masks:
+        if KEPT_STATE in self._defaults and torchmetrics_shaped:
             setattr(self, KEPT_STATE, _all_kept(self.target))  # a torchmetrics checkpoint: filtered already
 
     def _extra_states(self) -> tuple[str, ...]:
@@ -198,7 +199,8 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
     def _compute_on(self, indexes: Tensor, preds: Tensor, target: Tensor, keep: Tensor | None = None) -> Any:
         """Torchmetrics' own ``compute`` with these entries as the states (the ignored ones dropped first)."""
         if keep is not None and not keep.is_meta:
-            indexes, preds, target = indexes[keep], preds[keep], target[keep]
+            kept = keep.nonzero().squeeze(1)  # the one data-dependent shape: the entries are then picked by position
+            indexes, preds, target = indexes[kept], preds[kept], target[kept]
         state = self.__dict__
         saved = {name: state[name] for name in ("indexes", "preds", "target")}
         state.update(indexes=[indexes], preds=[preds], target=[target])
