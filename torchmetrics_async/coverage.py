@@ -54,8 +54,7 @@ FORWARD_CAVEATS: dict[type, str] = {
     ),
     **dict.fromkeys(
         (getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
-        "forward() computes the batch value as compute() does: it groups the entries per query on the host (the group"
-        " sizes, an empty-target test per query, the ignore_index mask); update() is sync-free",
+        "forward()'s batch value groups the batch per query on the host, as compute() does; update() is sync-free",
     ),
 }
 
