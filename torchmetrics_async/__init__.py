@@ -10,6 +10,8 @@ Example:
     True
 """
 
+# --- segmentation, text, retrieval families
+from torchmetrics_async import retrieval
 from torchmetrics_async.accelerate import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.aggregation import (
     CatMetric,
@@ -37,21 +39,7 @@ from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
-from torchmetrics_async.retrieval import (
-    RetrievalAUROC,
-    RetrievalFallOut,
-    RetrievalHitRate,
-    RetrievalMAP,
-    RetrievalMRR,
-    RetrievalNormalizedDCG,
-    RetrievalPrecision,
-    RetrievalPrecisionRecallCurve,
-    RetrievalRecall,
-    RetrievalRecallAtFixedPrecision,
-    RetrievalRPrecision,
-)
-
-# --- segmentation, text, retrieval families
+from torchmetrics_async.retrieval import *  # noqa: F403 - every retrieval class, as listed in its __all__
 from torchmetrics_async.segmentation import DiceScore, GeneralizedDiceScore, MeanIoU
 from torchmetrics_async.text import Perplexity
 
@@ -88,20 +76,5 @@ __all__ = [
     "unpatch",
 ]
 
-__all__ += [
-    "DiceScore",
-    "GeneralizedDiceScore",
-    "MeanIoU",
-    "Perplexity",
-    "RetrievalAUROC",
-    "RetrievalFallOut",
-    "RetrievalHitRate",
-    "RetrievalMAP",
-    "RetrievalMRR",
-    "RetrievalNormalizedDCG",
-    "RetrievalPrecision",
-    "RetrievalPrecisionRecallCurve",
-    "RetrievalRPrecision",
-    "RetrievalRecall",
-    "RetrievalRecallAtFixedPrecision",
-]
+__all__ += ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "Perplexity"]
+__all__ += retrieval.__all__
