@@ -108,7 +108,6 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
     def _init_sync_free(self) -> None:
         if self.ignore_index is not None:
             self.add_state(KEPT_STATE, default=[], dist_reduce_fx=None)
-            self._stat_states = (*type(self)._stat_states, KEPT_STATE)
         super()._init_sync_free()
 
     def _adopt(self) -> None:
@@ -116,7 +115,6 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
             # torchmetrics filtered the entries it already holds: all of them count.
             self.add_state(KEPT_STATE, default=[], dist_reduce_fx=None)
             setattr(self, KEPT_STATE, _all_kept(self.target))
-            self._stat_states = (*type(self)._stat_states, KEPT_STATE)
         super()._adopt()
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
@@ -167,6 +165,13 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         values = (indexes, preds, target) if keep is None else (indexes, preds, target, keep)
         return BatchStats(values, violations)
 
+    def _merge_stats(self, stats: BatchStats) -> None:
+        # The keep-mask travels after the three stored states (an instance-level _stat_states would defeat jit.script).
+        values, violations = stats
+        super()._merge_stats(BatchStats(values[:3], violations))
+        if len(values) > 3:
+            getattr(self, KEPT_STATE).append(values[3])
+
     def _batch_value(self, stats: BatchStats) -> Any:
         """Torchmetrics' ``compute`` on the batch alone (host reads, as there); NaN for a batch violating a check."""
         if _read(self._batch_violation(stats)):
@@ -194,7 +199,8 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
             return self._nan_value()  # a batch value computed the torchmetrics way, or the caller reports the flags
         if isinstance(self.preds, list) and not self.preds:  # nothing held: torchmetrics' own error
             return torchmetrics_base(type(self)).compute(self)
-        return self._compute_on(*(dim_zero_cat(getattr(self, name)) for name in self._stat_states))
+        names = (*self._stat_states, KEPT_STATE) if KEPT_STATE in self._defaults else self._stat_states
+        return self._compute_on(*(dim_zero_cat(getattr(self, name)) for name in names))
 
     def _compute_on(self, indexes: Tensor, preds: Tensor, target: Tensor, keep: Tensor | None = None) -> Any:
         """Torchmetrics' own ``compute`` with these entries as the states (the ignored ones dropped first)."""
