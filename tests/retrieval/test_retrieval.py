@@ -193,3 +193,10 @@ def test_in_a_metric_collection_with_reset() -> None:
         torch.testing.assert_close(ours.compute(), theirs.compute())
         ours.reset()
         theirs.reset()
+
+
+@pytest.mark.parametrize("ignore_index", [None, -1])
+@pytest.mark.parametrize("name", NAMES)
+def test_jit_script_works_as_for_torchmetrics(name: str, ignore_index: int | None) -> None:
+    torch.jit.script(getattr(tmr, name)(ignore_index=ignore_index))  # torchmetrics' own tests script every metric
+    torch.jit.script(getattr(tar, name)(ignore_index=ignore_index))

@@ -164,3 +164,9 @@ def test_in_a_metric_collection_with_reset() -> None:
         torch.testing.assert_close(ours.compute(), theirs.compute())
         ours.reset()
         theirs.reset()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_jit_script_works_as_for_torchmetrics(name: str) -> None:
+    torch.jit.script(getattr(tms, name)(num_classes=3))  # torchmetrics' own tests script every metric
+    torch.jit.script(getattr(tas, name)(num_classes=3))

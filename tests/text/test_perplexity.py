@@ -97,3 +97,9 @@ def test_in_a_metric_collection_with_reset() -> None:
         torch.testing.assert_close(ours.compute(), theirs.compute())
         ours.reset()
         theirs.reset()
+
+
+@pytest.mark.parametrize("ignore_index", [None, -100])
+def test_jit_script_works_as_for_torchmetrics(ignore_index: int | None) -> None:
+    torch.jit.script(tmt.Perplexity(ignore_index=ignore_index))  # torchmetrics' own tests script every metric
+    torch.jit.script(tat.Perplexity(ignore_index=ignore_index))
