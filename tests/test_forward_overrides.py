@@ -30,7 +30,7 @@ CLASSES = sorted(
     (cls for origin, cls in registry().items() if not _is_task_wrapper(origin)), key=lambda cls: cls.__name__
 )
 # The documented host reads of forward() under the examples' arguments (coverage.FORWARD_CAVEATS): CatMetric drops NaNs,
-# Spearman/Kendall rank the batch, unbinned curves (thresholds=None) have data-dependent shapes.
+# Spearman/Kendall rank the batch, unbinned curves have data-dependent shapes, retrieval groups per query.
 SYNCS_IN_FORWARD = {origin.__name__ for origin in FORWARD_CAVEATS}
 
 

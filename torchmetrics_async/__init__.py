@@ -10,6 +10,8 @@ Example:
     True
 """
 
+# --- segmentation, text, retrieval families
+from torchmetrics_async import retrieval
 from torchmetrics_async.accelerate import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.aggregation import (
     CatMetric,
@@ -74,7 +76,10 @@ from torchmetrics_async.regression import (
     TweedieDevianceScore,
     WeightedMeanAbsolutePercentageError,
 )
+from torchmetrics_async.retrieval import *  # noqa: F403 - every retrieval class, as listed in its __all__
+from torchmetrics_async.segmentation import DiceScore, GeneralizedDiceScore, MeanIoU
 from torchmetrics_async.teardown import shutdown
+from torchmetrics_async.text import Perplexity
 
 __all__ = [
     "AUROC",
@@ -144,3 +149,6 @@ __all__ = [
     "sync_metrics",
     "unpatch",
 ]
+
+__all__ += ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "Perplexity"]
+__all__ += retrieval.__all__

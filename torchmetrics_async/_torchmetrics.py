@@ -629,3 +629,26 @@ def tweedie_domain_message(power: float) -> str | None:
     if 1 < power < 2:
         return f"For power={power}, 'targets' has to be strictly positive and 'preds' cannot be negative."
     return f"For power={power}, both 'preds' and 'targets' have to be strictly positive."
+
+
+# --- segmentation, text (Perplexity) and retrieval families -----------------------------------------------------------
+from torchmetrics.functional.segmentation.dice import _dice_score_compute, _dice_score_update  # noqa: E402
+from torchmetrics.functional.segmentation.generalized_dice import _generalized_dice_compute  # noqa: E402
+from torchmetrics.functional.segmentation.mean_iou import _mean_iou_reshape_args, _mean_iou_update  # noqa: E402
+from torchmetrics.functional.segmentation.utils import _check_mixed_shape, _ignore_background  # noqa: E402
+from torchmetrics.functional.text.perplexity import (  # noqa: E402
+    _check_shape_and_type_consistency,
+    _perplexity_compute,
+)
+
+__all__ += [
+    "_check_mixed_shape",
+    "_check_shape_and_type_consistency",
+    "_dice_score_compute",
+    "_dice_score_update",
+    "_generalized_dice_compute",
+    "_ignore_background",
+    "_mean_iou_reshape_args",
+    "_mean_iou_update",
+    "_perplexity_compute",
+]

@@ -24,6 +24,7 @@ import torchmetrics.regression
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
+from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 __all__ = [
     "COMPILE_CAVEATS",
@@ -71,6 +72,10 @@ FORWARD_CAVEATS: dict[type, str] = {
         " as compute() does; update() is sync-free"
     ),
     **dict.fromkeys(CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT),
+    **dict.fromkeys(
+        (getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
+        "forward()'s batch value groups the batch per query on the host, as compute() does; update() is sync-free",
+    ),
 }
 
 

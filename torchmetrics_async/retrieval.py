@@ -1,0 +1,344 @@
+"""Retrieval metrics with torchmetrics' names, arguments and values, and a sync-free ``update()``.
+
+torchmetrics' retrieval ``update`` checks that targets are binary with ``target.max() > 1 or target.min() < 0`` (two
+host reads) and drops ``ignore_index`` entries by boolean-mask indexing (a data-dependent shape). Here ``update()``
+stores every entry, flattened and converted as torchmetrics stores them, with, under ``ignore_index``, a keep-mask (the
+list state ``retrieval_kept``); non-binary targets and a batch left empty by ``ignore_index`` are recorded on the device
+and raised by ``compute()`` with torchmetrics' messages (as ``RuntimeError``: see
+:class:`~torchmetrics_async.deferred.DeferredChecks`). Shape and dtype errors stay eager.
+
+``compute()`` groups the entries per query as torchmetrics does (it sorts, counts the group sizes on the host and loops
+over the groups: host reads by nature) after dropping the ignored entries (one more host read), then runs
+torchmetrics' own ``compute``. ``forward()``'s batch value is that same computation on the batch alone, so it reads
+the host too: once for the violation flags, once for the keep-mask under ``ignore_index``, and then as torchmetrics'
+compute does (the group sizes, and per query the test for an empty target).
+
+Example:
+    >>> import torch
+    >>> metric = RetrievalMRR(ignore_index=-1)
+    >>> preds, target = torch.tensor([0.2, 0.8, 0.4, 0.9]), torch.tensor([1, 0, -1, 1])
+    >>> metric.update(preds, target, indexes=torch.tensor([0, 0, 1, 1]))
+    >>> metric.compute()
+    tensor(0.7500)
+"""
+
+from typing import Any
+
+import torch
+import torchmetrics.retrieval as tm
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import dim_zero_cat, torchmetrics_base
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
+
+__all__ = [
+    "RetrievalAUROC",
+    "RetrievalFallOut",
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalPrecisionRecallCurve",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
+    "RetrievalRecallAtFixedPrecision",
+]
+
+#: List state (under ``ignore_index``): per update, which entries count (their target is not ``ignore_index``).
+KEPT_STATE = "retrieval_kept"
+
+# Deferred-check state names, and torchmetrics' messages (torchmetrics.utilities.checks._check_retrieval_inputs).
+INVALID_TARGET = "invalid_target"
+BINARY_TARGET_MESSAGE = "`target` must contain `binary` values"
+ALL_IGNORED = "invalid_all_ignored"
+EMPTY_MESSAGE = "`indexes`, `preds` and `target` must be non-empty and non-scalar tensors"
+
+
+def retrieval_inputs(
+    preds: Tensor, target: Tensor, indexes: Tensor | None, ignore_index: int | None
+) -> tuple[tuple[Tensor, ...], Tensor | None]:
+    """Torchmetrics' ``_check_retrieval_inputs`` without host reads: every entry kept, the ignored ones masked.
+
+    Args:
+        preds: scores.
+        target: relevance (binary, unless the metric allows graded targets).
+        indexes: the query of each entry (int64).
+        ignore_index: a target value whose entries do not count.
+
+    Returns:
+        ``(indexes, preds, target)`` flattened and converted as torchmetrics stores them, and the keep-mask (``None``
+        without ``ignore_index``).
+
+    Raises:
+        ValueError: torchmetrics' shape and dtype errors.
+
+    Example:
+        >>> preds, target, indexes = torch.tensor([0.5, 0.1]), torch.tensor([1, -1]), torch.tensor([0, 0])
+        >>> (i, p, t), keep = retrieval_inputs(preds, target, indexes, ignore_index=-1)
+        >>> t, keep
+        (tensor([ 1, -1]), tensor([ True, False]))
+    """
+    if indexes is None:
+        raise ValueError("Argument `indexes` cannot be None")
+    if indexes.shape != preds.shape or preds.shape != target.shape:
+        raise ValueError("`indexes`, `preds` and `target` must be of the same shape")
+    if indexes.dtype is not torch.long:
+        raise ValueError("`indexes` must be a tensor of long integers")
+    keep = None
+    if ignore_index is not None:
+        keep = (target != ignore_index).flatten()
+    # torchmetrics filters first: a 0-dim input becomes 1-dim, and only an empty result is rejected.
+    if not indexes.numel() or (keep is None and not indexes.size()):
+        raise ValueError(EMPTY_MESSAGE)
+    if target.dtype not in (torch.bool, torch.long, torch.int) and not torch.is_floating_point(target):
+        raise ValueError("`target` must be a tensor of booleans, integers or floats")
+    if not preds.is_floating_point():
+        raise ValueError("`preds` must be a tensor of floats")
+    target = target.float() if target.is_floating_point() else target.long()
+    return (indexes.long().flatten(), preds.float().flatten(), target.flatten()), keep
+
+
+class _SyncFreeRetrieval(SyncFreeBatchStats):
+    """What the retrieval metrics share: the sync-free update, the keep-mask, and compute on the kept entries."""
+
+    _stat_states = ("indexes", "preds", "target")
+
+    def _init_sync_free(self) -> None:
+        if self.ignore_index is not None:
+            self.add_state(KEPT_STATE, default=[], dist_reduce_fx=None)
+        super()._init_sync_free()
+
+    def _adopt(self) -> None:
+        if self.ignore_index is not None and KEPT_STATE not in self._defaults:
+            # torchmetrics filtered the entries it already holds: all of them count.
+            self.add_state(KEPT_STATE, default=[], dist_reduce_fx=None)
+            setattr(self, KEPT_STATE, _all_kept(self.target))
+        super()._adopt()
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        # torchmetrics' loading takes the keys out of state_dict: what arrived is read first.
+        torchmetrics_shaped = prefix + "target" in state_dict and prefix + KEPT_STATE not in state_dict
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if KEPT_STATE in self._defaults and torchmetrics_shaped:
+            setattr(self, KEPT_STATE, _all_kept(self.target))  # a torchmetrics checkpoint: filtered already
+
+    def _extra_states(self) -> tuple[str, ...]:
+        extra = super()._extra_states()
+        return (*extra, KEPT_STATE) if KEPT_STATE in self._defaults else extra
+
+    def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
+        if attr == KEPT_STATE:  # a torchmetrics state: its entries were filtered in its update
+            return _all_kept(incoming_state["target"])
+        return super()._missing_extra_state(attr, incoming_state)
+
+    def _deferred_checks(self) -> dict[str, str]:
+        checks = {}
+        if self.ignore_index is not None:
+            checks[ALL_IGNORED] = EMPTY_MESSAGE
+        if not self.allow_non_binary_target:
+            checks[INVALID_TARGET] = BINARY_TARGET_MESSAGE
+        return checks
+
+    def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+        """Store the batch without a host sync (value checks deferred to ``compute()``).
+
+        Args:
+            preds: scores, floating point.
+            target: relevance of each entry.
+            indexes: the query each entry belongs to, int64.
+
+        Example:
+            >>> RetrievalMAP().update(torch.tensor([0.3, 0.7]), torch.tensor([0, 1]), indexes=torch.tensor([0, 0]))
+        """
+        self._update_from_stats(preds, target, indexes)
+
+    def _batch_stats(self, preds: Tensor, target: Tensor, indexes: Tensor) -> BatchStats:
+        (indexes, preds, target), keep = retrieval_inputs(preds, target, indexes, self.ignore_index)
+        violations = {}
+        if self.ignore_index is not None:
+            violations[ALL_IGNORED] = torch.logical_not(keep.any())
+        if not self.allow_non_binary_target:
+            outside = (target > 1) | (target < 0)
+            violations[INVALID_TARGET] = outside if keep is None else outside & keep
+        values = (indexes, preds, target) if keep is None else (indexes, preds, target, keep)
+        return BatchStats(values, violations)
+
+    def _merge_stats(self, stats: BatchStats) -> None:
+        # The keep-mask travels after the three stored states (an instance-level _stat_states would defeat jit.script).
+        values, violations = stats
+        super()._merge_stats(BatchStats(values[:3], violations))
+        if len(values) > 3:
+            getattr(self, KEPT_STATE).append(values[3])
+
+    def _batch_value(self, stats: BatchStats) -> Any:
+        """Torchmetrics' ``compute`` on the batch alone (host reads, as there); NaN for a batch violating a check."""
+        if _read(self._batch_violation(stats)):
+            return self._nan_value()
+        return self._compute_on(*(piece.unsqueeze(0) if piece.dim() == 0 else piece for piece in stats.values))
+
+    def _nan_value(self) -> Any:
+        """The value of a batch that violated a check (torchmetrics raises in its ``update()`` instead)."""
+        return torch.full((), torch.nan, device=self.device)
+
+    def compute(self) -> Any:
+        """Raise deferred value errors, drop the ignored entries, then compute as torchmetrics does.
+
+        Returns:
+            The metric value.
+
+        Example:
+            >>> metric = RetrievalPrecision(top_k=1)
+            >>> metric.update(torch.tensor([0.3, 0.7, 0.1]), torch.tensor([0, 1, 1]), indexes=torch.tensor([0, 0, 1]))
+            >>> metric.compute()
+            tensor(1.)
+        """
+        self._raise_deferred_checks()
+        if self.__dict__.get(DEFERRED_RAISE_OWNED, False) and _read(self._deferred_violated()):
+            return self._nan_value()  # a batch value computed the torchmetrics way, or the caller reports the flags
+        if isinstance(self.preds, list) and not self.preds:  # nothing held: torchmetrics' own error
+            return torchmetrics_base(type(self)).compute(self)
+        names = (*self._stat_states, KEPT_STATE) if KEPT_STATE in self._defaults else self._stat_states
+        return self._compute_on(*(dim_zero_cat(getattr(self, name)) for name in names))
+
+    def _compute_on(self, indexes: Tensor, preds: Tensor, target: Tensor, keep: Tensor | None = None) -> Any:
+        """Torchmetrics' own ``compute`` with these entries as the states (the ignored ones dropped first)."""
+        if keep is not None and not keep.is_meta:
+            kept = keep.nonzero().squeeze(1)  # the one data-dependent shape: the entries are then picked by position
+            indexes, preds, target = indexes[kept], preds[kept], target[kept]
+        state = self.__dict__
+        saved = {name: state[name] for name in ("indexes", "preds", "target")}
+        state.update(indexes=[indexes], preds=[preds], target=[target])
+        try:
+            return torchmetrics_base(type(self)).compute(self)
+        finally:
+            state.update(saved)
+
+
+def _read(violated: Tensor | None) -> bool:
+    """Whether a violation flag is set: a host read (meta tensors hold nothing to read: never set)."""
+    return violated is not None and not violated.is_meta and bool(violated)
+
+
+def _all_kept(target: list[Tensor] | Tensor) -> list[Tensor] | Tensor:
+    if isinstance(target, Tensor):  # after a distributed sync the list states arrive concatenated
+        return torch.ones_like(target, dtype=torch.bool)
+    return [torch.ones_like(t, dtype=torch.bool) for t in target]
+
+
+class RetrievalMRR(_SyncFreeRetrieval, tm.RetrievalMRR):
+    """Mean reciprocal rank; ``torchmetrics.retrieval.RetrievalMRR`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalMRR()
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.5000)
+    """
+
+
+class RetrievalMAP(_SyncFreeRetrieval, tm.RetrievalMAP):
+    """Mean average precision; ``torchmetrics.retrieval.RetrievalMAP`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalMAP()
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 0]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.3333)
+    """
+
+
+class RetrievalNormalizedDCG(_SyncFreeRetrieval, tm.RetrievalNormalizedDCG):
+    """Normalized DCG (graded targets allowed); ``torchmetrics.retrieval.RetrievalNormalizedDCG``, sync-free update.
+
+    Example:
+        >>> metric = RetrievalNormalizedDCG()
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([2, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.6199)
+    """
+
+
+class RetrievalPrecision(_SyncFreeRetrieval, tm.RetrievalPrecision):
+    """Precision at k; ``torchmetrics.retrieval.RetrievalPrecision`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalPrecision(top_k=2)
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.5000)
+    """
+
+
+class RetrievalRecall(_SyncFreeRetrieval, tm.RetrievalRecall):
+    """Recall at k; ``torchmetrics.retrieval.RetrievalRecall`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalRecall(top_k=2)
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.5000)
+    """
+
+
+class RetrievalHitRate(_SyncFreeRetrieval, tm.RetrievalHitRate):
+    """Hit rate at k; ``torchmetrics.retrieval.RetrievalHitRate`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalHitRate(top_k=1)
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.)
+    """
+
+
+class RetrievalFallOut(_SyncFreeRetrieval, tm.RetrievalFallOut):
+    """Fall-out at k; ``torchmetrics.retrieval.RetrievalFallOut`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalFallOut(top_k=1)
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(1.)
+    """
+
+
+class RetrievalRPrecision(_SyncFreeRetrieval, tm.RetrievalRPrecision):
+    """R-precision; ``torchmetrics.retrieval.RetrievalRPrecision`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalRPrecision()
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.5000)
+    """
+
+
+class RetrievalAUROC(_SyncFreeRetrieval, tm.RetrievalAUROC):
+    """AUROC per query; ``torchmetrics.retrieval.RetrievalAUROC`` with a sync-free ``update()``.
+
+    Example:
+        >>> metric = RetrievalAUROC()
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        tensor(0.)
+    """
+
+
+class RetrievalPrecisionRecallCurve(_SyncFreeRetrieval, tm.RetrievalPrecisionRecallCurve):
+    """Precision and recall at each k; ``torchmetrics.retrieval.RetrievalPrecisionRecallCurve`` with a sync-free update.
+
+    Example:
+        >>> metric = RetrievalPrecisionRecallCurve(max_k=2)
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        (tensor([0.0000, 0.5000]), tensor([0.0000, 0.5000]), tensor([1, 2]))
+    """
+
+    def _nan_value(self) -> Any:
+        nan = super()._nan_value()
+        return nan, nan, torch.zeros((), dtype=torch.long, device=self.device)
+
+
+class RetrievalRecallAtFixedPrecision(_SyncFreeRetrieval, tm.RetrievalRecallAtFixedPrecision):
+    """Recall at a fixed precision; ``torchmetrics.retrieval.RetrievalRecallAtFixedPrecision``, sync-free update.
+
+    Example:
+        >>> metric = RetrievalRecallAtFixedPrecision(min_precision=0.5, max_k=3)
+        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
+        (tensor(1.), tensor(3))
+    """
+
+    def _nan_value(self) -> Any:
+        return super()._nan_value(), torch.zeros((), dtype=torch.long, device=self.device)
