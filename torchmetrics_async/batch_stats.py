@@ -150,9 +150,12 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
             # torchmetrics computes the batch value from a default state plus the batch: their promoted dtype
             # (a float64 state after set_dtype with integer counts; float64 inputs into a float32 state).
             default = saved[name]
-            state[name] = (
-                [value] if isinstance(default, list) else value.to(torch.promote_types(value.dtype, default.dtype))
-            )
+            if isinstance(default, list):
+                state[name] = [value]
+            elif isinstance(value, Tensor):
+                state[name] = value.to(torch.promote_types(value.dtype, default.dtype))
+            else:  # a Python number (a count some families keep on the host)
+                state[name] = value
         try:
             return super().compute()
         finally:

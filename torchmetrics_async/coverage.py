@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torchmetrics.aggregation
 import torchmetrics.classification
 import torchmetrics.regression
+import torchmetrics.retrieval
+import torchmetrics.segmentation
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
@@ -138,6 +140,8 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             torchmetrics.regression.CosineSimilarity,
             torchmetrics.regression.SpearmanCorrCoef,
             torchmetrics.regression.KendallRankCorrCoef,
+            torchmetrics.segmentation.DiceScore,  # per-sample numerator/denominator/support lists
+            *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),
     ),
