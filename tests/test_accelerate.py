@@ -18,7 +18,7 @@ import torch
 import torchmetrics
 from torch import Tensor
 from torchmetrics import MetricCollection
-from torchmetrics.classification import BinaryAUROC  # a metric this package does not accelerate
+from torchmetrics.text import CharErrorRate  # a metric this package does not accelerate
 
 import torchmetrics_async as tma
 from tests.test_decorators import SquaredTotal  # a user's plain Metric
@@ -237,8 +237,8 @@ class LabelShifted(torchmetrics.classification.MulticlassAccuracy):
         super().update((preds + 1) % self.num_classes, target)
 
 
-class MyJaccard(torchmetrics.classification.MulticlassJaccardIndex):
-    """A user's subclass of a torchmetrics class that is not registered (its base MulticlassConfusionMatrix is)."""
+class MyLogAUC(torchmetrics.classification.MulticlassLogAUC):
+    """A user's subclass of a torchmetrics class that is not registered (its base MulticlassROC is)."""
 
 
 USER_SUBCLASSES = (DoubledSum, Doubled, ShiftedMax)
@@ -324,28 +324,26 @@ def test_user_subclass_of_a_registered_classification_metric_is_rebased() -> Non
 
 
 def test_user_subclass_of_an_unregistered_torchmetrics_class_is_not_accelerated() -> None:
-    with pytest.raises(TypeError, match="MyJaccard: subclasses torchmetrics' MulticlassJaccardIndex"):
-        accelerate(MyJaccard, strict=True)
-    metric = MyJaccard(num_classes=3)
-    with pytest.warns(UserWarning, match="MulticlassJaccardIndex"):
+    with pytest.raises(TypeError, match="MyLogAUC: subclasses torchmetrics' MulticlassLogAUC"):
+        accelerate(MyLogAUC, strict=True)
+    metric = MyLogAUC(num_classes=3)
+    with pytest.warns(UserWarning, match="MulticlassLogAUC"):
         assert accelerate(metric) is metric
-    assert type(metric) is MyJaccard
+    assert type(metric) is MyLogAUC
 
 
 def test_torchmetrics_subclass_of_a_registered_class_is_not_passed_off_as_accelerated() -> None:
-    cls = torchmetrics.classification.MulticlassJaccardIndex
-    assert issubclass(cls, torchmetrics.classification.MulticlassConfusionMatrix)  # registered
+    cls = torchmetrics.classification.MulticlassLogAUC
+    assert issubclass(cls, torchmetrics.classification.MulticlassROC)  # registered
     metric = cls(num_classes=3)
-    with pytest.raises(TypeError, match=r"MulticlassJaccardIndex: not yet accelerated: torchmetrics' own update\(\)"):
+    with pytest.raises(TypeError, match=r"MulticlassLogAUC: not yet accelerated: torchmetrics' own update\(\)"):
         accelerate(metric, strict=True)
-    with pytest.raises(TypeError, match="MulticlassJaccardIndex"):
+    with pytest.raises(TypeError, match="MulticlassLogAUC"):
         accelerate(cls, strict=True)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         assert accelerate(metric) is metric
-    assert [str(w.message).split(":")[0] for w in record] == [
-        "torchmetrics_async cannot accelerate MulticlassJaccardIndex"
-    ]
+    assert [str(w.message).split(":")[0] for w in record] == ["torchmetrics_async cannot accelerate MulticlassLogAUC"]
     assert type(metric) is cls
 
 
@@ -366,10 +364,10 @@ def test_users_aggregator_is_left_to_the_explicit_decorator() -> None:
 
 
 def test_generic_wrapper_of_a_torchmetrics_class_is_recognisable_and_not_accelerated() -> None:
-    generic = tma.sync_free(BinaryAUROC)
-    assert generic.__name__ == "BinaryAUROC"
-    assert repr(generic()) == "BinaryAUROC[generic: update may sync]()"
-    with pytest.raises(TypeError, match="BinaryAUROC: made by the sync_free decorator from BinaryAUROC"):
+    generic = tma.sync_free(CharErrorRate)
+    assert generic.__name__ == "CharErrorRate"
+    assert repr(generic()) == "CharErrorRate[generic: update may sync]()"
+    with pytest.raises(TypeError, match="CharErrorRate: made by the sync_free decorator from CharErrorRate"):
         accelerate(generic(), strict=True)
 
 
@@ -440,8 +438,8 @@ def test_accelerate_an_accelerated_instance_does_nothing() -> None:
 
 def _unsupported() -> list:
     return [
-        pytest.param(BinaryAUROC, "BinaryAUROC", id="BinaryAUROC"),
-        pytest.param(lambda: BinaryAUROC, "BinaryAUROC", id="BinaryAUROC-class"),
+        pytest.param(CharErrorRate, "CharErrorRate", id="CharErrorRate"),
+        pytest.param(lambda: CharErrorRate, "CharErrorRate", id="CharErrorRate-class"),
         pytest.param(lambda: torch.nn.Linear(2, 2), "Linear", id="Linear"),
         pytest.param(lambda: torch.nn.Linear, "Linear", id="Linear-class"),
         pytest.param(lambda: "not a metric", "not a metric", id="str"),
@@ -465,19 +463,19 @@ def test_unsupported_object_is_returned_unchanged_with_one_warning(factory: Any,
 
 
 def test_unsupported_member_of_a_container_warns_once_and_the_rest_is_converted() -> None:
-    bad = BinaryAUROC()
+    bad = CharErrorRate()
     metrics = {"mean": ORIGINAL["MeanMetric"](), "acc": bad, "sum": ORIGINAL["SumMetric"]()}
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         assert accelerate(metrics) is metrics
     messages = [str(w.message) for w in record if issubclass(w.category, UserWarning)]
     assert len(messages) == 1, messages
-    assert "BinaryAUROC" in messages[0]
+    assert "CharErrorRate" in messages[0]
     assert type(metrics["mean"]) is tma.MeanMetric
     assert type(metrics["sum"]) is tma.SumMetric
-    assert type(bad) is BinaryAUROC
-    with pytest.raises(TypeError, match="BinaryAUROC"):
-        accelerate([ORIGINAL["MaxMetric"](), BinaryAUROC()], strict=True)
+    assert type(bad) is CharErrorRate
+    with pytest.raises(TypeError, match="CharErrorRate"):
+        accelerate([ORIGINAL["MaxMetric"](), CharErrorRate()], strict=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

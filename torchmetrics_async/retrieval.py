@@ -106,8 +106,13 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
     _stat_states = ("indexes", "preds", "target")
 
     def _add_extra_states(self) -> None:
+        # torchmetrics gathers these lists with dist_reduce_fx=None, which skips a rank that holds none (that rank
+        # then leaves the gather: a hang or an abort with uneven shards). Concatenated ("cat"), they travel in the
+        # fused sync's rank-symmetric gather, empty ranks included; compute() concatenates them either way.
+        for name in self._stat_states:
+            self._reductions[name] = dim_zero_cat
         if self.ignore_index is not None and KEPT_STATE not in self._defaults:
-            self.add_state(KEPT_STATE, default=[], dist_reduce_fx=None)
+            self.add_state(KEPT_STATE, default=[], dist_reduce_fx="cat")
             # An adopted torchmetrics instance filtered the entries it already holds: all of them count.
             setattr(self, KEPT_STATE, _all_kept(self.target))
         super()._add_extra_states()

@@ -197,4 +197,7 @@ class SyncHandle:
             except BaseException as err:
                 self._error = err
                 raise
+            # Done with: a gloo work object that outlives the process group (a handle kept until interpreter exit)
+            # is destroyed after it, which can abort the process.
+            self._works = []
         return self._result
