@@ -127,7 +127,8 @@ def update_metrics(
             metric.update(loss.detach())
         elif name == "brier":
             probs = output.detach().softmax(-1)
-            metric.update(probs, torch.nn.functional.one_hot(target, probs.shape[-1]).to(probs.dtype))
+            # scatter_, not F.one_hot: one_hot checks the label range on the host (a sync not made by the metric)
+            metric.update(probs, torch.zeros_like(probs).scatter_(1, target.unsqueeze(1), 1.0))
         else:
             metric.update(output.detach(), target)
 
