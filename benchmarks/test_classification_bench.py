@@ -25,7 +25,7 @@ import torchmetrics
 from torchmetrics import classification as tmc
 
 import torchmetrics_async
-from benchmarks.timing import count_aten_ops, time_call
+from benchmarks.timing import run_case
 from torchmetrics_async.demo import build_metrics, update_metrics
 
 IMPLS: dict[str, Callable[[Any], Any]] = {"torchmetrics": lambda m: m, "accelerated": torchmetrics_async.accelerate}
@@ -76,8 +76,4 @@ CASES: dict[tuple[str, str], Callable[[], tuple[Any, Callable[[Any, dict], Calla
 def test_classification(benchmark: Any, metric_name: str, call: str, impl: str) -> None:
     obj, make_call = CASES[(metric_name, call)]()
     fn = make_call(IMPLS[impl](obj), _batch())
-    benchmark.group = f"{metric_name}.{call}[default]"
-    benchmark.extra_info.update(
-        {"impl": impl, "metric": metric_name, "call": call, "variant": "default", "aten_ops": count_aten_ops(fn)}
-    )
-    time_call(benchmark, fn)
+    run_case(benchmark, metric_name, call, impl, fn)

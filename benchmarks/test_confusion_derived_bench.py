@@ -17,7 +17,7 @@ import torch
 from torchmetrics import classification as tmc
 
 import torchmetrics_async
-from benchmarks.timing import count_aten_ops, time_call
+from benchmarks.timing import run_case
 
 IMPLS: dict[str, Callable[[Any], Any]] = {"torchmetrics": lambda m: m, "accelerated": torchmetrics_async.accelerate}
 C = 100
@@ -91,8 +91,4 @@ CASES: dict[tuple[str, str], Callable[[], tuple[Any, Callable[[Any, dict], Calla
 def test_confusion_derived(benchmark: Any, metric_name: str, call: str, impl: str) -> None:
     obj, make_call = CASES[(metric_name, call)]()
     fn = make_call(IMPLS[impl](obj), _batch())
-    benchmark.group = f"{metric_name}.{call}[default]"
-    benchmark.extra_info.update(
-        {"impl": impl, "metric": metric_name, "call": call, "variant": "default", "aten_ops": count_aten_ops(fn)}
-    )
-    time_call(benchmark, fn)
+    run_case(benchmark, metric_name, call, impl, fn)

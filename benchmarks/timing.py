@@ -130,3 +130,20 @@ def time_call(benchmark: Any, fn: Callable[[], Any], teardown: Callable[[], None
     per_call = (time.perf_counter() - start) / WARMUP_CALLS
     rounds = plan_rounds(per_call)
     benchmark.pedantic(fn, teardown=teardown, rounds=rounds, iterations=ITERATIONS)
+
+
+def run_case(benchmark: Any, metric_name: str, call: str, impl: str, fn: Callable[[], Any]) -> None:
+    """Time one (metric, call) case of one implementation, recording what the report groups and counts by.
+
+    Args:
+        benchmark: pytest-benchmark's fixture.
+        metric_name: the row's metric.
+        call: the row's call (``"update(128 probs)"``, ...).
+        impl: which implementation (``"torchmetrics"``, ``"accelerated"``, ...).
+        fn: the call to time.
+    """
+    benchmark.group = f"{metric_name}.{call}[default]"
+    benchmark.extra_info.update(
+        {"impl": impl, "metric": metric_name, "call": call, "variant": "default", "aten_ops": count_aten_ops(fn)}
+    )
+    time_call(benchmark, fn)
