@@ -257,4 +257,8 @@ TORCHEVAL_OPS: dict[tuple[str, str, str], int] = {
     ("MulticlassConfusionMatrix(1000)", "update(logits 128x1000)", "checks off"): 11,
     ("MultilabelAccuracy(10)", "update(128x10 probs)", "default"): 9,
     ("MultilabelAccuracy(10)", "update(128x10 probs)", "checks off"): 9,
+    ("BinaryAUROC(thresholds=200)", "update(128 probs)", "default"): 2,
+    ("BinaryAUROC(thresholds=200)", "update(128 probs)", "checks off"): 2,
+    ("BinaryAveragePrecision(thresholds=200)", "update(128 probs)", "default"): 37,
+    ("BinaryAveragePrecision(thresholds=200)", "update(128 probs)", "checks off"): 37,
 }

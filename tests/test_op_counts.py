@@ -44,6 +44,12 @@ OVER_TARGET: dict[tuple[str, str, str], int] = {
     ("MulticlassAccuracy(1000)", "update(logits 128x1000)", "default"): 17,
     ("MulticlassRecall(1000)", "update(logits 128x1000)", "default"): 17,
     ("MulticlassF1Score(1000)", "update(logits 128x1000)", "default"): 17,
+    # The binned curve kernel: formatting and deferred checks (logit detection, ignore weights, target check),
+    # searchsorted + index_add_ into per-threshold bins, then a reversed cumsum into torchmetrics' (T, 2, 2) state.
+    ("BinaryAUROC(thresholds=200)", "update(128 probs)", "default"): 48,
+    ("BinaryAUROC(thresholds=200)", "update(128 probs)", "checks off"): 43,
+    ("BinaryAveragePrecision(thresholds=200)", "update(128 probs)", "default"): 48,
+    ("BinaryAveragePrecision(thresholds=200)", "update(128 probs)", "checks off"): 43,
 }
 
 PAIRS = pairs()
