@@ -16,7 +16,7 @@ Example:
     tensor(0.5000)
 """
 
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 import torch
 import torchmetrics.classification as tm
@@ -24,6 +24,7 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
     BINARY_SAMPLEWISE_NDIM_MESSAGE,
+    Metric,
     _check_same_shape,
     binary_target_values_message,
     label_preds_values_message,
@@ -229,6 +230,9 @@ def zero_one_checks(metric: Any, quoted_preds: bool) -> dict[str, str]:
 
 class CodedCounts(SyncFreeClassification):
     """Keeps the outcome codes of :func:`coded_counts` on the metric's device (made with the other constants)."""
+
+    # A dict keyed by tuples, which torch.jit.script cannot type: a per-instance constant it need not see.
+    __jit_ignored_attributes__: ClassVar[list[str]] = [*Metric.__jit_ignored_attributes__, CODE_BINS]
 
     def _set_constants(self) -> None:
         super()._set_constants()
