@@ -69,7 +69,7 @@ def _rebased(cls: type) -> type | None:
     ``type(name, (cls, accelerated), ...)``: C3 puts the user's classes first and the accelerated class before the
     torchmetrics class both subclass, so the user's overrides win and ``super()`` reaches the sync-free methods.
     Only when the nearest torchmetrics class is registered: a torchmetrics subclass in between (say
-    ``MulticlassJaccardIndex`` over ``MulticlassConfusionMatrix``) has methods of its own that are not sync-free.
+    ``MulticlassLogAUC`` over ``MulticlassROC``) has methods of its own that are not sync-free.
     """
     if is_torchmetrics_class(cls) or "_decorator" in vars(cls):
         return None
@@ -98,7 +98,7 @@ def accelerated_class_for(cls: type) -> type | None:
         >>> import torchmetrics
         >>> accelerated_class_for(torchmetrics.MaxMetric).__module__
         'torchmetrics_async.aggregation'
-        >>> accelerated_class_for(torchmetrics.classification.MulticlassJaccardIndex) is None
+        >>> accelerated_class_for(torchmetrics.classification.MulticlassLogAUC) is None
         True
     """
     if cls in _REGISTRY:

@@ -8,7 +8,7 @@ leaves a metric unchanged.
 Example:
     >>> from torchmetrics_async.coverage import accelerated_coverage
     >>> rows = {row.name: row for row in accelerated_coverage()}
-    >>> rows["MeanMetric"].accelerated, rows["MulticlassJaccardIndex"].accelerated
+    >>> rows["MeanMetric"].accelerated, rows["MulticlassLogAUC"].accelerated
     (True, False)
 """
 
@@ -227,7 +227,7 @@ def why_not_accelerated(cls: type) -> str:
         >>> import torchmetrics
         >>> why_not_accelerated(torchmetrics.MeanMetric)
         ''
-        >>> why_not_accelerated(torchmetrics.classification.BinaryAUROC).startswith("not yet accelerated")
+        >>> why_not_accelerated(torchmetrics.classification.BinaryLogAUC).startswith("not yet accelerated")
         True
     """
     from torchmetrics_async.accelerate import accelerated_class_for
@@ -323,9 +323,9 @@ def accelerated_coverage() -> list[CoverageRow]:
     Example:
         >>> rows = accelerated_coverage()
         >>> accelerated = [row.name for row in rows if row.accelerated]
-        >>> "MulticlassAccuracy" in accelerated, "BinaryAUROC" in accelerated
+        >>> "MulticlassAccuracy" in accelerated, "BinaryLogAUC" in accelerated
         (True, False)
-        >>> next(row.reason for row in rows if row.name == "MulticlassJaccardIndex").startswith("not yet accelerated")
+        >>> next(row.reason for row in rows if row.name == "MulticlassLogAUC").startswith("not yet accelerated")
         True
     """
     accelerated = registry()
