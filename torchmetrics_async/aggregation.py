@@ -485,53 +485,26 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
             return values if bool(kept.all()) else values[kept]
         return _drop_unkept(values, kept)
 
-    @property
-    def metric_state(self) -> dict[str, Tensor | list]:
-        """The states, with ``value`` as torchmetrics holds it: NaNs dropped under ``"ignore"``/``"warn"``.
+    def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
+        """``value`` with NaNs dropped under ``"ignore"``/``"warn"``, as torchmetrics' own ``update()`` drops them.
 
-        So a plain torchmetrics ``CatMetric`` merging this one (``merge_state`` reads ``metric_state``) receives no
-        NaN it would have dropped in its own ``update()``. Dropping reads the keep-masks on the host once (the shape
+        So a plain torchmetrics ``CatMetric`` merging this one (``merge_state`` reads ``metric_state``) or loading its
+        ``state_dict`` receives no NaN it would have dropped. Dropping reads the keep-masks on the host once (the shape
         depends on the data); ``update()`` and the held states are unchanged.
-
-        Returns:
-            State name -> state (``nan_kept`` all true, matching the dropped ``value``).
 
         Example:
             >>> metric = CatMetric(nan_strategy="ignore")
             >>> metric.update(torch.tensor([1.0, float("nan")]))
             >>> metric.metric_state["value"]
             [tensor([1.])]
-        """
-        state = {attr: getattr(self, attr) for attr in self._defaults}
-        if self._masks_nans:
-            state["value"] = self._nan_free(state["value"], state[NAN_KEPT_STATE])
-            state[NAN_KEPT_STATE] = _kept_masks(state["value"])
-        return state
-
-    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
-        """The state dict, with a persistent ``value`` as torchmetrics holds it (see :attr:`metric_state`).
-
-        Args:
-            destination: as ``torch.nn.Module.state_dict``.
-            prefix: as ``torch.nn.Module.state_dict``.
-            keep_vars: as ``torch.nn.Module.state_dict``.
-
-        Returns:
-            The state dict.
-
-        Example:
-            >>> metric = CatMetric(nan_strategy="ignore")
             >>> metric.persistent(True)
-            >>> metric.update(torch.tensor([1.0, float("nan")]))
             >>> metric.state_dict()["value"]
             [tensor([1.])]
         """
-        destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
         value_key, kept_key = prefix + "value", prefix + NAN_KEPT_STATE
-        if self._masks_nans and value_key in destination and kept_key in destination:
-            destination[value_key] = self._nan_free(destination[value_key], destination[kept_key])
-            destination[kept_key] = _kept_masks(destination[value_key])
-        return destination
+        if self._masks_nans and value_key in states and kept_key in states:
+            states[value_key] = self._nan_free(states[value_key], states[kept_key])
+            states[kept_key] = _kept_masks(states[value_key])
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if is_number(value):

@@ -429,9 +429,34 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             ['_update_count', 'sum_value']
         """
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
+        self._as_torchmetrics_holds(destination, prefix)
         if self._window_counter == _UPDATE_COUNT_KEY and any(self._persistent.values()):
             destination[prefix + _UPDATE_COUNT_KEY] = torch.tensor(self._update_count)
         return destination
+
+    @property
+    def metric_state(self) -> dict[str, Any]:
+        """The states as torchmetrics would hold them (see :meth:`_as_torchmetrics_holds`), as ``merge_state`` reads.
+
+        Returns:
+            State name -> state.
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> sorted(SumMetric(nan_strategy="ignore").metric_state)
+            ['sum_value']
+        """
+        state = {attr: getattr(self, attr) for attr in self._defaults}
+        self._as_torchmetrics_holds(state)
+        return state
+
+    def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
+        """Rewrite, in place, states that a plain torchmetrics consumer reads (``metric_state``, ``state_dict``).
+
+        Where this class keeps entries torchmetrics' own ``update`` would have dropped (NaNs, ignored targets: dropping
+        them there would need a host read), a consumer without this package must still see what torchmetrics holds.
+        Only keys present in ``states`` are touched; the held states are unchanged. Default: nothing to rewrite.
+        """
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
         count = state_dict.pop(prefix + _UPDATE_COUNT_KEY, None)

@@ -202,11 +202,20 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         names = (*self._stat_states, KEPT_STATE) if KEPT_STATE in self._defaults else self._stat_states
         return self._compute_on(*(dim_zero_cat(getattr(self, name)) for name in names))
 
-    def _kept_only(self, states: dict[str, Any], prefix: str = "") -> None:
-        """Drop the ignored entries from ``states`` (in place): what torchmetrics' own update would have kept.
+    def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
+        """Entries whose target is ``ignore_index`` dropped (one host read), as torchmetrics' ``update()`` drops them.
 
-        One host read (the kept entries' positions), only where the metric has an ``ignore_index``; the held states
-        are unchanged. ``KEPT_STATE`` becomes all true, matching.
+        So a plain torchmetrics metric merging this one (``merge_state`` reads ``metric_state``) or loading its
+        ``state_dict`` counts what it would have counted itself; ``KEPT_STATE`` becomes all true, matching.
+
+        Example:
+            >>> metric = RetrievalMRR(ignore_index=-1)
+            >>> metric.update(torch.tensor([0.2, 0.8]), torch.tensor([1, -1]), indexes=torch.tensor([0, 0]))
+            >>> metric.metric_state["target"]
+            [tensor([1])]
+            >>> metric.persistent(True)
+            >>> metric.state_dict()["target"]
+            [tensor([1])]
         """
         key = prefix + KEPT_STATE
         if key not in states or any(prefix + name not in states for name in self._stat_states):
@@ -218,48 +227,6 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         for name in self._stat_states:
             states[prefix + name] = [dim_zero_cat(states[prefix + name])[kept]]
         states[key] = [torch.ones_like(kept, dtype=torch.bool)]
-
-    @property
-    def metric_state(self) -> dict[str, Any]:
-        """The states as torchmetrics holds them: entries whose target is ``ignore_index`` dropped (one host read).
-
-        So a plain torchmetrics metric merging this one (``merge_state`` reads ``metric_state``) counts what it
-        would have counted itself.
-
-        Returns:
-            State name -> state.
-
-        Example:
-            >>> metric = RetrievalMRR(ignore_index=-1)
-            >>> metric.update(torch.tensor([0.2, 0.8]), torch.tensor([1, -1]), indexes=torch.tensor([0, 0]))
-            >>> metric.metric_state["target"]
-            [tensor([1])]
-        """
-        state = {attr: getattr(self, attr) for attr in self._defaults}
-        self._kept_only(state)
-        return state
-
-    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
-        """The state dict with the ignored entries dropped from persistent list states (see :attr:`metric_state`).
-
-        Args:
-            destination: as ``torch.nn.Module.state_dict``.
-            prefix: as ``torch.nn.Module.state_dict``.
-            keep_vars: as ``torch.nn.Module.state_dict``.
-
-        Returns:
-            The state dict.
-
-        Example:
-            >>> metric = RetrievalMRR(ignore_index=-1)
-            >>> metric.persistent(True)
-            >>> metric.update(torch.tensor([0.2, 0.8]), torch.tensor([1, -1]), indexes=torch.tensor([0, 0]))
-            >>> metric.state_dict()["target"]
-            [tensor([1])]
-        """
-        destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
-        self._kept_only(destination, prefix)
-        return destination
 
     def _compute_on(self, indexes: Tensor, preds: Tensor, target: Tensor, keep: Tensor | None = None) -> Any:
         """Torchmetrics' own ``compute`` with these entries as the states (the ignored ones dropped first)."""
