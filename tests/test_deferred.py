@@ -22,6 +22,7 @@ from tests.examples import example_for, violating_example_for
 from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.coverage import FORWARD_CAVEATS
+from torchmetrics_async.nan import NAN_FLAG_STATE
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 
@@ -209,3 +210,79 @@ def test_flags_read_for_a_member_that_did_not_compute_are_not_lost() -> None:
         collection.compute()  # "a" computes first and raises: "b" never reported its NaN
     with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
         collection.reset()
+
+
+def _independent_metrics() -> dict[str, Any]:
+    return {
+        "mean": ta.MeanMetric(nan_strategy="error"),
+        "sum": ta.SumMetric(nan_strategy="warn"),
+        "acc": ta.classification.MulticlassAccuracy(num_classes=3),
+        "f1": ta.classification.MulticlassF1Score(num_classes=3),
+    }
+
+
+def _update_all(metrics: dict[str, Any]) -> None:
+    for name in ("mean", "sum"):
+        metrics[name].update(torch.tensor([1.0, 2.0]))
+    for name in ("acc", "f1"):
+        metrics[name].update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
+
+
+def test_metrics_computed_one_by_one_read_all_their_flags_in_one_read() -> None:
+    # The article's loop keeps its metrics in a dict and computes them one after another: the first compute() reads
+    # the flags of its siblings too, so the log costs one flag read plus the user's own reads.
+    metrics = _independent_metrics()
+    for _ in range(3):
+        _update_all(metrics)
+        with count_host_syncs() as syncs:
+            values = {name: metric.compute() for name, metric in metrics.items()}
+            for metric in metrics.values():
+                metric.reset()
+        assert syncs.total == 1, syncs.by_op
+    reference = torchmetrics.classification.MulticlassF1Score(num_classes=3)
+    reference.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
+    assert values["f1"] == reference.compute()
+    assert values["mean"] == 1.5
+
+
+def _write_violation(kind: str, metric: Any) -> None:
+    bad = ta.MeanMetric(nan_strategy="error")
+    bad.update(torch.tensor(float("nan")))
+    if kind == "update":
+        metric.update(torch.tensor(float("nan")))
+    elif kind == "merge_state":
+        metric.merge_state(bad)
+    elif kind == "load_state_dict":
+        metric.persistent(True)
+        bad.persistent(True)
+        metric.load_state_dict(bad.state_dict())
+    elif kind == "reset_then_update":
+        metric.reset()
+        metric.update(torch.tensor(float("nan")))
+    else:  # the flag state assigned by the user
+        setattr(metric, NAN_FLAG_STATE, torch.tensor(True))
+
+
+@pytest.mark.parametrize("kind", ["update", "merge_state", "load_state_dict", "reset_then_update", "assigned"])
+def test_flags_read_with_a_sibling_go_stale_on_any_write(kind: str) -> None:
+    first, second = ta.SumMetric(), ta.MeanMetric(nan_strategy="error")
+    first.update(torch.tensor(1.0))
+    second.update(torch.tensor(1.0))
+    first.compute()  # reads second's clean flags too
+    _write_violation(kind, second)
+    with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
+        second.compute()
+
+
+def test_a_metric_that_may_sync_neither_reads_nor_is_read_with_its_siblings() -> None:
+    metrics = _independent_metrics()
+    _update_all(metrics)
+    metrics["f1"].distributed_available_fn = lambda: True  # its flags must be read after its own sync
+    with count_host_syncs() as syncs:
+        metrics["mean"].compute()
+        metrics["sum"].compute()
+        metrics["acc"].compute()
+    assert syncs.total == 1
+    with count_host_syncs() as syncs:
+        metrics["f1"]._raise_deferred_checks()
+    assert syncs.total == 1

@@ -4,7 +4,9 @@ torchmetrics validates values inside ``update`` (``if nans.any()``, ``torch.uniq
 host wait for the device at every step. A sync-free metric records the violation instead, in a bool metric state
 (reduced with ``max``, so it is synced, merged and checkpointed with the metric), and reports it later:
 
-- ``compute()`` raises (or warns) with torchmetrics' message: one host read for all of a metric's flags;
+- ``compute()`` raises (or warns) with torchmetrics' message: one host read for all of a metric's flags, which also
+  carries the flags of its unread siblings (other live metrics on that device, updated since their last read, that do
+  not sync in ``compute()``): their next ``compute()`` reports from it unless their flags were written since;
 - ``forward()`` returns NaN as the batch value of a batch that violated a check (no host read);
 - ``reset()`` raises what ``compute()`` has not reported since the last update (one host read per reset), so a
   window that is only logged per step (``forward`` then ``reset``) cannot lose an error;
@@ -34,6 +36,7 @@ Example:
     RuntimeError: Expected only positive values. (torchmetrics-async: first recorded in update 2 of this window)
 """
 
+import weakref
 from typing import Any
 
 import torch
@@ -79,8 +82,13 @@ COMPILED_UPDATES = "_compiled_updates"
 _COMPILED_DIRTY = "_compiled_dirty"  # COMPILED_UPDATES changed since it was last read on the host
 _COMPILED_UNREPORTED = "_compiled_unreported"  # compiled updates came since the flags were last read / handed over
 _COMPILED_SEEN = "_compiled_seen"  # COMPILED_UPDATES as last read on the host (an int)
-# Instance attribute: this metric's flag codes, read already by read_deferred_together(); the next read takes them.
+# Instance attribute: this metric's flag codes, read already by read_deferred_together(), with the stamp of the
+# states they were read from (see _stamp); the next read takes them if the stamp still holds.
 _PREREAD = "_deferred_preread"
+
+# Every live metric with deferred checks: a metric reading its flags reads those of its unread siblings on the same
+# device in the same host read (see DeferredChecks._read_deferred).
+_LIVE: "weakref.WeakSet[DeferredChecks]" = weakref.WeakSet()
 
 # The first offending update is kept as _INDEX_BASE - index, so ``maximum`` keeps the earliest and 0 means none.
 _INDEX_BASE = 1 << 62
@@ -106,6 +114,7 @@ class DeferredChecks:
         state.setdefault(_REPORTED_AT, 0)
         state.setdefault(_WARNED, False)
         state.setdefault(FORWARD_INDEX, None)
+        _LIVE.add(self)
         if name not in self._defaults:
             self.add_state(name, default=torch.zeros((), dtype=torch.bool, device=self.device), dist_reduce_fx="max")
 
@@ -241,7 +250,10 @@ class DeferredChecks:
         state = self.__dict__
         checks = self._deferred_checks_registered()
         dirty = state.get(_COMPILED_DIRTY, False)
-        codes = state.pop(_PREREAD, None)  # read together with other metrics' flags (read_deferred_together)
+        codes = _take_preread(self)
+        if codes is None and not dirty:  # one read for this metric's flags and its unread siblings'
+            read_deferred_together([self, *_unread_siblings(self)])
+            codes = _take_preread(self)
         if codes is None:
             codes = torch.stack(self._deferred_codes()).tolist()
             if dirty:
@@ -354,9 +366,65 @@ def read_deferred_together(metrics: Any, also: list[Tensor] = ()) -> tuple[list[
             if metric is None:
                 values = read
             else:
-                metric.__dict__[_PREREAD] = read
+                metric.__dict__[_PREREAD] = (_stamp(metric), read)
                 out.append(metric)
     return out, values
+
+
+def _stamp(metric: Any) -> tuple:
+    """What a flag read depends on: the flag and first-index tensors (identity and in-place version), the count.
+
+    Any later write into them (an update, a merge, a sync, a load), a replacement or a reset changes it.
+    """
+    state = metric.__dict__
+    firsts = state[_FIRST]
+    tensors = [t for name in metric._deferred_checks_registered() for t in (getattr(metric, name), firsts[name])]
+    return (
+        tuple(tensors),
+        tuple(None if t.is_inference() else t._version for t in tensors),  # inference tensors keep no version
+        metric._known_window_count(),
+        state.get(_COMPILED_UNREPORTED, False),
+        state.get(_COMPILED_DIRTY, False),
+    )
+
+
+def _take_preread(metric: Any) -> list[int] | None:
+    """The flag codes read together with other metrics', if nothing they were read from has changed since."""
+    preread = metric.__dict__.pop(_PREREAD, None)
+    if preread is None:
+        return None
+    stamp, codes = preread
+    current = _stamp(metric)
+    same = len(stamp[0]) == len(current[0]) and all(a is b for a, b in zip(stamp[0], current[0], strict=True))
+    return list(codes) if same and None not in current[1] and stamp[1:] == current[1:] else None
+
+
+def _unread_siblings(metric: Any) -> list[Any]:
+    """Live metrics whose flags the same host read can carry: updated since last read, same device, not synced.
+
+    A metric that may sync in ``compute()`` (``distributed_available_fn()``) is left out, and so is every sibling of
+    such a metric: its flags must be read after its sync. So are a collector's copies (they report themselves).
+    """
+    if _may_sync(metric):
+        return []
+    device = getattr(metric, next(iter(metric._deferred_checks_registered()))).device
+    siblings = []
+    for other in tuple(_LIVE):
+        state = other.__dict__
+        checks = other._deferred_checks_registered()
+        if other is metric or not checks or state.get(DEFERRED_RAISE_OWNED, False):
+            continue
+        flag = getattr(other, next(iter(checks)), None)
+        if not isinstance(flag, Tensor) or flag.device != device or flag.is_inference() or _may_sync(other):
+            continue
+        if state.get(_COMPILED_UNREPORTED) or other._known_window_count() != state.get(_REPORTED_AT, 0):
+            siblings.append(other)
+    return siblings
+
+
+def _may_sync(metric: Any) -> bool:
+    available = getattr(metric, "distributed_available_fn", None)
+    return not callable(available) or bool(available())
 
 
 def forget_preread(metrics: Any) -> None:
