@@ -12,6 +12,7 @@ Example:
 """
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,16 @@ from typing import Any
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["BUDGET_S", "ITERATIONS", "WARMUP_CALLS", "count_aten_ops", "foreach_launches", "plan_rounds", "time_call"]
+__all__ = [
+    "BUDGET_S",
+    "ITERATIONS",
+    "WARMUP_CALLS",
+    "count_aten_ops",
+    "count_python_calls",
+    "foreach_launches",
+    "plan_rounds",
+    "time_call",
+]
 
 #: Timed wall-clock budget per case in seconds (override with ``TORCHMETRICS_ASYNC_BENCH_SECONDS``).
 BUDGET_S = float(os.environ.get("TORCHMETRICS_ASYNC_BENCH_SECONDS", "0.25"))
@@ -85,6 +95,41 @@ def count_aten_ops(fn: Callable[[], Any]) -> int:
     with _OpCounter() as counter:
         fn()
     return counter.count
+
+
+def count_python_calls(fn: Callable[[], Any]) -> int:
+    """How many Python functions one call of ``fn`` enters, ``fn`` itself not counted (deterministic).
+
+    The host time of an update that ATen ops do not explain is mostly its Python path: each function entered
+    (a wrapper layer, a helper, a property) costs its frame on top of what it does. Counted with ``sys.setprofile``
+    (``"call"`` events; builtins and ATen ops, ``"c_call"`` events, are not counted).
+
+    Args:
+        fn: the call.
+
+    Returns:
+        The number of Python function calls below ``fn``.
+
+    Example:
+        >>> def twice():
+        ...     return abs(-1) + len("ab")
+        >>> count_python_calls(lambda: twice())
+        1
+    """
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(previous)
+    return calls - 1  # fn's own frame
 
 
 def plan_rounds(

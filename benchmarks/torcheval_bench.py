@@ -6,14 +6,15 @@ Run (``scripts/bench`` runs it; torcheval comes from the ``bench`` extra)::
 
 For every pair of :mod:`benchmarks.torcheval_pairs` it builds the three metrics, warms each up, counts the ATen ops one
 ``update`` dispatches (a ``TorchDispatchMode``: top-level ops, i.e. what the dispatcher sees and a GPU launches;
-deterministic), then times rounds of one block of calls per implementation (:data:`CALLS_PER_BLOCK` calls, fewer
-where that would take more than :data:`BLOCK_US`), interleaved ABBA-style: A B C in one round, C B A in the next,
+deterministic) and the Python functions it enters (``sys.setprofile``: its Python path, also deterministic), then
+times rounds of one block of calls per implementation (:data:`CALLS_PER_BLOCK` calls, fewer where that would take
+more than :data:`BLOCK_US`), interleaved ABBA-style: A B C in one round, C B A in the next,
 so drift and bursts of load hit all three alike. Per implementation the median block
 time per call is reported; the ratios are the medians of the per-round ratios (each round's three blocks ran within
 a few milliseconds of one another). Torch runs on one intra-op thread (as the issue's figures), and every
 implementation updates in the caller's default grad mode.
 
-``--ops`` prints only the op counts (and the torcheval counts to record in
+``--ops`` prints only the op and Python call counts (and the torcheval counts to record in
 :data:`benchmarks.torcheval_pairs.TORCHEVAL_OPS`). The targets (issue 11) are checked in the printed table:
 
 - ``default`` (torchmetrics' defaults): time ≤ 1.25x torcheval's and ops ≤ torcheval's + 2;
@@ -32,7 +33,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.timing import count_aten_ops
+from benchmarks.timing import count_aten_ops, count_python_calls
 from benchmarks.torcheval_pairs import TORCHEVAL_OPS, Pair, batch, pairs
 
 __all__ = ["IMPLS", "main", "measure", "meets_targets", "render"]
@@ -71,7 +72,8 @@ def measure(pair: Pair, rounds: int, ops_only: bool = False) -> dict[str, Any]:
         ops_only: count ops only.
 
     Returns:
-        ``{"ops": {impl: n}, "us": {impl: median µs}, "ratio_te": median acc/te, "ratio_tm": median acc/tm}``.
+        ``{"ops": {impl: n}, "python_calls": {impl: n}, "us": {impl: median µs}, "ratio_te": median acc/te,
+        "ratio_tm": median acc/tm}`` (Python calls: functions entered per update, see ``count_python_calls``).
     """
     data = batch()
     fns = {}
@@ -80,7 +82,10 @@ def measure(pair: Pair, rounds: int, ops_only: bool = False) -> dict[str, Any]:
         for _ in range(WARMUP):
             fn()
         fns[impl] = fn
-    result: dict[str, Any] = {"ops": {impl: count_aten_ops(fn) for impl, fn in fns.items()}}
+    result: dict[str, Any] = {
+        "ops": {impl: count_aten_ops(fn) for impl, fn in fns.items()},
+        "python_calls": {impl: count_python_calls(fn) for impl, fn in fns.items()},
+    }
     if ops_only:
         return result
     # Blocks of up to CALLS_PER_BLOCK calls and about BLOCK_US each, so that a slow implementation (torchmetrics'
@@ -125,8 +130,17 @@ def render(rows: Sequence[tuple[Pair, dict[str, Any]]]) -> str:
     if timed:
         header += ["torchmetrics µs", "accelerated µs", "torcheval µs", "acc/te", "acc/tm"]
         align += ["---:"] * 5
-    header += ["ATen ops tm", "acc", "te", "target time (acc/te)", "target ops (≤ te + 2)"]
-    align += ["---:", "---:", "---:", "---", "---"]
+    header += [
+        "ATen ops tm",
+        "acc",
+        "te",
+        "Python calls tm",
+        "acc",
+        "te",
+        "target time (acc/te)",
+        "target ops (≤ te + 2)",
+    ]
+    align += ["---:"] * 6 + ["---", "---"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     for pair, result in rows:
         cells = [pair.metric, pair.call, pair.variant]
@@ -136,6 +150,7 @@ def render(rows: Sequence[tuple[Pair, dict[str, Any]]]) -> str:
             cells += [f"{result['ratio_te']:.2f}", f"{result['ratio_tm']:.2f}"]
         ops = result["ops"]
         cells += [str(ops[impl]) for impl in IMPLS]
+        cells += [str(result["python_calls"][impl]) for impl in IMPLS]
         time_ok, ops_ok = meets_targets(pair.variant, result)
         time_cell = f"≤ {TIME_TARGET[pair.variant]:g}: {_cell(time_ok)}" if timed else "—"
         cells += [time_cell, _cell(ops_ok)]

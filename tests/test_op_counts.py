@@ -9,13 +9,14 @@ they can be asserted where times cannot. For every pair of :mod:`benchmarks.torc
   torcheval) are what torcheval dispatches, checked wherever it is installed (the ``bench`` extra).
 
 A change that adds ops fails here; one that removes ops from an :data:`OVER_TARGET` pair should lower its entry.
+The Python path of a few hot updates is bounded the same way (:data:`PYTHON_CALLS`, functions entered per update).
 """
 
 import warnings
 
 import pytest
 
-from benchmarks.timing import count_aten_ops
+from benchmarks.timing import count_aten_ops, count_python_calls
 from benchmarks.torcheval_pairs import TORCHEVAL_OPS, Pair, batch, pairs
 
 #: Ops allowed above torcheval's count (the deferred checks).
@@ -52,6 +53,17 @@ OVER_TARGET: dict[tuple[str, str, str], int] = {
     ("BinaryAveragePrecision(thresholds=200)", "update(128 probs)", "checks off"): 43,
 }
 
+#: Python functions one ``update`` enters at most (its Python path; ``count_python_calls``, CPython 3.11): a guard
+#: against wrapper layers and per-call generators creeping back. torcheval's: 8-9 (aggregators), 12-13 (classes).
+PYTHON_CALLS: dict[tuple[str, str, str], int] = {
+    ("MeanMetric", "update(0-dim)", "default"): 14,
+    ("SumMetric", "update(0-dim)", "default"): 14,
+    ("MaxMetric", "update(128)", "checks off"): 11,
+    ("BinaryAccuracy", "update(128 probs)", "default"): 19,
+    ("MulticlassAccuracy(1000)", "update(logits 128x1000)", "default"): 19,
+    ("MultilabelAccuracy(10)", "update(128x10 probs)", "default"): 24,
+}
+
 PAIRS = pairs()
 
 
@@ -78,6 +90,18 @@ def test_over_target_entries_are_current(key: tuple[str, str, str]) -> None:
     ours = _ops(pair.make_accelerated, pair)
     assert ours > TORCHEVAL_OPS[key] + BUDGET, f"{key} meets the target now: remove it from OVER_TARGET"
     assert ours == OVER_TARGET[key], f"{key} dispatches {ours} ops now: update OVER_TARGET"
+
+
+@pytest.mark.parametrize("key", sorted(PYTHON_CALLS))
+def test_python_path_stays_short(key: tuple[str, str, str]) -> None:
+    pair = next(p for p in PAIRS if p.key == key)
+    fn = pair.call_of(pair.make_accelerated(), batch())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn()
+        fn()
+        calls = count_python_calls(fn)
+    assert calls <= PYTHON_CALLS[key], f"{key}: {calls} Python calls per update, at most {PYTHON_CALLS[key]} expected"
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "-".join(p.key).replace(" ", "_"))

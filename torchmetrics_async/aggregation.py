@@ -32,7 +32,6 @@ from torchmetrics_async._torchmetrics import Running, dim_zero_cat
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import (
-    NAN_FLAG_STATE,
     NAN_KEPT_STATE,
     DeferredNanFlag,
     NanStrategy,
@@ -84,11 +83,6 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
             state.add_(x)
         elif x:
             state.add_(self._one, alpha=x)
-
-    def _add_fused(self, states: tuple[Tensor, ...], values: tuple[Tensor, ...], seen: Tensor | bool | None) -> None:
-        """Add tensor ``values`` into ``states`` and OR ``seen`` into the NaN flag: one ``torch._foreach_add_``."""
-        violations = {} if seen is None or seen is False else {NAN_FLAG_STATE: seen}
-        self._add_with_violations(list(states), list(values), violations)
 
     def _round(self, x: Number) -> float:
         return round_to_dtype(x, self.dtype)
@@ -151,18 +145,23 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
             >>> metric = SumMetric()
             >>> metric.update(2.5)
         """
-        self._update_from_stats(value)
+        stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
+        if stats is not None:
+            self._merge_stats(stats)
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
-        if not isinstance(value, Tensor) and is_number(value):
-            v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
-            return (0.0 if v is None else self._round(v), seen)
-        value = self._as_value_tensor(value)
+        if not isinstance(value, Tensor):
+            if is_number(value):
+                v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
+                return (0.0 if v is None else self._round(v), seen)
+            value = self._as_value_tensor(value)
         if value.numel() == 0:
             return None
         strategy = self.nan_strategy
         if strategy in {"warn", "ignore"}:
-            value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
+            dtype = self.dtype
+            if value.dtype != dtype:  # NaNs survive a float cast, so masking after it is the same
+                value = value.to(dtype)
             return value.nansum(), (_any_nan(value) if strategy == "warn" else None)
         seen = _any_nan(value) if strategy == "error" else None
         if isinstance(strategy, float):
@@ -173,9 +172,9 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
     def _merge_stats(self, stats: tuple) -> None:
         total, seen = stats
         if isinstance(total, Tensor):
-            self._add_fused((self.sum_value,), (total,), seen)
-            return
-        self._add_to(self.sum_value, total)
+            self.sum_value.add_(total)
+        else:
+            self._add_to(self.sum_value, total)
         self._record_nan(seen)
 
     def _batch_value(self, stats: tuple | None) -> Tensor:
@@ -217,7 +216,9 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
             >>> metric = MeanMetric()
             >>> metric.update(1.0, weight=3)
         """
-        self._update_from_stats(value, weight)
+        stats = self._batch_stats(value, weight)  # _update_from_stats, inlined: one frame less on the hot path
+        if stats is not None:
+            self._merge_stats(stats)
 
     def _batch_stats(self, value: Number | Tensor, weight: Number | Tensor | None = None) -> tuple | None:
         strategy = self.nan_strategy
@@ -251,7 +252,9 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         """The hot path (a loss tensor, no weight): as few tensor ops as the strategy allows."""
         if value.numel() == 0:
             return None
-        value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
+        dtype = self.dtype
+        if value.dtype != dtype:  # NaNs survive a float cast, so masking after it is the same
+            value = value.to(dtype)
         if strategy in {"warn", "ignore"}:
             kept = torch.eq(value, value)  # false exactly at the NaNs: one op where isnan + logical_not are two
             if value.dim():
@@ -276,11 +279,14 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
 
     def _merge_stats(self, stats: tuple) -> None:
         total, total_weight, seen = stats
-        if isinstance(total, Tensor) and isinstance(total_weight, Tensor):
-            self._add_fused((self.mean_value, self.weight), (total, total_weight), seen)
-            return
-        self._add_to(self.mean_value, total)
-        self._add_to(self.weight, total_weight)
+        if not isinstance(total, Tensor) or not isinstance(total_weight, Tensor):
+            self._add_to(self.mean_value, total)
+            self._add_to(self.weight, total_weight)
+        elif total_weight.dtype == total.dtype:  # both 0-dim: one fused kernel on CUDA
+            torch._foreach_add_((self.mean_value, self.weight), (total, total_weight))
+        else:  # a bool kept count (0-dim value): no fused kernel either way, and two adds cost less host time
+            self.mean_value.add_(total)
+            self.weight.add_(total_weight)
         self._record_nan(seen)
 
     def _batch_value(self, stats: tuple | None) -> Tensor:
@@ -303,7 +309,8 @@ def _reduce_seen(nans: Tensor | None) -> Tensor | None:
 
 
 def _any_nan(value: Tensor) -> Tensor:
-    return _reduce_seen(torch.isnan(value))
+    nans = torch.isnan(value)
+    return nans.any() if nans.dim() else nans
 
 
 class _ExtremumMetric(SyncFreeAggregator):
@@ -328,13 +335,16 @@ class _ExtremumMetric(SyncFreeAggregator):
             >>> from torchmetrics_async import MaxMetric
             >>> MaxMetric().update(1.0)
         """
-        self._update_from_stats(value)
+        stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
+        if stats is not None:
+            self._merge_stats(stats)
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
-        if not isinstance(value, Tensor) and is_number(value):
-            v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
-            return (None if v is None else self._round(v)), seen, False
-        value = self._as_value_tensor(value)
+        if not isinstance(value, Tensor):
+            if is_number(value):
+                v, _, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, None)
+                return (None if v is None else self._round(v)), seen, False
+            value = self._as_value_tensor(value)
         if value.numel() == 0:
             return None
         strategy = self.nan_strategy

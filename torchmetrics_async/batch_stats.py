@@ -118,7 +118,9 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
             >>> from torchmetrics_async.classification import MulticlassAccuracy
             >>> MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 2]), torch.tensor([0, 1]))
         """
-        self._update_from_stats(preds, target)
+        stats = self._batch_stats(preds, target)  # _update_from_stats, inlined: one frame less on the hot path
+        if stats is not None:
+            self._merge_stats(stats)
 
     def _merge_stats(self, stats: BatchStats) -> None:
         values, violations = stats
@@ -130,10 +132,12 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
                 target.append(value)
             elif name in self._reassigned_states:
                 assign_state(self, name, target + value)
-            else:
+            elif isinstance(value, Tensor):
                 tensors.append(target)
                 added.append(value)
-        # Every tensor state and every flag in one dispatcher call (one launch per dtype on a GPU).
+            else:  # a Python number (a count some families keep on the host): a kernel argument of add_
+                target.add_(value)
+        # Every tensor state in one dispatcher call (one fused launch on a GPU where dtypes and shapes match).
         self._add_with_violations(tensors, added, violations)
 
     def _batch_violation(self, stats: BatchStats) -> Tensor | None:

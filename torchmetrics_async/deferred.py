@@ -123,17 +123,9 @@ class DeferredChecks:
         return self.__dict__.get(_CHECKS, {})
 
     def _record_violation(self, name: str, violated: Tensor | bool) -> None:
-        """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
-        pending = self._violation_update(name, violated)
-        if pending is not None:
-            pending[0].logical_or_(pending[1])
+        """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it.
 
-    def _violation_update(self, name: str, violated: Tensor | bool) -> tuple[Tensor, Tensor] | None:
-        """Record check ``name``'s first-violation index now; return ``(flag, violated)`` for the caller to OR in.
-
-        The index must be written before the flag (it reads the flag as it was). ``None`` when nothing is left to OR
-        in (no violation possible, a host-known bool, or the torchmetrics-style forward, which records as
-        :meth:`_record_violation` always did).
+        The window's first offending update is written beside the flag, before the flag (it reads the flag as it was).
         """
         state = self.__dict__
         index = state[FORWARD_INDEX] or self._update_index()
@@ -145,9 +137,9 @@ class DeferredChecks:
                     torch.maximum(first, _INDEX_BASE - index, out=first)
                 else:
                     first.clamp_(min=_INDEX_BASE - index)
-            return None
+            return
         if not violated.numel():
-            return None
+            return
         if violated.dim():
             violated = violated.any()
         flag, first = getattr(self, name), state[_FIRST][name]
@@ -157,7 +149,7 @@ class DeferredChecks:
         else:
             # forward() computes a batch the torchmetrics way, on reset states: keep the earliest of both.
             torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
-        return flag, violated
+        flag.logical_or_(violated)
 
     def _add_with_violations(self, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
         """``state.add_(value)`` for every pair, in one ``torch._foreach_add_``, then the violations recorded.
@@ -169,16 +161,14 @@ class DeferredChecks:
 
         Args:
             states: tensor states, written in place (owned by this metric).
-            values: tensors to add (same devices; dtypes and shapes as ``add_`` accepts them).
+            values: tensors to add (same devices; dtypes and shapes as ``add_`` accepts them); a Python number is
+                added by the caller (``add_`` takes it as a kernel argument; ``_foreach_add_`` takes no mixed list).
             violations: check name -> violation mask (any shape) or host-known bool.
         """
-        if len(states) == 1:  # one pair: a plain add_ costs less host time than building the lists
+        if len(states) == 1:  # one pair: a plain add_ costs less host time than the list op
             states[0].add_(values[0])
-        elif states and all(isinstance(value, Tensor) for value in values):
+        elif states:
             torch._foreach_add_(states, values)
-        else:  # a Python number among the values (a count some families keep on the host): add_ takes it
-            for state, value in zip(states, values, strict=True):
-                state.add_(value)
         for name, violated in violations.items():
             self._record_violation(name, violated)
 

@@ -119,16 +119,30 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
     def _wrap_update(self, update: Callable) -> Callable:
         """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""
         state = self.__dict__
+        # Looked up once: every update pays for these calls, not for finding them (nor for a _run_guarded frame).
+        is_compiling, grad_enabled = torch.compiler.is_compiling, torch.is_grad_enabled
+        set_grad = torch._C._set_grad_enabled
 
         @functools.wraps(update)
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             state["_computed"] = None
-            if torch.compiler.is_compiling():
+            if is_compiling():
                 self._count_compiled_update()
             else:
                 state["_update_count"] += 1
             self._own_states()
-            self._run_guarded(state["_enable_grad"], update, args, kwargs)
+            grad = state["_enable_grad"]
+            previous = grad_enabled()
+            if previous != grad:
+                set_grad(grad)
+            try:
+                update(*args, **kwargs)
+            except RuntimeError as err:
+                _reword_device_mismatch(self, err)
+                raise
+            finally:
+                if previous != grad:
+                    set_grad(previous)
             if state["compute_on_cpu"]:
                 self._move_list_states_to_cpu()
 

@@ -357,8 +357,9 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             super()._merge_stats(stats)
             return
         state = self.__dict__
-        tp, fp, tn, fn = (state[name] for name in self._stat_states)
-        if not all(t.dtype == torch.long and t.is_contiguous() for t in (tp, fp, tn, fn)):
+        tp, fp, tn, fn = states = [state[name] for name in self._stat_states]
+        # map() over a C method and a set: no generator frames per update
+        if {t.dtype for t in states} != {torch.long} or not all(map(Tensor.is_contiguous, states)):
             super()._merge_stats(BatchStats(hits.dense(self.num_classes), violations))
             return
         preds, target, hit = hits
@@ -366,7 +367,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
         # into temporaries, 4 subtractions and the adds): tp at the target of each hit, fn at the target and fp at
         # the prediction of each miss, and tn = N - predicted - fn.
         hit = hit.long()
-        miss = 1 - hit
+        miss = torch.rsub(hit, 1)  # 1 - hit, without Tensor.__rsub__'s Python wrapper
         tp.index_add_(0, target, hit)
         fn.index_add_(0, target, miss)
         fp.index_add_(0, preds, miss)
