@@ -51,10 +51,10 @@ from torchmetrics_async.deferred import (
     nan_where,
     report_deferred,
 )
-from torchmetrics_async.state_arena import ARENA, ARENA_RESET, compact_state
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 from torchmetrics_async.registry import AutoRegistered, defined_in_package
+from torchmetrics_async.state_arena import ARENA, ARENA_RESET, compact_state
 
 __all__ = [
     "OnePassForward",
@@ -322,10 +322,14 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         # Arena views pickle as their own elements, not the whole arena; the copy is not in any arena.
         state.pop(ARENA, None)
         state.pop(ARENA_RESET, None)
+        owned, kept = self.__dict__[OWNED_STATES], {}
         for attr in self._defaults:
-            state[attr] = compact_state(state[attr])
+            value = state[attr]
+            state[attr] = compact_state(value)
+            if state[attr] is not value and owned.get(attr) is value:
+                kept[attr] = value  # pickled as a copy: still this metric's alone
         state[OWNED_STATES] = {}
-        self.__dict__[OWNED_STATES] = {}
+        self.__dict__[OWNED_STATES] = kept
         return state
 
     def _wrap_compute(self, compute: Callable) -> Callable:

@@ -164,9 +164,7 @@ class StateArena:
     @property
     def signature(self) -> tuple:
         """What two arenas must share for a group-by-group copy: every group's key and slots' shapes, in order."""
-        return tuple(
-            (g.device, g.dtype, g.op, tuple((s.attr, tuple(s.shape)) for s in g.slots)) for g in self.groups
-        )
+        return tuple((g.device, g.dtype, g.op, tuple((s.attr, tuple(s.shape)) for s in g.slots)) for g in self.groups)
 
     def plan(self, like: StateArena | None = None) -> None:
         """(Re)build the layout from the states the metrics hold now and make those states views."""
@@ -179,7 +177,9 @@ class StateArena:
             metric.__dict__.pop(ARENA, None)
         if like is not None:
             for source in like.groups:
-                group = groups[(source.device, source.dtype, source.op)] = _Group(source.device, source.dtype, source.op)
+                group = groups[(source.device, source.dtype, source.op)] = _Group(
+                    source.device, source.dtype, source.op
+                )
                 index = {id(m): i for i, m in enumerate(like.metrics)}
                 for slot in source.slots:
                     mine = self.metrics[index[id(slot.metric)]]
@@ -264,7 +264,12 @@ class StateArena:
             if held is slot.view:
                 continue
             other = by_view.get(id(held))
-            if other is None or other.view is not held or other.shape != slot.shape or other.group.dtype != slot.group.dtype:
+            if (
+                other is None
+                or other.view is not held
+                or other.shape != slot.shape
+                or other.group.dtype != slot.group.dtype
+            ):
                 return False
             aliased.append(slot)
             slot.alias = other

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, jit_distributed_available
 from torchmetrics_async.distributed.buckets import _Bucket, _plan_buckets
-from torchmetrics_async.distributed.collectives import SyncHandle, _host_to_device, _member
+from torchmetrics_async.distributed.collectives import SyncHandle, _host_to_device, _member, _to
 from torchmetrics_async.distributed.plan import _check_bits, _fingerprint
 from torchmetrics_async.distributed.states import _fusable_metric
 from torchmetrics_async.distributed.sync import _plan_states, _resolve_group
@@ -64,6 +65,10 @@ class ArenaAllReduce:
             for segment in bucket.segments:
                 placed[segment.token] = (bucket, segment)
         self.buckets = buckets
+        self.world_size = 0
+        self.reduced: list[tuple[dict, str, Tensor, Any]] | None = None  # see _views
+        self.finishing: list[tuple[_Bucket, int]] = []
+        self.totals: dict[int, int] = {}
         #: (destination in a bucket buffer, source in the arena, negate): one per group where its slots are adjacent
         self.copies: list[tuple[Tensor, Tensor, bool]] = []
         for group_ in arena.groups:
@@ -83,6 +88,22 @@ class ArenaAllReduce:
                     bucket, segment = placed[index]
                     target = bucket.buffer[segment.offset : segment.offset + segment.numel]
                     self.copies.append((target, slot.view.reshape(-1), segment.ride == "negated"))
+
+    def _views(self, world_size: int) -> None:
+        """The reduced states as views of the buffers, made once (only riders and narrow dtypes convert per window)."""
+        self.world_size = world_size
+        self.finishing = []
+        self.totals = {}
+        self.reduced = []
+        slots = self.arena.slots
+        for bucket in self.buckets:
+            self.totals[id(bucket)] = sum(segment.numel for segment in bucket.segments)
+            means = sum(segment.numel for segment in bucket.segments if segment.op == "mean")
+            self.finishing.append((bucket, means))
+            for segment in bucket.segments:
+                slot = slots[segment.token]
+                view = bucket.buffer[segment.offset : segment.offset + segment.numel].view(segment.shape)
+                self.reduced.append((slot.metric.__dict__, slot.attr, view, _conversion(segment, view, world_size)))
 
     def start(self, async_op: bool) -> SyncHandle:
         """Copy the arena into the buckets and launch their all_reduces.
@@ -106,13 +127,32 @@ class ArenaAllReduce:
 
     def _finish(self) -> None:
         world_size = dist.get_world_size(self.group)
-        slots = self.arena.slots
-        for bucket in self.buckets:
-            for token, value in bucket.finish(world_size).items():
-                slot = slots[token]
-                slot.metric.__dict__[slot.attr] = value
+        if self.reduced is None or self.world_size != world_size:
+            self._views(world_size)
+        for bucket, means in self.finishing:
+            bucket.work.wait()
+            bucket.work = None
+            values = bucket.buffer[: self.totals[id(bucket)]]
+            if bucket.masks_nan:
+                checked = values.numel() + (0 if bucket.check is None else bucket.check.numel())
+                values.masked_fill_(bucket.buffer[checked:][: values.numel()] != 0, math.nan)
+            if means:
+                values[:means].div_(world_size)
+        for state, attr, view, convert in self.reduced:
+            state[attr] = view if convert is None else convert(view)
         for metric in self.arena.metrics:
             metric.__dict__["_is_synced"] = True
+
+
+def _conversion(segment: Any, view: Tensor, world_size: int) -> Any:
+    """What turns a reduced view into the state (as ``_Bucket.finish`` does), or ``None`` if the view is it."""
+    if segment.ride is not None:
+        if segment.ride == "count" and segment.op == "min":
+            return lambda value: value == world_size
+        return lambda value: value != 0
+    if view.dtype != segment.out_dtype or view.device != segment.device:
+        return lambda value: _to(value, segment.device, segment.out_dtype)
+    return None
 
 
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
