@@ -73,7 +73,7 @@ def _expected(steps: range, compute_groups: bool = False) -> dict[str, float]:
 
 
 def test_live_states_are_views_of_one_buffer_per_group():
-    collection, collector = _bound()
+    _collection, collector = _bound()
     arena = collector._live_arena
     storages = {id(group): group.buffer.untyped_storage().data_ptr() for group in arena.groups}
     for slot in arena.slots:
@@ -92,14 +92,16 @@ def test_snapshot_and_reset_are_one_copy_per_group():
         collector._snapshot()
     # one per group, and one per metric for its compiled-update counter (copy_update_count)
     assert snapshot.names.count("copy_.default") == groups + len(collection)
-    assert "clone.default" not in snapshot.names and "cat.default" not in snapshot.names
+    assert "clone.default" not in snapshot.names
+    assert "cat.default" not in snapshot.names
     with _Ops() as reset:
         collector._live_arena.reset()
     assert reset.names == ["copy_.default"] * groups
     with _Ops() as rest:  # the metrics' own reset: counters, flags' first indices; no state is copied or cloned
         _reset_tree(collection)
     collector._live_arena.clear_reset_marks()
-    assert "copy_.default" not in rest.names and "clone.default" not in rest.names
+    assert "copy_.default" not in rest.names
+    assert "clone.default" not in rest.names
     for slot in collector._live_arena.slots:
         assert slot.metric.__dict__[slot.attr] is slot.view  # reset in place: still the views
 
@@ -147,7 +149,8 @@ def test_a_replaced_state_is_planned_again_not_written_through():
     collector.schedule_collection()
     got = collector.collect_results()
     assert collector._live_arena.plans == 2
-    assert float(mine) == 10.0 and got["peak"] == 10.0
+    assert float(mine) == 10.0
+    assert got["peak"] == 10.0
     _update(collection, 2)
     collector.schedule_collection()
     assert collector.collect_results() == _expected(range(2, 3))
@@ -216,9 +219,12 @@ def test_plain_arena_reset_and_copy():
     source[0].update(torch.tensor(3.0))
     source[1].update(torch.tensor(5.0))
     other.copy_from(arena)
-    assert float(twin[0].compute()) == 3.0 and float(twin[1].compute()) == 5.0
+    assert float(twin[0].compute()) == 3.0
+    assert float(twin[1].compute()) == 5.0
     arena.reset()
     for metric in source:
         metric.reset()
-    assert float(source[0].sum_value) == 0.0 and float(source[1].max_value) == float("-inf")
-    assert arena.is_current() and arena.plans == 1
+    assert float(source[0].sum_value) == 0.0
+    assert float(source[1].max_value) == float("-inf")
+    assert arena.is_current()
+    assert arena.plans == 1
