@@ -897,7 +897,7 @@ class AsyncMetricCollector(Stateful):
         self._launched = True
 
     def _start_sync(self) -> SyncHandle | None:
-        """The window's fused sync: the window arena's planned all_reduce where it covers every state, else sync_metrics."""
+        """The fused sync of the window: the window arena's planned all_reduce if it covers every state."""
         handle = arena_sync(self._sync_units, self._window_arena, self._process_group, self._arena_sync)
         if handle is None:
             handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
