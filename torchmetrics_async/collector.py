@@ -7,6 +7,13 @@ on belong to the next window; it then launches one fused round of collectives on
 (:func:`~torchmetrics_async.distributed.sync_metrics` with ``async_op=True``). ``collect_results()``, some steps
 later, finishes the sync, computes, and returns Python scalars.
 
+The state arena (:mod:`torchmetrics_async.state_arena`): at ``bind()`` the all-reduced tensor states of the
+accelerated metrics the collector computes become views into one flat buffer per (device, dtype, reduction), and
+the shadow gets buffers of the same layout. The snapshot is then one copy per buffer, the reset of the live metrics
+one copy per buffer, and the window's all_reduce is planned once
+(:class:`~torchmetrics_async.distributed.arena_sync.ArenaAllReduce`); a replaced state makes the next
+``schedule_collection()`` plan again.
+
 Where the work runs:
 
 - **CUDA**: the sync and the compute are enqueued on a side stream that waits for an event recorded on the current

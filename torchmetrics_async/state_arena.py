@@ -121,9 +121,7 @@ class _Group:
     __slots__ = ("buffer", "defaults", "device", "dtype", "op", "slots")
 
     def __init__(self, device: torch.device, dtype: torch.dtype, op: str) -> None:
-        self.device = device
-        self.dtype = dtype
-        self.op = op
+        self.device, self.dtype, self.op = device, dtype, op  # the key
         self.slots: list[_Slot] = []
         self.buffer: Tensor | None = None
         self.defaults: Tensor | None = None  # None: some default does not fit its slot (reset() replaces it)

@@ -1,4 +1,4 @@
-"""The state arena on 2 gloo ranks: the collector's planned all_reduce (one collective per bucket), torchmetrics' values.
+"""The state arena on 2 gloo ranks: the collector's planned all_reduce (a collective per bucket), torchmetrics' values.
 
 Expected values are torchmetrics' own: the same per-rank data fed to torchmetrics' classes, computed with torchmetrics'
 sync. One spawn for the module.
