@@ -7,6 +7,13 @@ on belong to the next window; it then launches one fused round of collectives on
 (:func:`~torchmetrics_async.distributed.sync_metrics` with ``async_op=True``). ``collect_results()``, some steps
 later, finishes the sync, computes, and returns Python scalars.
 
+The state arena (:mod:`torchmetrics_async.state_arena`): at ``bind()`` the all-reduced tensor states of the
+accelerated metrics the collector computes become views into one flat buffer per (device, dtype, reduction), and
+the shadow gets buffers of the same layout. The snapshot is then one copy per buffer, the reset of the live metrics
+one copy per buffer, and the window's all_reduce is planned once
+(:class:`~torchmetrics_async.distributed.arena_sync.ArenaAllReduce`); a replaced state makes the next
+``schedule_collection()`` plan again.
+
 Where the work runs:
 
 - **CUDA**: the sync and the compute are enqueued on a side stream that waits for an event recorded on the current
@@ -102,9 +109,11 @@ from torchmetrics_async.deferred import (
     report_deferred,
     violation_code,
 )
+from torchmetrics_async.distributed.arena_sync import ArenaAllReduce, arena_sync
 from torchmetrics_async.distributed.collectives import SyncHandle
 from torchmetrics_async.distributed.sync import sync_metrics
 from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
+from torchmetrics_async.state_arena import StateArena
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 
@@ -400,13 +409,14 @@ class _Transfer:
 class _Slot:
     """One metric of the structure: the live metric, its shadow, and the shadow's snapshot buffers."""
 
-    __slots__ = ("buffers", "lists", "live", "name", "shadow")
+    __slots__ = ("arena_states", "buffers", "lists", "live", "name", "shadow")
 
     def __init__(self, name: str, live: Metric, shadow: Metric) -> None:
         self.name = name
         self.live = live
         self.shadow = shadow
         self.buffers: dict[str, Tensor] = {}  # tensor state -> buffer: the window's local values, stable storage
+        self.arena_states: frozenset[str] = frozenset()  # states copied by the arenas, not one by one
         self.lists: dict[str, list[Tensor]] = {}  # list state -> the window's elements (copies the window owns)
 
 
@@ -498,6 +508,11 @@ class AsyncMetricCollector(Stateful):
         self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
+        # The live metrics' arena states and the window's (same layout, the collector's own buffers), and the plan of
+        # the window's all_reduce over the latter (see _plan_arenas).
+        self._live_arena: StateArena | None = None
+        self._window_arena: StateArena | None = None
+        self._arena_sync: list[ArenaAllReduce] = []
 
     # ---------------------------------------------------------------------------------------------------------------
     # bind / unbind
@@ -590,6 +605,30 @@ class AsyncMetricCollector(Stateful):
             else:
                 _announce_own_sync(unit)
             unit.__dict__["compute"] = _capturing(unit, unit.compute, self._log)
+        self._plan_arenas(plan_live=True)
+
+    def _plan_arenas(self, plan_live: bool) -> None:
+        """The live metrics' states become views into one buffer per group; the window gets buffers of that layout.
+
+        Only metrics whose ``compute()`` the collector calls itself (not wrappers or their inner metrics, which keep
+        their own windows) take part.
+        """
+        checked = {id(unit) for unit in self._checked_units}
+        pairs = [(slot.live, slot.shadow) for slot in self._slots if id(slot.shadow) in checked]
+        if plan_live or self._live_arena is None:
+            if self._live_arena is not None:
+                self._live_arena.release()
+            self._live_arena = StateArena([live for live, _ in pairs])
+        self._window_arena = StateArena([shadow for _, shadow in pairs], like=self._live_arena)
+        self._arena_sync = []
+        held: dict[int, set[str]] = {}
+        for arena_slot in self._window_arena.slots:
+            held.setdefault(id(arena_slot.metric), set()).add(arena_slot.attr)
+        for slot in self._slots:
+            slot.arena_states = frozenset(held.get(id(slot.shadow), ()))
+            state = slot.shadow.__dict__
+            for attr in slot.arena_states:
+                slot.buffers[attr] = state[attr]
 
     def unbind(self) -> None:
         """Release the side stream and the buffers.
@@ -613,6 +652,10 @@ class AsyncMetricCollector(Stateful):
         self._side = None
         self._shadow = None
         self._slots = []
+        if self._live_arena is not None:
+            self._live_arena.release()  # the live states stay views; reset() replaces them again, as unbound
+        self._live_arena = self._window_arena = None
+        self._arena_sync = []
         self._sync_units = []
         self._checked_units = []
         self._log = []
@@ -692,7 +735,11 @@ class AsyncMetricCollector(Stateful):
             raise
         self._scheduled = True
         _IN_FLIGHT.add(self)
-        _reset_tree(self._metric)
+        self._live_arena.reset()  # one copy per group; the metrics' reset() does the rest (counters, lists, flags)
+        try:
+            _reset_tree(self._metric)
+        finally:
+            self._live_arena.clear_reset_marks()
 
     def collect_results(self) -> Any:
         """Wait for the scheduled window, compute it, and return its values as Python scalars.
@@ -757,11 +804,22 @@ class AsyncMetricCollector(Stateful):
             raise RuntimeError(f"AsyncMetricCollector is not bound: call bind() before {what}().")
 
     def _snapshot(self) -> None:
-        """Copy the live states into the buffers (in place), copy list elements, copy update counts."""
+        """Copy the live states into the buffers (in place), copy list elements, copy update counts.
+
+        Arena states: one copy per group (planned again first if a live state was replaced); the rest one by one.
+        """
+        live, window = self._live_arena, self._window_arena
+        if live.ensure() or window.signature != live.signature or not window.is_current():
+            self._plan_arenas(plan_live=False)
+            window = self._window_arena
+        window.copy_from(live)
         for slot in self._slots:
             source = slot.live.__dict__
             target = slot.shadow.__dict__
+            arena_states = slot.arena_states
             for attr in slot.live._defaults:
+                if attr in arena_states:
+                    continue  # copied above; the shadow holds its window view (see _release)
                 value = source[attr]
                 if isinstance(value, Tensor):
                     buffer = slot.buffers.get(attr)
@@ -819,7 +877,7 @@ class AsyncMetricCollector(Stateful):
         self._log.clear()
         ops = self._ops
         if ops is None:
-            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = self._handle = self._start_sync()
             # Every collective of the window is issued here, on every rank: list states' data exchange needs the
             # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
             handle.launch_remaining()
@@ -834,7 +892,7 @@ class AsyncMetricCollector(Stateful):
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
         with ops.use(self._side):
-            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+            handle = self._handle = self._start_sync()
             # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
             handle.wait()
             tree = _compute_tree(self._shadow)
@@ -844,6 +902,13 @@ class AsyncMetricCollector(Stateful):
         self._handle = handle
         self._outcome = (tree, transfer)
         self._launched = True
+
+    def _start_sync(self) -> SyncHandle | None:
+        """The fused sync of the window: the window arena's planned all_reduce if it covers every state."""
+        handle = arena_sync(self._sync_units, self._window_arena, self._process_group, self._arena_sync)
+        if handle is None:
+            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
+        return handle
 
     def _drain(self) -> None:
         """After a failed launch: let whatever was started stop reading the buffers before they are released.

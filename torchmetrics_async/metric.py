@@ -54,6 +54,7 @@ from torchmetrics_async.deferred import (
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 from torchmetrics_async.registry import AutoRegistered, defined_in_package
+from torchmetrics_async.state_arena import ARENA, ARENA_RESET, compact_state
 
 __all__ = [
     "OnePassForward",
@@ -295,9 +296,12 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         if state.get(FORWARD_INDEX) is None:  # forward() resets for the batch alone: the window goes on
             self._reset_deferred(in_place)
         owned = state[OWNED_STATES]
+        arena_reset = state.pop(ARENA_RESET, ())  # reset in place already, one copy per arena group
         for attr, default in self._defaults.items():
             current = state.get(attr)
             if isinstance(default, Tensor):
+                if attr in arena_reset:
+                    continue
                 if in_place and owned.get(attr) is current and _same_layout(current, default):
                     current.copy_(default)
                     continue
@@ -329,8 +333,17 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             The state to pickle.
         """
         state = super().__getstate__()
+        # Arena views pickle as their own elements, not the whole arena; the copy is not in any arena.
+        state.pop(ARENA, None)
+        state.pop(ARENA_RESET, None)
+        owned, kept = self.__dict__[OWNED_STATES], {}
+        for attr in self._defaults:
+            value = state[attr]
+            state[attr] = compact_state(value)
+            if state[attr] is not value and owned.get(attr) is value:
+                kept[attr] = value  # pickled as a copy: still this metric's alone
         state[OWNED_STATES] = {}
-        self.__dict__[OWNED_STATES] = {}
+        self.__dict__[OWNED_STATES] = kept
         return state
 
     def _wrap_compute(self, compute: Callable) -> Callable:
@@ -443,6 +456,9 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             ['_update_count', 'sum_value']
         """
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
+        for attr in self._defaults:  # an arena view is saved as its own elements, not the whole arena
+            if prefix + attr in destination:
+                destination[prefix + attr] = compact_state(destination[prefix + attr])
         self._as_torchmetrics_holds(destination, prefix)
         if self._window_counter == _UPDATE_COUNT_KEY and any(self._persistent.values()):
             destination[prefix + _UPDATE_COUNT_KEY] = torch.tensor(self._update_count)

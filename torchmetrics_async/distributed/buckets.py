@@ -114,13 +114,27 @@ class _Bucket:
             values.copy_(parts[0])
         elif parts:
             torch.cat(parts, out=values)  # one kernel; casts into the bucket dtype
+        self.buffer = buffer
+        self._mask_nan(offset)
+        return buffer
+
+    def refill(self) -> Tensor:
+        """After the values were copied into :attr:`buffer` again (an arena's sync): the plan check and NaN mask too."""
+        buffer = self.buffer
+        offset = sum(segment.numel for segment in self.segments)
+        if self.check is not None:
+            buffer[offset : offset + self.check.numel()].copy_(self.check)
+            offset += self.check.numel()
+        self._mask_nan(offset)
+        return buffer
+
+    def _mask_nan(self, offset: int) -> None:
         if self.masks_nan:
+            buffer = self.buffer
             mask = buffer[offset:]
-            mask.copy_(torch.isnan(values))
+            mask.copy_(torch.isnan(buffer[:offset]))
             if self.op == "min":
                 mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
-        self.buffer = buffer
-        return buffer
 
     def launch(self, group: Any, async_op: bool) -> Any:
         self.work = dist.all_reduce(self.pack(), op=_REDUCE_OPS[self.op], group=group, async_op=async_op)

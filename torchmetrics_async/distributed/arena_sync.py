@@ -1,0 +1,206 @@
+"""The fused all_reduce of a :class:`~torchmetrics_async.state_arena.StateArena`, planned once.
+
+:func:`~torchmetrics_async.distributed.sync.sync_metrics` plans its buckets from the states at every call and packs
+them piece by piece. Over an arena the plan is made once, with buffers that live as long as it: each window copies
+each arena group into its place in a bucket (one copy per group, casting where a group travels in a wider dtype),
+writes the plan check, and all-reduces the buckets in place; finishing sets the metrics' states to views of the
+reduced buffers. Same buckets, order, plan check and results as ``sync_metrics`` (it uses the same bucket planner).
+
+Example:
+    >>> from torchmetrics_async import SumMetric
+    >>> from torchmetrics_async.state_arena import StateArena
+    >>> metric = SumMetric()
+    >>> arena_sync([metric], StateArena([metric]), None) is None  # not distributed: nothing to do
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch.distributed as dist
+from torch import Tensor
+
+from torchmetrics_async._torchmetrics import Metric, jit_distributed_available
+from torchmetrics_async.distributed.buckets import _Bucket, _plan_buckets
+from torchmetrics_async.distributed.collectives import SyncHandle, _host_to_device, _member, _to
+from torchmetrics_async.distributed.plan import _check_bits, _fingerprint
+from torchmetrics_async.distributed.states import _fusable_metric
+from torchmetrics_async.distributed.sync import _plan_states, _resolve_group
+from torchmetrics_async.state_arena import StateArena
+
+__all__ = ["ArenaAllReduce", "arena_sync"]
+
+
+class ArenaAllReduce:
+    """Every state of an arena's metrics all-reduced in buckets planned once (see the module docstring).
+
+    Args:
+        arena: the arena; every state its metrics sync must be in it.
+        group: the process group.
+
+    Example:
+        >>> ArenaAllReduce.__name__
+        'ArenaAllReduce'
+    """
+
+    def __init__(self, arena: StateArena, group: Any) -> None:
+        self.arena = arena
+        self.group = group
+        self.plans = arena.plans
+        slots = arena.slots
+        index_of = {(id(slot.metric), slot.attr): index for index, slot in enumerate(slots)}
+        # In sync_metrics' order (metric by metric, state by state): the same buckets, byte for byte, as a rank that
+        # syncs these metrics without the arena.
+        order = [index_of[id(metric), attr] for metric in arena.metrics for attr in metric._reductions]
+        buckets, _ = _plan_buckets([(index, slots[index].view, slots[index].op) for index in order], group)
+        member_hashes = _plan_states(arena.metrics)[4]
+        if buckets:
+            buckets[0].check = _host_to_device(_check_bits(_fingerprint(tuple(member_hashes))), buckets[0].device)
+        placed: dict[int, tuple[_Bucket, Any]] = {}
+        for bucket in buckets:
+            bucket.pack()  # offsets, and the buffer this plan keeps
+            for segment in bucket.segments:
+                placed[segment.token] = (bucket, segment)
+        self.buckets = buckets
+        self.world_size = 0
+        self.reduced: list[tuple[dict, str, Tensor, Any]] | None = None  # see _views
+        self.finishing: list[tuple[_Bucket, int]] = []
+        self.totals: dict[int, int] = {}
+        #: (destination in a bucket buffer, source in the arena, negate): one per group where its slots are adjacent
+        self.copies: list[tuple[Tensor, Tensor, bool]] = []
+        for group_ in arena.groups:
+            indices = [slots.index(slot) for slot in group_.slots]
+            first_bucket, first = placed[indices[0]]
+            adjacent = all(
+                placed[index][0] is first_bucket
+                and placed[index][1].ride == first.ride
+                and placed[index][1].offset == first.offset + slot.start
+                for index, slot in zip(indices, group_.slots, strict=True)
+            )
+            if adjacent:
+                end = first.offset + group_.buffer.numel()
+                self.copies.append((first_bucket.buffer[first.offset : end], group_.buffer, first.ride == "negated"))
+            else:  # not expected from the planner's order; correct anyway
+                for index, slot in zip(indices, group_.slots, strict=True):
+                    bucket, segment = placed[index]
+                    target = bucket.buffer[segment.offset : segment.offset + segment.numel]
+                    self.copies.append((target, slot.view.reshape(-1), segment.ride == "negated"))
+
+    def _views(self, world_size: int) -> None:
+        """The reduced states as views of the buffers, made once (only riders and narrow dtypes convert per window)."""
+        self.world_size = world_size
+        self.finishing = []
+        self.totals = {}
+        self.reduced = []
+        slots = self.arena.slots
+        for bucket in self.buckets:
+            self.totals[id(bucket)] = sum(segment.numel for segment in bucket.segments)
+            means = sum(segment.numel for segment in bucket.segments if segment.op == "mean")
+            self.finishing.append((bucket, means))
+            for segment in bucket.segments:
+                slot = slots[segment.token]
+                view = bucket.buffer[segment.offset : segment.offset + segment.numel].view(segment.shape)
+                self.reduced.append((slot.metric.__dict__, slot.attr, view, _conversion(segment, view, world_size)))
+
+    def start(self, async_op: bool) -> SyncHandle:
+        """Copy the arena into the buckets and launch their all_reduces.
+
+        Args:
+            async_op: launch asynchronously; the handle's ``wait()`` finishes.
+
+        Returns:
+            The handle: ``wait()`` sets every state to its reduction and marks the metrics synced.
+        """
+        for target, source, negate in self.copies:
+            target.copy_(source)
+            if negate:
+                target.neg_()
+        works = []
+        for bucket in self.buckets:
+            op = _REDUCE_OPS[bucket.op]
+            bucket.work = dist.all_reduce(bucket.refill(), op=op, group=self.group, async_op=async_op)
+            works.append(bucket.work)
+        return SyncHandle(self._finish, works)
+
+    def _finish(self) -> None:
+        world_size = dist.get_world_size(self.group)
+        if self.reduced is None or self.world_size != world_size:
+            self._views(world_size)
+        for bucket, means in self.finishing:
+            bucket.work.wait()
+            bucket.work = None
+            values = bucket.buffer[: self.totals[id(bucket)]]
+            if bucket.masks_nan:
+                checked = values.numel() + (0 if bucket.check is None else bucket.check.numel())
+                values.masked_fill_(bucket.buffer[checked:][: values.numel()] != 0, math.nan)
+            if means:
+                values[:means].div_(world_size)
+        for state, attr, view, convert in self.reduced:
+            state[attr] = view if convert is None else convert(view)
+        for metric in self.arena.metrics:
+            metric.__dict__["_is_synced"] = True
+
+
+def _conversion(segment: Any, view: Tensor, world_size: int) -> Any:
+    """What turns a reduced view into the state (as ``_Bucket.finish`` does), or ``None`` if the view is it."""
+    if segment.ride is not None:
+        if segment.ride == "count" and segment.op == "min":
+            return lambda value: value == world_size
+        return lambda value: value != 0
+    if view.dtype != segment.out_dtype or view.device != segment.device:
+        return lambda value: _to(value, segment.device, segment.out_dtype)
+    return None
+
+
+_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+def _syncs_whole_arena(metrics: Sequence[Metric], arena: StateArena) -> bool:
+    """Whether ``metrics`` are the arena's metrics and every state they sync is an arena state, as planned."""
+    if len(metrics) != len(arena.metrics) or any(a is not b for a, b in zip(metrics, arena.metrics, strict=True)):
+        return False
+    per_metric: dict[int, int] = {}
+    for slot in arena.slots:
+        per_metric[id(slot.metric)] = per_metric.get(id(slot.metric), 0) + 1
+    complete = all(per_metric.get(id(metric), 0) == len(metric._reductions) for metric in metrics)
+    # An aliased state (a compute-group follower) is another member's: its group copy would send a stale slot.
+    return complete and arena.is_current() and not arena.aliased
+
+
+def arena_sync(
+    metrics: Sequence[Metric], arena: StateArena, process_group: Any, cache: list[ArenaAllReduce] | None = None
+) -> SyncHandle | None:
+    """``sync_metrics(metrics, process_group, async_op=True)`` through the arena's planned all_reduce, if it applies.
+
+    It applies when the run is distributed, every metric syncs with torchmetrics' default gather on one process
+    group this rank belongs to, and every state of every metric is an arena state (no list state, no gathered
+    state), the arena being current.
+
+    Args:
+        metrics: the metrics to sync (``sync()`` semantics, without keeping the local states for ``unsync()``).
+        arena: the arena holding their states.
+        process_group: as for ``sync_metrics``.
+        cache: a list holding the plan from an earlier call (reused while the arena and group are the same).
+
+    Returns:
+        The handle, or ``None`` if it does not apply (then call ``sync_metrics``).
+    """
+    if not metrics or not jit_distributed_available():
+        return None
+    groups = set()
+    for metric in metrics:
+        available = metric.distributed_available_fn
+        if not (_fusable_metric(metric) and callable(available) and available()):
+            return None
+        groups.add(id(group := _resolve_group(metric, process_group)))
+    if len(groups) != 1 or not _member(group) or not _syncs_whole_arena(metrics, arena):
+        return None
+    cache = [] if cache is None else cache
+    plan = cache[0] if cache else None
+    if plan is None or plan.arena is not arena or plan.plans != arena.plans or plan.group is not group:
+        plan = ArenaAllReduce(arena, group)
+        cache[:] = [plan]
+    return plan.start(async_op=True)
