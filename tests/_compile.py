@@ -81,8 +81,8 @@ def check_metric(
 ) -> CompileReport:
     """A compiled step calling ``update``/``forward`` of one metric: one graph, no recompile, values equal eager.
 
-    ``make`` builds a fresh metric; the compiled metric's step outputs, ``compute()`` and ``update_count`` are compared
-    with an eager twin's.
+    ``make`` builds a fresh metric; the compiled metric's step outputs, ``compute()``, ``update_count`` and window count
+    are compared with an eager twin's.
     """
     eager, compiled_metric = make(), make()
 
@@ -93,6 +93,9 @@ def check_metric(
     expected = [eager(*b) if use_forward else eager.update(*b) for b in batches]
     if use_forward:
         assert_same(outputs, expected)
-    assert compiled_metric.update_count == eager.update_count == len(batches)
+    # The window's count (``_update_count``, or a ``Running`` wrapper's ``_num_vals_seen``), read through its property.
+    counter = compiled_metric._window_counter
+    assert getattr(compiled_metric, counter) == getattr(eager, counter) == len(batches)
+    assert compiled_metric.update_count == eager.update_count
     assert_same(compiled_metric.compute(), eager.compute())
     return report

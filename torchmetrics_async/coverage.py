@@ -110,16 +110,6 @@ _BOTH = ("update", "forward")
 COMPILE_CAVEATS: dict[type, CompileCaveat] = {
     torchmetrics.aggregation.CatMetric: CompileCaveat(_BOTH, _GROWING),
     **dict.fromkeys(
-        (
-            torchmetrics.aggregation.RunningMean,
-            torchmetrics.aggregation.RunningSum,
-        ),
-        CompileCaveat(
-            _BOTH,
-            "the window slot to write is chosen by a Python int that changes at every update: every step recompiles",
-        ),
-    ),
-    **dict.fromkeys(
         CURVE_ORIGINS,
         CompileCaveat(
             _BOTH,

@@ -182,7 +182,7 @@ class DeferredChecks:
         state = self.__dict__
         count = state[self._window_counter]
         counter = state.get(COMPILED_UPDATES)
-        if counter is None or self._window_counter != "_update_count":
+        if counter is None:
             return count
         if torch.compiler.is_compiling() or state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
             return counter + count

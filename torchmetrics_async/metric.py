@@ -58,6 +58,7 @@ from torchmetrics_async.registry import AutoRegistered, defined_in_package
 __all__ = [
     "OnePassForward",
     "SyncFreeMixin",
+    "clear_compiled_count",
     "copy_update_count",
     "has_stock_compute",
     "set_update_count",
@@ -143,10 +144,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         the int and recompile every step). Reading the count after compiled updates reads that tensor once (a host
         read; ``compute()`` and ``reset()`` read the device anyway).
         """
-        state = self.__dict__
-        if state.get(_COMPILED_DIRTY):
-            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
-        return state["_update_count"] + state.get(_COMPILED_SEEN, 0)
+        return self._read_window_count()
 
     @_update_count.setter
     def _update_count(self, value: int) -> None:
@@ -188,6 +186,13 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             var_keyword = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
             cached = state["_update_parameters_cache"] = (signature, accepted, var_keyword)
         return cached[1], cached[2]
+
+    def _read_window_count(self) -> int:
+        """The window's count (``_window_counter`` plus compiled updates'), reading the device count if it changed."""
+        state = self.__dict__
+        if state.get(_COMPILED_DIRTY):
+            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
+        return self._known_window_count()
 
     def _count_compiled_update(self) -> None:
         """Count an update inside traced code: in place on the device, and constant stores Dynamo does not guard on."""
@@ -558,8 +563,21 @@ def set_update_count(metric: Any, count: int) -> None:
         >>> metric.update_count
         3
     """
+    metric.__dict__["_update_count"] = count
+    clear_compiled_count(metric)
+
+
+def clear_compiled_count(metric: Any) -> None:
+    """Forget the updates counted on the device by compiled code (zeroed in place: no host read).
+
+    Args:
+        metric: any ``Metric``.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> clear_compiled_count(SumMetric())
+    """
     state = metric.__dict__
-    state["_update_count"] = count
     if state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
         state[COMPILED_UPDATES].zero_()
         state[_COMPILED_DIRTY] = False
