@@ -93,6 +93,41 @@ def test_weights_and_constant_numbers_one_graph() -> None:
     assert compiled.update_count == eager.update_count == 2 * STEPS
 
 
+class _DoubledMean(ta.MeanMetric):
+    """A user's subclass: its own ``update``, so ``forward()`` is torchmetrics' (reset, update, compute, merge)."""
+
+    def update(self, value: torch.Tensor, weight: float = 1.0) -> None:
+        super().update(value * 2, weight)
+
+
+class _FullStateDoubledMean(_DoubledMean):
+    """torchmetrics' full-state forward (update twice, save and restore every state and the update count)."""
+
+    full_state_update = True
+
+
+@pytest.mark.parametrize("cls", [_DoubledMean, _FullStateDoubledMean], ids=["reduce-state", "full-state"])
+def test_torchmetrics_forward_one_graph(cls: type) -> None:
+    """torchmetrics' forward saves and restores the update count: compiled, the count stays on the device.
+
+    A NaN at step 6 under ``nan_strategy="error"``: that batch's value is NaN and ``compute()`` names update 6, as in
+    an eager twin; eager forwards after the compiled ones go on counting the same window.
+    """
+    batches = _values((4,), nan_at=5)
+    compiled, eager = cls(nan_strategy="error"), cls(nan_strategy="error")
+    outputs, report = compile_and_run(compiled, batches[:12])
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
+    outputs += [compiled(*batch) for batch in batches[12:]]
+    assert_same(outputs, [eager(*batch) for batch in batches])
+    assert compiled.update_count == eager.update_count == STEPS
+    messages = []
+    for metric in (compiled, eager):
+        with pytest.raises(RuntimeError, match="first recorded in update 6 of this window") as raised:
+            metric.compute()
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+
+
 def _classification_batches(kind: str, samples: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(2)
     batches = []

@@ -135,12 +135,6 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
         ),
         CompileCaveat(_BOTH, _GROWING),
     ),
-    torchmetrics.regression.NormalizedRootMeanSquaredError: CompileCaveat(
-        ("forward",),
-        "forward() is torchmetrics' full-state one (its states reduce with dist_reduce_fx=None, so a batch cannot be"
-        " merged): it saves and restores the update count, which after compiled updates is a device count that"
-        " Dynamo cannot read into a Python int; update() compiles to one graph",
-    ),
 }
 
 #: The argument-dependent caveat of the classification metrics (not in :data:`COMPILE_CAVEATS`: examples are global).

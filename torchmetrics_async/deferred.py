@@ -127,7 +127,9 @@ class DeferredChecks:
         :meth:`_record_violation` always did).
         """
         state = self.__dict__
-        index = state[FORWARD_INDEX] or self._update_index()
+        index = state[FORWARD_INDEX]
+        if index is None:  # (not ``or``: inside compiled code the forward's index is a device tensor)
+            index = self._update_index()
         if isinstance(violated, bool):
             if violated:
                 getattr(self, name).fill_(True)
