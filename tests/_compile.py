@@ -99,3 +99,26 @@ def check_metric(
     assert compiled_metric.update_count == eager.update_count
     assert_same(compiled_metric.compute(), eager.compute())
     return report
+
+
+def task_origin(origin: type, make: Callable[[], Any]) -> type | None:
+    """For a task wrapper (``AUROC(task="multiclass")``), the task class it builds: its own case covers it."""
+    from torchmetrics_async._torchmetrics import torchmetrics_origin
+
+    built = torchmetrics_origin(type(make()))
+    return built if built is not origin else None
+
+
+def registry_case(origin: type, steps: int, **init: Any) -> tuple[Callable[[], Any], list[tuple]]:
+    """A factory for ``origin``'s accelerated class with its example's arguments (and ``init``), and ``steps`` batches.
+
+    The batches (``tests/examples.py``, one seed each) keep their shapes, so a compiled step sees new values only.
+    """
+    from tests.examples import example_for
+    from torchmetrics_async.accelerate import registry
+
+    examples = [example_for(origin, seed) for seed in range(steps)]
+    batches = [example.inputs for example in examples]
+    assert len({tuple(x.shape for x in batch) for batch in batches}) == 1, "the examples must keep their shapes"
+    accelerated, arguments = registry()[origin], {**examples[0].init, **init}
+    return lambda: accelerated(**arguments), batches
