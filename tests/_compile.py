@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
@@ -122,3 +123,22 @@ def registry_case(origin: type, steps: int, **init: Any) -> tuple[Callable[[], A
     assert len({tuple(x.shape for x in batch) for batch in batches}) == 1, "the examples must keep their shapes"
     accelerated, arguments = registry()[origin], {**examples[0].init, **init}
     return lambda: accelerated(**arguments), batches
+
+
+def assert_same_deferred_error(compiled: Any, eager: Any, update: int) -> None:
+    """``compute()`` of both raises the same deferred error, naming ``update`` as the window's first offending one."""
+    messages = []
+    for metric in (compiled, eager):
+        with pytest.raises(RuntimeError, match=f"first recorded in update {update} of this window") as raised:
+            metric.compute()
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread_per_module() -> Any:
+    """Autouse where imported: tiny tensors, so intra-op threads only spin (a third of the CPU time on 2 cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -19,7 +19,7 @@ import torchmetrics
 from torch import nn
 
 import torchmetrics_async as ta
-from tests._compile import assert_same, check_metric, compile_and_run
+from tests._compile import assert_same, assert_same_deferred_error, check_metric, compile_and_run
 from torchmetrics_async import accelerate
 from torchmetrics_async.classification import (
     BinaryF1Score,
@@ -120,12 +120,7 @@ def test_torchmetrics_forward_one_graph(cls: type) -> None:
     outputs += [compiled(*batch) for batch in batches[12:]]
     assert_same(outputs, [eager(*batch) for batch in batches])
     assert compiled.update_count == eager.update_count == STEPS
-    messages = []
-    for metric in (compiled, eager):
-        with pytest.raises(RuntimeError, match="first recorded in update 6 of this window") as raised:
-            metric.compute()
-        messages.append(str(raised.value))
-    assert messages[0] == messages[1]
+    assert_same_deferred_error(compiled, eager, update=6)
 
 
 def _classification_batches(kind: str, samples: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:

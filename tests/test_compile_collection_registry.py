@@ -14,10 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
 import torchmetrics
 
-from tests._compile import assert_same, compile_and_run, registry_case, task_origin
+from tests._compile import (  # one_thread_per_module: an autouse fixture
+    assert_same,
+    compile_and_run,
+    one_thread_per_module,  # noqa: F401
+    registry_case,
+    task_origin,
+)
 from torchmetrics_async import accelerate
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.coverage import COMPILE_CAVEATS
@@ -26,15 +31,6 @@ STEPS = 4
 CALLS = ("update", "forward")
 # Classes per compiled step: a trace per chunk instead of per class (a failing chunk is re-run class by class).
 CHUNK = 8
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Any:
-    """Tiny tensors: intra-op threads only spin."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _compiling_alone(call: str) -> list[type]:

@@ -20,7 +20,13 @@ import torch
 from torch._dynamo.exc import TorchDynamoException
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from tests._compile import check_metric, compile_and_run, registry_case, task_origin
+from tests._compile import (  # one_thread_per_module: an autouse fixture
+    check_metric,
+    compile_and_run,
+    one_thread_per_module,  # noqa: F401
+    registry_case,
+    task_origin,
+)
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.coverage import COMPILE_CAVEATS
@@ -33,15 +39,6 @@ ORIGINS = sorted(registry(), key=lambda origin: origin.__name__)
 # What a compiled step that cannot stay in one graph raises under fullgraph=True and error_on_recompile: a graph
 # break (Unsupported), a recompile (RecompileError), a data-dependent guard.
 NOT_ONE_GRAPH = (TorchDynamoException, GuardOnDataDependentSymNode)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Any:
-    """Tiny tensors: intra-op threads only spin (a third of this file's CPU time on 2 cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _assert_one_graph(origin: type, call: str, **init: Any) -> None:

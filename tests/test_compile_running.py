@@ -19,7 +19,7 @@ import torch._dynamo
 import torchmetrics
 
 import torchmetrics_async as ta
-from tests._compile import CountingBackend, assert_same
+from tests._compile import CountingBackend, assert_same, assert_same_deferred_error
 from torchmetrics_async.testing import count_host_syncs
 
 WINDOW = 3
@@ -130,12 +130,7 @@ def test_deferred_error_under_compile_names_the_first_offending_update() -> None
             step(value)
     for value in values:
         eager.update(value)
-    messages = []
-    for each in (metric, eager):
-        with pytest.raises(RuntimeError, match="first recorded in update 5 of this window") as raised:
-            each.compute()
-        messages.append(str(raised.value))
-    assert messages[0] == messages[1]
+    assert_same_deferred_error(metric, eager, update=5)
 
 
 def test_eager_updates_after_compiled_ones_make_no_host_sync() -> None:
