@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
@@ -81,8 +82,8 @@ def check_metric(
 ) -> CompileReport:
     """A compiled step calling ``update``/``forward`` of one metric: one graph, no recompile, values equal eager.
 
-    ``make`` builds a fresh metric; the compiled metric's step outputs, ``compute()`` and ``update_count`` are compared
-    with an eager twin's.
+    ``make`` builds a fresh metric; the compiled metric's step outputs, ``compute()``, ``update_count`` and window count
+    are compared with an eager twin's.
     """
     eager, compiled_metric = make(), make()
 
@@ -93,6 +94,51 @@ def check_metric(
     expected = [eager(*b) if use_forward else eager.update(*b) for b in batches]
     if use_forward:
         assert_same(outputs, expected)
-    assert compiled_metric.update_count == eager.update_count == len(batches)
+    # The window's count (``_update_count``, or a ``Running`` wrapper's ``_num_vals_seen``), read through its property.
+    counter = compiled_metric._window_counter
+    assert getattr(compiled_metric, counter) == getattr(eager, counter) == len(batches)
+    assert compiled_metric.update_count == eager.update_count
     assert_same(compiled_metric.compute(), eager.compute())
     return report
+
+
+def task_origin(origin: type, make: Callable[[], Any]) -> type | None:
+    """For a task wrapper (``AUROC(task="multiclass")``), the task class it builds: its own case covers it."""
+    from torchmetrics_async._torchmetrics import torchmetrics_origin
+
+    built = torchmetrics_origin(type(make()))
+    return built if built is not origin else None
+
+
+def registry_case(origin: type, steps: int, **init: Any) -> tuple[Callable[[], Any], list[tuple]]:
+    """A factory for ``origin``'s accelerated class with its example's arguments (and ``init``), and ``steps`` batches.
+
+    The batches (``tests/examples.py``, one seed each) keep their shapes, so a compiled step sees new values only.
+    """
+    from tests.examples import example_for
+    from torchmetrics_async.accelerate import registry
+
+    examples = [example_for(origin, seed) for seed in range(steps)]
+    batches = [example.inputs for example in examples]
+    assert len({tuple(x.shape for x in batch) for batch in batches}) == 1, "the examples must keep their shapes"
+    accelerated, arguments = registry()[origin], {**examples[0].init, **init}
+    return lambda: accelerated(**arguments), batches
+
+
+def assert_same_deferred_error(compiled: Any, eager: Any, update: int) -> None:
+    """``compute()`` of both raises the same deferred error, naming ``update`` as the window's first offending one."""
+    messages = []
+    for metric in (compiled, eager):
+        with pytest.raises(RuntimeError, match=f"first recorded in update {update} of this window") as raised:
+            metric.compute()
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread_per_module() -> Any:
+    """Autouse where imported: tiny tensors, so intra-op threads only spin (a third of the CPU time on 2 cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -20,9 +20,13 @@ import torch
 from torch._dynamo.exc import TorchDynamoException
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from tests._compile import check_metric, compile_and_run
-from tests.examples import example_for
-from torchmetrics_async._torchmetrics import torchmetrics_origin as registry_origin
+from tests._compile import (  # one_thread_per_module: an autouse fixture
+    check_metric,
+    compile_and_run,
+    one_thread_per_module,  # noqa: F401
+    registry_case,
+    task_origin,
+)
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.coverage import COMPILE_CAVEATS
@@ -37,32 +41,8 @@ ORIGINS = sorted(registry(), key=lambda origin: origin.__name__)
 NOT_ONE_GRAPH = (TorchDynamoException, GuardOnDataDependentSymNode)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Any:
-    """Tiny tensors: intra-op threads only spin (a third of this file's CPU time on 2 cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _task_origin(origin: type, make: Any) -> type | None:
-    """For a task wrapper (``AUROC(task="multiclass")``), the task class it builds: its own case covers it."""
-    built = registry_origin(type(make()))
-    return built if built is not origin else None
-
-
-def _case(origin: type, **init: Any) -> tuple[Any, list[tuple[torch.Tensor, ...]]]:
-    """A factory for the accelerated class with the example's arguments (and ``init``), and STEPS batches."""
-    examples = [example_for(origin, seed) for seed in range(STEPS)]
-    batches = [example.inputs for example in examples]
-    assert len({tuple(x.shape for x in batch) for batch in batches}) == 1, "the examples must keep their shapes"
-    accelerated, arguments = registry()[origin], {**examples[0].init, **init}
-    return lambda: accelerated(**arguments), batches
-
-
 def _assert_one_graph(origin: type, call: str, **init: Any) -> None:
-    make, batches = _case(origin, **init)
+    make, batches = registry_case(origin, STEPS, **init)
     report = check_metric(make, batches, use_forward=call == "forward")
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
 
@@ -71,16 +51,16 @@ def _assert_one_graph(origin: type, call: str, **init: Any) -> None:
 @pytest.mark.parametrize("origin", ORIGINS, ids=lambda origin: origin.__name__)
 def test_registered_class_compiles_to_one_graph_or_is_a_listed_caveat(origin: type, call: str) -> None:
     caveat = COMPILE_CAVEATS.get(origin)
-    task_origin = _task_origin(origin, _case(origin)[0])
-    if task_origin is not None:  # the same class as its task's case (tested there): only the tables must agree
-        assert task_origin in ORIGINS
-        assert COMPILE_CAVEATS.get(task_origin) == caveat
+    built = task_origin(origin, registry_case(origin, STEPS)[0])
+    if built is not None:  # the same class as its task's case (tested there): only the tables must agree
+        assert built in ORIGINS
+        assert COMPILE_CAVEATS.get(built) == caveat
         return
     if caveat is None or call not in caveat.calls:
         _assert_one_graph(origin, call)
         return
     # Listed: the caveat must still hold (a fixed one fails here: take it out of COMPILE_CAVEATS).
-    make, batches = _case(origin)
+    make, batches = registry_case(origin, STEPS)
     metric = make()
 
     def step(*args: torch.Tensor) -> Any:
@@ -101,7 +81,7 @@ def test_registered_class_compiles_to_one_graph_or_is_a_listed_caveat(origin: ty
 )
 def test_binned_curves_compile_to_one_graph(origin: type, call: str) -> None:
     """The curves' caveat is about ``thresholds=None``: binned, their states have fixed shapes."""
-    if _task_origin(origin, _case(origin, thresholds=5)[0]) is not None:
+    if task_origin(origin, registry_case(origin, STEPS, thresholds=5)[0]) is not None:
         return  # a task wrapper: the task class's case covers it
     _assert_one_graph(origin, call, thresholds=5)
 

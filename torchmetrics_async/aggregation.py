@@ -22,15 +22,15 @@ Example:
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 import torch
 import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
-from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
-from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin
+from torchmetrics_async.deferred import _COMPILED_DIRTY, _COMPILED_SEEN, COMPILED_UPDATES, DEFERRED_RAISE_OWNED
+from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin, clear_compiled_count
 from torchmetrics_async.nan import (
     NAN_KEPT_STATE,
     DeferredNanFlag,
@@ -594,6 +594,7 @@ class _SyncFreeRunning(SyncFreeMixin):
 
     # torchmetrics' Running leaves ``_update_count`` alone (its wrapper does not count); the window is its own count.
     _window_counter = "_num_vals_seen"
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeMixin.__jit_unused_properties__, "_num_vals_seen"]
 
     def _wrap_update(self, update: Callable) -> Callable:
         """As torchmetrics' wrappers: ``update`` unwrapped, except that the slots are made the wrapper's own first."""
@@ -622,25 +623,74 @@ class _SyncFreeRunning(SyncFreeMixin):
         self._take_over_base_checks()
         super()._add_extra_states()
 
+    @property
+    def _num_vals_seen(self) -> int:
+        """The count of updates since the last reset (torchmetrics' window position), as a Python int.
+
+        Eager updates count in the Python int (``__dict__["_num_vals_seen"]``); updates traced by ``torch.compile``,
+        and eager ones after them until the window is reset, count in the device tensor
+        :data:`~torchmetrics_async.deferred.COMPILED_UPDATES` and choose their slot on the device (Dynamo would
+        guard on the int and recompile every step). Reading the count after them reads that tensor once (a host read;
+        ``compute()`` and ``reset()`` read the device anyway).
+        """
+        return self._read_window_count()
+
+    @_num_vals_seen.setter
+    def _num_vals_seen(self, value: int) -> None:
+        self.__dict__["_num_vals_seen"] = value
+        clear_compiled_count(self)
+
+    @property
+    def _update_count(self) -> int:
+        """The int as torchmetrics left it: its ``Running`` does not count its own updates (its base does)."""
+        return self.__dict__["_update_count"]
+
+    @_update_count.setter
+    def _update_count(self, value: int) -> None:
+        self.__dict__["_update_count"] = value
+
     def _store_window_slot(self) -> None:
-        slot = self._num_vals_seen % self.window
+        state = self.__dict__
         base = self.base_metric
-        self.__dict__["_num_vals_seen"] += 1
+        # Once compiled code has counted in this window, every update (eager ones included) chooses its slot on the
+        # device until the next reset: the host does not know the count without a read, and leaving the Python int
+        # alone keeps the compiled step's guard on it valid (no recompile after a compute() between compiled steps).
+        # A window without compiled updates picks its slot by the Python int, as torchmetrics does (no extra op).
+        position = None
+        if torch.compiler.is_compiling() or state[_COMPILED_DIRTY] or state[_COMPILED_SEEN]:
+            position = torch.remainder(state[COMPILED_UPDATES] + state["_num_vals_seen"], self.window)
+            self._count_compiled_update()
+        else:
+            slot = self._known_window_count() % self.window
+            state["_num_vals_seen"] += 1
         for name in self._deferred_checks_registered():
             self._record_violation(name, getattr(base, name))
-        for key in base._defaults:
-            current = getattr(base, key)
-            target = getattr(self, f"{key}_{slot}")
-            if (
-                isinstance(current, Tensor)
-                and isinstance(target, Tensor)
-                and (target.shape, target.dtype, target.device) == (current.shape, current.dtype, current.device)
-            ):
-                target.copy_(current)
-            else:
-                setattr(self, f"{key}_{slot}", current.clone() if isinstance(current, Tensor) else list(current))
-                self.__dict__[OWNED_STATES][f"{key}_{slot}"] = getattr(self, f"{key}_{slot}")
+        if position is None:
+            for key in base._defaults:
+                self._write_slot(f"{key}_{slot}", getattr(base, key))
+        else:
+            hits = [position == slot for slot in range(self.window)]
+            for key in base._defaults:
+                current = getattr(base, key)
+                for slot, hit in enumerate(hits):
+                    # Every slot is written (itself where it is not the one): the same graph whatever the position.
+                    name = f"{key}_{slot}"
+                    self._write_slot(name, torch.where(hit, current, getattr(self, name).to(current)))
         base._reset_states(in_place=True)  # the slot holds a copy; the base's states are its own
+
+    def _write_slot(self, name: str, value: Tensor | list) -> None:
+        """Copy ``value`` into window slot ``name`` (in place where the layouts agree, else a new owned state)."""
+        target = getattr(self, name)
+        if (
+            isinstance(value, Tensor)
+            and isinstance(target, Tensor)
+            and (target.shape, target.dtype, target.device) == (value.shape, value.dtype, value.device)
+        ):
+            target.copy_(value)
+        else:
+            mine = value.clone() if isinstance(value, Tensor) else list(value)
+            setattr(self, name, mine)
+            self.__dict__[OWNED_STATES][name] = mine
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Update the base metric and store its state in the current window slot.
@@ -704,7 +754,7 @@ class _SyncFreeRunning(SyncFreeMixin):
         try:
             super().reset()
         finally:
-            self.__dict__["_num_vals_seen"] = 0
+            self._num_vals_seen = 0
 
 
 class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):

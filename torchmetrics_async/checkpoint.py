@@ -118,8 +118,8 @@ def named_metrics(tree: Any) -> list[tuple[str, Metric]]:
 
 
 def counters(metric: Metric) -> dict[str, int]:
-    """The window counters ``metric`` has (see ``_COUNTERS``), as Python ints."""
-    return {name: int(metric.__dict__[name]) for name in _COUNTERS if name in metric.__dict__}
+    """The window counters ``metric`` has (see ``_COUNTERS``), as Python ints (compiled updates' counts included)."""
+    return {name: int(getattr(metric, name)) for name in _COUNTERS if name in metric.__dict__}
 
 
 def clone_state(value: Any) -> Tensor | tuple[Tensor, ...]:

@@ -110,16 +110,6 @@ _BOTH = ("update", "forward")
 COMPILE_CAVEATS: dict[type, CompileCaveat] = {
     torchmetrics.aggregation.CatMetric: CompileCaveat(_BOTH, _GROWING),
     **dict.fromkeys(
-        (
-            torchmetrics.aggregation.RunningMean,
-            torchmetrics.aggregation.RunningSum,
-        ),
-        CompileCaveat(
-            _BOTH,
-            "the window slot to write is chosen by a Python int that changes at every update: every step recompiles",
-        ),
-    ),
-    **dict.fromkeys(
         CURVE_ORIGINS,
         CompileCaveat(
             _BOTH,
@@ -144,12 +134,6 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),
-    ),
-    torchmetrics.regression.NormalizedRootMeanSquaredError: CompileCaveat(
-        ("forward",),
-        "forward() is torchmetrics' full-state one (its states reduce with dist_reduce_fx=None, so a batch cannot be"
-        " merged): it saves and restores the update count, which after compiled updates is a device count that"
-        " Dynamo cannot read into a Python int; update() compiles to one graph",
     ),
 }
 

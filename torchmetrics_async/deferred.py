@@ -128,7 +128,9 @@ class DeferredChecks:
         The window's first offending update is written beside the flag, before the flag (it reads the flag as it was).
         """
         state = self.__dict__
-        index = state[FORWARD_INDEX] or self._update_index()
+        index = state[FORWARD_INDEX]
+        if index is None:  # (not ``or``: inside compiled code the forward's index is a device tensor)
+            index = self._update_index()
         if isinstance(violated, bool):
             if violated:
                 getattr(self, name).fill_(True)
@@ -181,7 +183,7 @@ class DeferredChecks:
         state = self.__dict__
         count = state[self._window_counter]
         counter = state.get(COMPILED_UPDATES)
-        if counter is None or self._window_counter != "_update_count":
+        if counter is None:
             return count
         if torch.compiler.is_compiling() or state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
             return counter + count

@@ -59,6 +59,7 @@ from torchmetrics_async.state_arena import ARENA, ARENA_RESET, compact_state
 __all__ = [
     "OnePassForward",
     "SyncFreeMixin",
+    "clear_compiled_count",
     "copy_update_count",
     "has_stock_compute",
     "set_update_count",
@@ -81,6 +82,8 @@ _SYNCING_OPTIONS = (
     ("compute_on_cpu", "list", "copies list states to the CPU after every update, a blocking device-to-host copy"),
 )
 _ANNOUNCED: set[tuple[str, str]] = set()
+# Instance attribute: while true (torchmetrics' forward inside compiled code), updates count in the Python int.
+_COUNTS_ON_HOST = "_counts_on_host"
 # state_dict key of the update count (persisted with the states: "mean" merges and compute's warning depend on it).
 _UPDATE_COUNT_KEY = "_update_count"
 
@@ -128,7 +131,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             state["_computed"] = None
             if is_compiling():
-                self._count_compiled_update()
+                self._count_traced_update()
             else:
                 state["_update_count"] += 1
             self._own_states()
@@ -158,10 +161,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         the int and recompile every step). Reading the count after compiled updates reads that tensor once (a host
         read; ``compute()`` and ``reset()`` read the device anyway).
         """
-        state = self.__dict__
-        if state.get(_COMPILED_DIRTY):
-            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
-        return state["_update_count"] + state.get(_COMPILED_SEEN, 0)
+        return self._read_window_count()
 
     @_update_count.setter
     def _update_count(self, value: int) -> None:
@@ -203,6 +203,24 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             var_keyword = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
             cached = state["_update_parameters_cache"] = (signature, accepted, var_keyword)
         return cached[1], cached[2]
+
+    def _read_window_count(self) -> int:
+        """The window's count (``_window_counter`` plus compiled updates'), reading the device count if it changed."""
+        state = self.__dict__
+        if state.get(_COMPILED_DIRTY):
+            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
+        return self._known_window_count()
+
+    def _count_traced_update(self) -> None:
+        """Count an update inside traced code: on the device, or in the int inside torchmetrics' traced forward.
+
+        Through ``self.__dict__`` (Dynamo tracks a dict captured by a closure apart from the module's own).
+        """
+        state = self.__dict__
+        if state.get(_COUNTS_ON_HOST):
+            state["_update_count"] += 1
+        else:
+            self._count_compiled_update()
 
     def _count_compiled_update(self) -> None:
         """Count an update inside traced code: in place on the device, and constant stores Dynamo does not guard on."""
@@ -392,6 +410,8 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
         if not self.dist_sync_on_step and uses_one_pass_forward(type(self)):
             return self._forward_one_pass(*args, **kwargs)
+        if torch.compiler.is_compiling():
+            return self._forward_generic_compiled(*args, **kwargs)
         state = self.__dict__
         previous = state.get(DEFERRED_RAISE_OWNED, False)
         # The batch's update is this update of the window; compute() must not read the flags (a host sync): its
@@ -403,6 +423,37 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         finally:
             state[FORWARD_INDEX] = None
             state[DEFERRED_RAISE_OWNED] = previous
+
+    def _forward_generic_compiled(self, *args: Any, **kwargs: Any) -> Any:
+        """Run torchmetrics' forward inside traced code, the update count kept on the device.
+
+        torchmetrics' forward saves ``_update_count``, resets, updates on the batch, computes and restores the count;
+        after compiled updates that count is a device tensor Dynamo cannot read into an int. So the batch's update is
+        counted on the device here, once, and inside torchmetrics' forward updates count in the Python int from the
+        window's host count (constant stores: nothing to guard on or read); the host count is put back afterwards.
+        """
+        state = self.__dict__
+        self._count_compiled_update()
+        index = self._update_index()  # the batch's index in the window: host count + device count, a 0-dim tensor
+        host, seen, previous = state["_update_count"], state[_COMPILED_SEEN], state[DEFERRED_RAISE_OWNED]
+        state[_COMPILED_DIRTY], state[_COMPILED_SEEN] = False, 0  # read as the host count alone until restored
+        state[_COUNTS_ON_HOST], state[FORWARD_INDEX], state[DEFERRED_RAISE_OWNED] = True, index, True
+        self._own_states()
+        # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
+        # the batch's merged with these): their values are copied back into these, which stay the states (the
+        # addresses compiled code was traced with, owned).
+        owned = state[OWNED_STATES]
+        accumulated = {attr: state[attr] for attr in self._defaults if isinstance(state[attr], Tensor)}
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            state["_update_count"], state[_COMPILED_SEEN], state[_COMPILED_DIRTY] = host, seen, True
+            state[_COUNTS_ON_HOST], state[FORWARD_INDEX], state[DEFERRED_RAISE_OWNED] = False, None, previous
+            for attr, tensor in accumulated.items():
+                final = state[attr]
+                if final is not tensor and isinstance(final, Tensor) and _same_layout(tensor, final):
+                    tensor.copy_(final)
+                    state[attr] = owned[attr] = tensor
 
     def _extra_states(self) -> tuple[str, ...]:
         """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags.
@@ -537,6 +588,9 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state[_COMPILED_DIRTY] = False
         state[_COMPILED_UNREPORTED] = False
         state[_COMPILED_SEEN] = 0
+        # Present from the start: a key added later (by a compiled forward) changes the dict Dynamo guards on.
+        state[_COUNTS_ON_HOST] = False
+        state.setdefault(DEFERRED_RAISE_OWNED, False)
         self._set_constants()
         # Copied now rather than at the first update: a step compiled with torch.compile then traces the same
         # in-place path at every call (one graph), instead of a copying first call and a recompile.
@@ -588,8 +642,21 @@ def set_update_count(metric: Any, count: int) -> None:
         >>> metric.update_count
         3
     """
+    metric.__dict__["_update_count"] = count
+    clear_compiled_count(metric)
+
+
+def clear_compiled_count(metric: Any) -> None:
+    """Forget the updates counted on the device by compiled code (zeroed in place: no host read).
+
+    Args:
+        metric: any ``Metric``.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> clear_compiled_count(SumMetric())
+    """
     state = metric.__dict__
-    state["_update_count"] = count
     if state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
         state[COMPILED_UPDATES].zero_()
         state[_COMPILED_DIRTY] = False
