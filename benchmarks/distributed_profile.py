@@ -9,11 +9,13 @@ same article collection and data) and prints, from rank 0:
   ``collect_results()``), with the host time of its ``all_reduce(async_op=True)`` calls;
 - the host time of a bare gloo ``all_reduce(async_op=True)`` *call* (the launch alone; its wait untimed) of buffers
   of the same sizes and dtypes as the collector's buckets, in the same processes, right after: each waited for before
-  the next launch, launched back to back as ``schedule_collection()`` launches them, and back to back 2 ms after the
-  other rank launched (it is already waiting in the collective). If the collector's calls cost what bare calls cost,
-  the launch cost is gloo's (and the machine's), not this package's.
+  the next launch; launched back to back as ``schedule_collection()`` launches them; back to back 2 ms after the other
+  rank launched (it is already waiting in the collective); back to back right after a metric update. If the
+  collector's calls cost what bare calls cost, the launch cost is gloo's (and the machine's), not this package's.
 
-Numbers are printed, never asserted (a loaded machine shifts them all); rank 1 makes the same calls unprofiled.
+Also ``compute()`` through the arena's plan against the per-call planning path it replaced (the arena's sync
+switched off), rounds interleaved in the same processes. Numbers are printed, never asserted (a loaded machine shifts
+them all); rank 1 makes the same calls unprofiled.
 
 Example:
     >>> _median_us([3e-6, 1e-6, 2e-6])
@@ -39,6 +41,7 @@ from benchmarks.distributed_bench import _batch, _collection
 from tests.distributed import harness
 from torchmetrics_async import AsyncMetricCollector
 from torchmetrics_async.demo import update_metrics
+from torchmetrics_async.distributed.collection_arena import collection_arena
 
 __all__ = ["CALLS", "main"]
 
@@ -77,6 +80,24 @@ def _profiled(rank: int, fn: Any, between: Any = None) -> tuple[str, float]:
     return (_stats(profile, CALLS) if profile is not None else ""), _median_us(times)
 
 
+def _with_and_without_arena(collection: Any, rounds: int = 20, calls: int = 10) -> tuple[float, float]:
+    """Median ``compute()`` through the arena's plan and through the per-call planning path, rounds interleaved."""
+    holder = collection_arena(collection)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for index in range(2 * rounds):
+        arena = index % 2 == 0
+        if arena:
+            holder.__dict__.pop("start_sync", None)
+        else:
+            holder.start_sync = lambda *args: None  # the path before the arena: plan and pack at every call
+        start = time.perf_counter()
+        for _ in range(calls):
+            collection.compute()
+        times[arena].append((time.perf_counter() - start) / calls)
+    holder.__dict__.pop("start_sync", None)
+    return _median_us(times[True]), _median_us(times[False])
+
+
 def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     torch.set_num_threads(max(1, cores // world_size))
@@ -87,6 +108,7 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     for _ in range(10):
         collection.compute()
     compute_stats, compute_us = _profiled(rank, collection.compute)
+    arena_us, per_call_us = _with_and_without_arena(collection)
 
     members, collection = _collection(None, accelerated=True)
     collector = AsyncMetricCollector(collection)
@@ -142,9 +164,21 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
             peer_first.append(time.perf_counter() - start)
         for work in works:
             work.wait()
+    after_update: list[float] = []  # back to back right after a metric update (as in the collector's loop)
+    for _ in range(CALLS):
+        update_metrics(members, *_batch(rank))
+        works = []
+        for buffer in buffers:
+            start = time.perf_counter()
+            works.append(dist.all_reduce(buffer, async_op=True))
+            after_update.append(time.perf_counter() - start)
+        for work in works:
+            work.wait()
     return {
         "compute_us": compute_us,
         "compute_profile": compute_stats,
+        "compute_arena_us": arena_us,
+        "compute_per_call_planning_us": per_call_us,
         "schedule_us": schedule_us,
         "schedule_profile": schedule_stats,
         "buckets": [(str(buffer.dtype), buffer.numel()) for buffer in buffers],
@@ -152,6 +186,7 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
         "bare_all_reduce_call_us": _median_us(bare),
         "bare_back_to_back_call_us": _median_us(together),
         "bare_peer_first_call_us": _median_us(peer_first),
+        "bare_after_update_call_us": _median_us(after_update),
     }
 
 
@@ -167,6 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = harness.run(_on_rank, world_size=2, timeout=600.0)[0]
     print(f"accelerated collection compute() (sync+compute), median {result['compute_us']} µs per call")
     print(result["compute_profile"])
+    print(
+        "compute(), rounds interleaved in the same processes: through the arena's plan"
+        f" {result['compute_arena_us']} µs, planning and packing per call (the path before the arena)"
+        f" {result['compute_per_call_planning_us']} µs"
+    )
     print(f"schedule_collection(), median {result['schedule_us']} µs per call")
     print(result["schedule_profile"])
     print(f"buckets: {result['buckets']}")
@@ -174,7 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "all_reduce(async_op=True) call (launch only), median µs: inside schedule_collection()"
         f" {result['collector_all_reduce_call_us']}; bare, same buffer sizes, one at a time"
         f" {result['bare_all_reduce_call_us']}, launched back to back {result['bare_back_to_back_call_us']},"
-        f" back to back with the peer already waiting {result['bare_peer_first_call_us']}"
+        f" back to back with the peer already waiting {result['bare_peer_first_call_us']},"
+        f" back to back right after a metric update {result['bare_after_update_call_us']}"
     )
     return 0
 
