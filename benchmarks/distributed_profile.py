@@ -98,6 +98,24 @@ def _with_and_without_arena(collection: Any, rounds: int = 20, calls: int = 10) 
     return _median_us(times[True]), _median_us(times[False])
 
 
+def _bare_launches(buffers: list[torch.Tensor], before: Any = None, wait_each: bool = False) -> list[float]:
+    """Host time of each ``all_reduce(async_op=True)`` call over ``buffers``, :data:`CALLS` times (waits untimed)."""
+    launches = []
+    for _ in range(CALLS):
+        if before is not None:
+            before()
+        works = []
+        for buffer in buffers:
+            start = time.perf_counter()
+            works.append(dist.all_reduce(buffer, async_op=True))
+            launches.append(time.perf_counter() - start)
+            if wait_each:
+                works.pop().wait()
+        for work in works:
+            work.wait()
+    return launches
+
+
 def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     torch.set_num_threads(max(1, cores // world_size))
@@ -138,42 +156,12 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     finally:
         dist.all_reduce = original
     buffers = [bucket.buffer.clone() for bucket in collector._arena_sync[0].buckets]
-    bare: list[float] = []  # one at a time: each waited for before the next launch
-    together: list[float] = []  # launched back to back, then waited for, as schedule_collection() launches them
-    for _ in range(CALLS):
-        for buffer in buffers:
-            start = time.perf_counter()
-            work = dist.all_reduce(buffer, async_op=True)
-            bare.append(time.perf_counter() - start)
-            work.wait()
-        works = []
-        for buffer in buffers:
-            start = time.perf_counter()
-            works.append(dist.all_reduce(buffer, async_op=True))
-            together.append(time.perf_counter() - start)
-        for work in works:
-            work.wait()
-    peer_first: list[float] = []  # rank 0 launches 2 ms after rank 1: the peer is already waiting in the collective
-    for _ in range(CALLS):
-        if rank == 0:
-            time.sleep(2e-3)
-        works = []
-        for buffer in buffers:
-            start = time.perf_counter()
-            works.append(dist.all_reduce(buffer, async_op=True))
-            peer_first.append(time.perf_counter() - start)
-        for work in works:
-            work.wait()
-    after_update: list[float] = []  # back to back right after a metric update (as in the collector's loop)
-    for _ in range(CALLS):
-        update_metrics(members, *_batch(rank))
-        works = []
-        for buffer in buffers:
-            start = time.perf_counter()
-            works.append(dist.all_reduce(buffer, async_op=True))
-            after_update.append(time.perf_counter() - start)
-        for work in works:
-            work.wait()
+    # each waited for before the next launch; back to back (as schedule_collection() launches them); back to back
+    # 2 ms after the other rank (already waiting in the collective); back to back right after a metric update
+    bare = _bare_launches(buffers, wait_each=True)
+    together = _bare_launches(buffers)
+    peer_first = _bare_launches(buffers, before=(lambda: time.sleep(2e-3)) if rank == 0 else None)
+    after_update = _bare_launches(buffers, before=lambda: update_metrics(members, *_batch(rank)))
     return {
         "compute_us": compute_us,
         "compute_profile": compute_stats,

@@ -137,14 +137,9 @@ def collection_windows(rank: int, world_size: int) -> dict[str, Any]:
         plans.append(holder.plans)
         sync_plans.append(id(holder._sync[0]) if holder._sync else None)
         collection.reset()
-    return {
-        "got": got,
-        "expected": expected,
-        "collectives": counted,
-        "buckets": len(holder._sync[0].buckets),
-        "plans": plans,
-        "sync_plans": sync_plans,
-    }
+    result = {"got": got, "expected": expected, "collectives": counted}
+    result.update(buckets=len(holder._sync[0].buckets), plans=plans, sync_plans=sync_plans)
+    return result
 
 
 def _scores(make: Any, **kwargs: Any) -> Any:
