@@ -14,6 +14,7 @@ import torch
 import torchmetrics
 
 import torchmetrics_async as ta
+from tests._compile import CountingBackend
 from tests.test_state_arena import _batch, _members, _Ops, _update
 from torchmetrics_async import AsyncMetricCollector
 from torchmetrics_async.distributed.collection_arena import collection_arena
@@ -190,3 +191,30 @@ def test_a_bound_collector_keeps_its_arena():
     assert collection_arena(collection).arena is not None
     _update(collection, 5)
     assert _floats(collection.compute()) == _expected(range(5, 6))
+
+
+def test_compiled_updates_write_into_the_views_across_an_in_place_reset():
+    def scores(make: Any) -> Any:
+        names = ("MulticlassAccuracy", "MulticlassF1Score")
+        members = {name: getattr(make.classification, name)(num_classes=5, average="macro") for name in names}
+        return make.MetricCollection(members, compute_groups=False)
+
+    compiled, eager = scores(ta), scores(torchmetrics)
+    compiled.reset()  # the arena: the compiled update writes into its views
+    holder = collection_arena(compiled)
+    torch._dynamo.reset()
+    counting = CountingBackend("eager")
+    update = torch.compile(compiled.update, fullgraph=True, backend=counting)
+    batches = [_batch(step)[1:] for step in range(6)]
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for index, batch in enumerate(batches):
+            if index == 3:  # a window ends: reset in place, the views stay
+                assert _floats(compiled.compute()) == _floats(eager.compute())
+                compiled.reset()
+                eager.reset()
+            update(*batch)
+            eager.update(*batch)
+    assert counting.graphs == 1
+    assert _views_held(holder)
+    assert holder.plans == 1
+    assert _floats(compiled.compute()) == _floats(eager.compute())
