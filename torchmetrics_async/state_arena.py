@@ -325,7 +325,12 @@ class StateArena:
             metric.__dict__.pop(ARENA_RESET, None)
 
     def release(self) -> None:
-        """Stop managing the metrics: their states stay as they are (views), ``reset()`` replaces them again."""
+        """Stop managing the metrics: their states stay as they are (views), ``reset()`` replaces them again.
+
+        A metric another arena has planned since (a collector bound to a collection's members) stays with that one.
+        """
         for metric in self.metrics:
-            metric.__dict__.pop(ARENA, None)
-            metric.__dict__.pop(ARENA_RESET, None)
+            state = metric.__dict__
+            if state.get(ARENA, self) is self:
+                state.pop(ARENA, None)
+                state.pop(ARENA_RESET, None)

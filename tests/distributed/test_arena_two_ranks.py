@@ -1,4 +1,5 @@
-"""The state arena on 2 gloo ranks: the collector's planned all_reduce (a collective per bucket), torchmetrics' values.
+"""The state arena on 2 gloo ranks: the planned all_reduce (a collective per bucket) of the collector and of an
+accelerated ``MetricCollection``'s ``compute()``, with torchmetrics' values.
 
 Expected values are torchmetrics' own: the same per-rank data fed to torchmetrics' classes, computed with torchmetrics'
 sync. One spawn for the module.
@@ -16,6 +17,7 @@ import torchmetrics_async as ta
 from tests.distributed import harness
 from tests.distributed.harness import scenario
 from torchmetrics_async import AsyncMetricCollector
+from torchmetrics_async.distributed.collection_arena import collection_arena
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="needs gloo"
@@ -108,8 +110,106 @@ def added(rank: int, world_size: int) -> dict[str, Any]:
     return {"first": first, "second": second, "planned": bool(collector._arena_sync)}
 
 
+def _floats(values: dict[str, Any]) -> dict[str, float]:
+    return {name: float(value) for name, value in values.items()}
+
+
+def collection_windows(rank: int, world_size: int) -> dict[str, Any]:
+    """compute() twice per window (the second after more updates: the local states were kept), reset between."""
+    collection = ta.MetricCollection(_members(ta), compute_groups=False)
+    holder = collection_arena(collection)
+    got, expected, counted, plans, sync_plans = [], [], [], [], []
+    for window in range(3):
+        steps = range(3 * window, 3 * window + 3)
+        change = _set_sum if window == 2 else None  # a state replaced between computes (by the user), every rank
+        for step in steps[:2]:
+            _update(collection, rank, step)
+        with harness.count_collectives() as first:
+            got.append(_floats(collection.compute()))
+        expected.append(_reference(rank, steps[:2]))
+        if change is not None:
+            change(collection)
+        _update(collection, rank, steps[2])
+        with harness.count_collectives() as second:
+            got.append(_floats(collection.compute()))
+        expected.append(_reference(rank, steps, change))
+        counted.append([first.as_dict(), second.as_dict()])
+        plans.append(holder.plans)
+        sync_plans.append(id(holder._sync[0]) if holder._sync else None)
+        collection.reset()
+    result = {"got": got, "expected": expected, "collectives": counted}
+    result.update(buckets=len(holder._sync[0].buckets), plans=plans, sync_plans=sync_plans)
+    return result
+
+
+def _scores(make: Any, **kwargs: Any) -> Any:
+    names = ("MulticlassAccuracy", "MulticlassPrecision", "MulticlassRecall")
+    members = {name: getattr(make.classification, name)(num_classes=CLASSES, average="macro") for name in names}
+    return make.MetricCollection(members, **kwargs)
+
+
+def compute_groups(rank: int, world_size: int) -> dict[str, Any]:
+    """Followers hold their leader's views (aliased): each still sends its own piece; values as torchmetrics'."""
+    collection = _scores(ta)
+    reference = _scores(torchmetrics, compute_groups=False)
+    got, expected, counted = [], [], []
+    for step in range(3):
+        generator = torch.Generator().manual_seed(10 * rank + step)
+        # rank-dependent data: the groups could differ between ranks; the plan must not
+        logits = torch.randn(5 + rank, CLASSES, generator=generator)
+        labels = torch.randint(0, CLASSES, (5 + rank,), generator=generator)
+        collection.update(logits, labels)
+        reference.update(logits, labels)
+        with harness.count_collectives() as calls:
+            got.append(_floats(collection.compute()))
+        expected.append(_floats(reference.compute()))
+        counted.append(calls.as_dict())
+    holder = collection_arena(collection)
+    return {
+        "got": got,
+        "expected": expected,
+        "collectives": counted,
+        "buckets": len(holder._sync[0].buckets) if holder._sync else None,
+        "groups": len(collection._groups),
+        "aliased": holder.arena.aliased,
+    }
+
+
+def list_states(rank: int, world_size: int) -> dict[str, Any]:
+    """A member with a list state: the arena does not cover the collection whole, compute() syncs as before."""
+
+    def members(make: Any) -> dict[str, Any]:
+        return {"loss": make.MeanMetric(), "all": make.CatMetric(), "peak": make.MaxMetric()}
+
+    collection = ta.MetricCollection(members(ta), compute_groups=False)
+    got, expected = [], []
+    for window in range(2):
+        reference = torchmetrics.MetricCollection(members(torchmetrics), compute_groups=False)
+        for step in range(2):
+            values = torch.arange(3.0) + 10 * rank + step + window
+            collection.update(values)
+            reference.update(values)
+        got.append({name: value.tolist() for name, value in collection.compute().items()})
+        expected.append({name: value.tolist() for name, value in reference.compute().items()})
+        collection.reset()
+    holder = collection_arena(collection)
+    return {
+        "got": got,
+        "expected": expected,
+        "arena": sorted(type(metric).__name__ for metric in holder.arena.metrics),
+        "planned_sync": bool(holder._sync),
+    }
+
+
 def run_all(rank: int, world_size: int) -> dict[str, Any]:
-    return harness.run_scenarios({"windows": windows, "added": added}, rank, world_size)
+    scenarios = {
+        "windows": windows,
+        "added": added,
+        "collection_windows": collection_windows,
+        "compute_groups": compute_groups,
+        "list_states": list_states,
+    }
+    return harness.run_scenarios(scenarios, rank, world_size)
 
 
 @pytest.fixture(scope="module")
@@ -137,3 +237,36 @@ def test_a_metric_added_to_a_collection(ranks):
         assert result["first"] == {"loss": 0.5}
         assert result["second"] == {"loss": 2.5, "top": 10.0}
         assert result["planned"]
+
+
+def test_collection_compute_matches_torchmetrics(ranks):
+    for result in scenario(ranks, "collection_windows"):
+        assert result["got"] == result["expected"]
+
+
+def test_collection_compute_is_one_all_reduce_per_bucket_planned_until_a_state_is_replaced(ranks):
+    for result in scenario(ranks, "collection_windows"):
+        buckets = result["buckets"]
+        assert result["collectives"] == [[{"all_reduce": buckets}] * 2] * 3
+        # planned at the first compute; reset in place keeps the plan; the state replaced in window 2 re-plans
+        assert result["plans"] == [1, 1, 2]
+        first, second, third = result["sync_plans"]
+        assert first is not None
+        assert first == second
+        assert third != second
+
+
+def test_collection_compute_groups_sync_through_the_arena(ranks):
+    for result in scenario(ranks, "compute_groups"):
+        assert result["got"] == result["expected"]
+        assert result["groups"] == 1
+        assert result["aliased"]
+        assert result["buckets"] is not None
+        assert result["collectives"] == [{"all_reduce": result["buckets"]}] * 3
+
+
+def test_collection_with_a_list_state_syncs_as_before(ranks):
+    for result in scenario(ranks, "list_states"):
+        assert result["got"] == result["expected"]
+        assert result["arena"] == ["MaxMetric", "MeanMetric"]  # reset by group; CatMetric resets itself
+        assert not result["planned_sync"]

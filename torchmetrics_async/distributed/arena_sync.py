@@ -5,6 +5,11 @@ them piece by piece. Over an arena the plan is made once, with buffers that live
 each arena group into its place in a bucket (one copy per group, casting where a group travels in a wider dtype),
 writes the plan check, and all-reduces the buckets in place; finishing sets the metrics' states to views of the
 reduced buffers. Same buckets, order, plan check and results as ``sync_metrics`` (it uses the same bucket planner).
+A compute-group follower (a metric holding another member's view) is first copied into its own slot: the plan sends
+one piece per member, as ``sync_metrics`` does.
+
+The buckets are reused sync after sync: the collector turns its values into Python scalars before the next window,
+and torchmetrics' ``compute()`` returns clones of what it computes from the reduced states.
 
 Example:
     >>> from torchmetrics_async import SumMetric
@@ -26,7 +31,7 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import Metric, jit_distributed_available
 from torchmetrics_async.distributed.buckets import _Bucket, _plan_buckets
 from torchmetrics_async.distributed.collectives import SyncHandle, _host_to_device, _member, _to
-from torchmetrics_async.distributed.plan import _check_bits, _fingerprint
+from torchmetrics_async.distributed.plan import _check_agrees, _check_bits, _fingerprint, _label
 from torchmetrics_async.distributed.states import _fusable_metric
 from torchmetrics_async.distributed.sync import _plan_states, _resolve_group
 from torchmetrics_async.state_arena import StateArena
@@ -105,15 +110,25 @@ class ArenaAllReduce:
                 view = bucket.buffer[segment.offset : segment.offset + segment.numel].view(segment.shape)
                 self.reduced.append((slot.metric.__dict__, slot.attr, view, _conversion(segment, view, world_size)))
 
-    def start(self, async_op: bool) -> SyncHandle:
+    def start(
+        self,
+        async_op: bool,
+        labels: dict[int, str] | None = None,
+        verdicts: list[tuple[Tensor, list[str]]] | None = None,
+    ) -> SyncHandle:
         """Copy the arena into the buckets and launch their all_reduces.
 
         Args:
             async_op: launch asynchronously; the handle's ``wait()`` finishes.
+            labels: the metrics' names, for the plan check's message.
+            verdicts: if given, ``wait()`` appends ``(agreed, member labels)`` (a 0-dim bool on the device: whether
+                every rank planned alike) for the caller to read with its other values, as ``sync_metrics`` does.
 
         Returns:
             The handle: ``wait()`` sets every state to its reduction and marks the metrics synced.
         """
+        for slot in self.arena._aliased:  # a follower sends its own piece, holding the leader's values
+            slot.view.copy_(slot.alias.view)
         for target, source, negate in self.copies:
             target.copy_(source)
             if negate:
@@ -123,7 +138,18 @@ class ArenaAllReduce:
             op = _REDUCE_OPS[bucket.op]
             bucket.work = dist.all_reduce(bucket.refill(), op=op, group=self.group, async_op=async_op)
             works.append(bucket.work)
-        return SyncHandle(self._finish, works)
+        if verdicts is None:
+            return SyncHandle(self._finish, works)
+
+        def finish() -> None:
+            self._finish()
+            first = self.buckets[0] if self.buckets else None
+            if first is not None and first.check is not None:
+                total = self.totals[id(first)]
+                agreed = _check_agrees(first.buffer[total : total + first.check.numel()], first.op, self.world_size)
+                verdicts.append((agreed, [_label(metric, labels or {}) for metric in self.arena.metrics]))
+
+        return SyncHandle(finish, works)
 
     def _finish(self) -> None:
         world_size = dist.get_world_size(self.group)
@@ -166,12 +192,19 @@ def _syncs_whole_arena(metrics: Sequence[Metric], arena: StateArena) -> bool:
     for slot in arena.slots:
         per_metric[id(slot.metric)] = per_metric.get(id(slot.metric), 0) + 1
     complete = all(per_metric.get(id(metric), 0) == len(metric._reductions) for metric in metrics)
-    # An aliased state (a compute-group follower) is another member's: its group copy would send a stale slot.
-    return complete and arena.is_current() and not arena.aliased
+    # A compute-group follower (an aliased state) is copied into its own slot first: see ArenaAllReduce.start.
+    return complete and arena.is_current()
 
 
 def arena_sync(
-    metrics: Sequence[Metric], arena: StateArena, process_group: Any, cache: list[ArenaAllReduce] | None = None
+    metrics: Sequence[Metric],
+    arena: StateArena,
+    process_group: Any,
+    cache: list[ArenaAllReduce] | None = None,
+    *,
+    keep_local: bool = False,
+    labels: dict[int, str] | None = None,
+    verdicts: list[tuple[Tensor, list[str]]] | None = None,
 ) -> SyncHandle | None:
     """``sync_metrics(metrics, process_group, async_op=True)`` through the arena's planned all_reduce, if it applies.
 
@@ -180,10 +213,14 @@ def arena_sync(
     state), the arena being current.
 
     Args:
-        metrics: the metrics to sync (``sync()`` semantics, without keeping the local states for ``unsync()``).
+        metrics: the metrics to sync (``sync()`` semantics).
         arena: the arena holding their states.
         process_group: as for ``sync_metrics``.
         cache: a list holding the plan from an earlier call (reused while the arena and group are the same).
+        keep_local: keep the local states for ``unsync()`` (``sync()``'s ``_cache``): the arena views themselves,
+            which the sync only reads (no copy).
+        labels: the metrics' names, for the plan check's message.
+        verdicts: see :meth:`ArenaAllReduce.start`.
 
     Returns:
         The handle, or ``None`` if it does not apply (then call ``sync_metrics``).
@@ -203,4 +240,8 @@ def arena_sync(
     if plan is None or plan.arena is not arena or plan.plans != arena.plans or plan.group is not group:
         plan = ArenaAllReduce(arena, group)
         cache[:] = [plan]
-    return plan.start(async_op=True)
+    if keep_local:
+        for metric in metrics:
+            state = metric.__dict__
+            metric._cache = {attr: state[attr] for attr in metric._defaults}
+    return plan.start(async_op=True, labels=labels, verdicts=verdicts)
