@@ -276,7 +276,8 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         came since the flags were last read): an error is never dropped, even where only ``forward()``'s batch values
         are logged. Each state becomes a fresh device-side copy of its default (no host-to-device copy); whatever
         held the old tensor (a ``Running`` window slot, a compute-group sibling, a user's variable) keeps its value,
-        as with torchmetrics.
+        as with torchmetrics. States in a state arena (a bound collector's metrics, an accelerated collection's
+        members; see :mod:`torchmetrics_async.state_arena`) are the exception: the arena has reset them in place.
 
         Raises:
             RuntimeError: the first deferred error of the window, if ``compute()`` did not raise it.
