@@ -15,6 +15,7 @@ import torch
 import torchmetrics.classification as tmc
 
 import torchmetrics_async.classification.multiclass as mc
+from tests.classification._derived import assert_no_host_sync
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
 
@@ -101,27 +102,8 @@ def _run(name: str, device: str, kind: str) -> int:
         for batch_name, batch in inputs(device, samplewise, kwargs.get("top_k", 1)).items():
             if device == "meta" and batch_name not in META_INPUTS:
                 continue
-            cases.append((f"{name}({kwargs}).{kind}({batch_name}) on {device}", metric, batch))
-    step = ""
-    try:
-        with no_host_sync():
-            for label, metric, (preds, target) in cases:
-                step = label
-                (metric if kind == "forward" else metric.update)(preds, target)
-    except HostSyncError as err:
-        raise AssertionError(f"{step}: {err}") from err
-    # reset() reports what compute() has not: one read of the flags per metric that has checks (none on meta).
-    unique = list({id(metric): metric for _, metric, _ in cases}.values())
-    errors = []
-    with count_host_syncs() as syncs:
-        for metric in unique:
-            try:
-                metric.reset()
-            except RuntimeError as err:  # out-of-range inputs among the cases: reported here, compute() never ran
-                errors.append(str(err))
-    assert all("torchmetrics-async: first recorded in update" in error for error in errors), errors
-    expected = 0 if device == "meta" else sum(1 for m in unique if m._deferred_checks_registered())
-    assert syncs.total == expected, syncs.summary()
+            cases.append((f"{name}({kwargs}).{kind}({batch_name}) on {device}", metric, kind, batch))
+    assert_no_host_sync(cases)
     return len(cases)
 
 
