@@ -80,6 +80,77 @@ MultidimAverage = Literal["global", "samplewise"]
 Normalize = Optional[Literal["true", "pred", "all", "none"]]
 
 
+# Class indices are exact in float32 up to 2**24, so the float form of first_max_index serves any realistic C.
+_EXACT_FLOAT_INDEX = 2**24
+
+
+def first_max_index(scores: Tensor, dim: int = 1) -> Tensor:
+    """``scores.argmax(dim)`` as two plain reductions: the first index holding the maximum (a NaN counts as maximal).
+
+    Inductor's CPU code for ``argmax`` carries an (index, value) pair through the loop; ``amax`` and then ``amin`` of
+    the matching positions' indices are two float reductions that fuse with the rest of the step (the ``amax`` with
+    a softmax's). Same result as ``argmax`` for every input: the first maximal position, or the first NaN.
+
+    Example:
+        >>> scores = torch.tensor([[0.2, 0.7, 0.7], [float("nan"), 1.0, float("nan")], [-torch.inf, -torch.inf, 0.0]])
+        >>> first_max_index(scores)
+        tensor([1, 0, 2])
+        >>> torch.equal(first_max_index(scores), scores.argmax(1))
+        True
+    """
+    size = scores.shape[dim]
+    top = scores.amax(dim, keepdim=True)
+    # Where the maximum is NaN, the NaNs are its positions (and no value equals it); elsewhere there are no NaNs.
+    match = torch.logical_or(scores == top, torch.isnan(scores))
+    shape = [1] * scores.ndim
+    shape[dim] = size
+    index = torch.arange(size, dtype=torch.float32, device=scores.device).view(shape)
+    return torch.where(match, index, float(size)).amin(dim).long()
+
+
+def compiled_first_max(preds: Tensor, dim: int = 1) -> bool:
+    """Whether labels of ``preds`` come from :func:`first_max_index` instead of ``argmax``: inside compiled CPU code.
+
+    Eager updates keep torchmetrics' single ``argmax`` kernel (the op counts tests pin); Inductor's CPU ``argmax``
+    costs more than the two reductions (``benchmarks/README.md``, "What the metrics cost inside a compiled step").
+
+    Example:
+        >>> compiled_first_max(torch.randn(4, 3))
+        False
+    """
+    return (
+        torch.compiler.is_compiling()
+        and preds.device.type == "cpu"
+        and preds.is_floating_point()
+        and preds.ndim > dim
+        and 0 < preds.shape[dim] <= _EXACT_FLOAT_INDEX
+    )
+
+
+def predicted_labels(preds: Tensor) -> Tensor:
+    """``preds.argmax(1)``, or :func:`first_max_index` where :func:`compiled_first_max` says so (same values).
+
+    Example:
+        >>> predicted_labels(torch.tensor([[0.1, 0.9], [0.8, 0.2]]))
+        tensor([1, 0])
+    """
+    return first_max_index(preds, 1) if compiled_first_max(preds) else preds.argmax(1)
+
+
+def format_stat_scores(preds: Tensor, target: Tensor, top_k: int) -> tuple[Tensor, Tensor]:
+    """The ``_multiclass_stat_scores_format`` of torchmetrics; in compiled CPU code, labels by first_max_index.
+
+    Example:
+        >>> format_stat_scores(torch.tensor([[0.1, 0.9], [0.8, 0.2]]), torch.tensor([1, 1]), 1)
+        (tensor([[1],
+                [0]]), tensor([[1],
+                [1]]))
+    """
+    if top_k == 1 and preds.ndim == target.ndim + 1 and compiled_first_max(preds):
+        preds = first_max_index(preds, 1)
+    return _multiclass_stat_scores_format(preds, target, top_k)
+
+
 def as_index(labels: Tensor, num_classes: int) -> Tensor:
     """``labels`` as int64 indices clamped into ``[0, num_classes)``: never out of bounds, whatever the values.
 
@@ -314,7 +385,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             and preds.is_floating_point()
         ):
             # The common case, scores (N, C) and labels (N,): class hits, written into the states by _merge_stats.
-            preds = preds.argmax(1)
+            preds = predicted_labels(preds)
             target_index = as_index(target, self.num_classes)
             violations = {INVALID_TARGET: target_index != target} if INVALID_TARGET in self._defaults else {}
             return BatchStats((_ClassHits(preds, target_index, preds == target),), violations)
@@ -323,7 +394,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
         # Labels from scores are class indices, unless unvalidated scores have more columns than classes.
         clamp_preds = label_preds or preds.shape[1] > num_classes
         # The same reshapes as torchmetrics, so malformed inputs (0-dim, empty batch dimension) fail the same way.
-        preds, target = _multiclass_stat_scores_format(preds, target, top_k)
+        preds, target = format_stat_scores(preds, target, top_k)
         if top_k > 1 and label_preds:
             ignore = self.ignore_index
             masked_write = ignore is not None and not 0 <= ignore < num_classes and preds.ndim > target.ndim
@@ -687,7 +758,7 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
         if self.validate_args:
             multiclass_shape_validation(preds, target, self.num_classes, self.multidim_average)
         label_preds = preds.ndim == target.ndim
-        preds, target = _multiclass_stat_scores_format(preds, target, 1)
+        preds, target = format_stat_scores(preds, target, 1)
         keep = self._keep(target)
         same = preds == target
         if keep is not None:
