@@ -41,7 +41,14 @@ from torchmetrics_async import accelerate
 from torchmetrics_async.demo import build_metrics, resnet18, small_cnn, update_metrics
 
 
-def _step(model: nn.Module, metrics: dict[str, Any] | None) -> Callable:
+def eval_step(model: nn.Module, metrics: dict[str, Any] | None) -> Callable:
+    """The demo's eval step: forward, cross-entropy loss and, unless ``metrics`` is None, ``update_metrics``.
+
+    Example:
+        >>> eval_step(small_cnn(10).eval(), None)(torch.zeros(2, 3, 32, 32), torch.tensor([1, 2])).shape
+        torch.Size([])
+    """
+
     def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             output = model(images)
@@ -111,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             torch._dynamo.reset()
             torch._inductor.metrics.reset()
             with torch._inductor.config.patch(fx_graph_cache=False):
-                torch.compile(_step(model, held), fullgraph=True)(*data[0])
+                torch.compile(eval_step(model, held), fullgraph=True)(*data[0])
             print(f"compiled step {label}: {torch._inductor.metrics.generated_kernel_count} generated kernels")
         return 0
 
@@ -120,22 +127,22 @@ def main(argv: list[str] | None = None) -> int:
     counting = CountingBackend("inductor")
     compiled_metrics = metrics(True)
     t0 = time.perf_counter()
-    compiled = torch.compile(_step(model, compiled_metrics), fullgraph=True, backend=counting)
+    compiled = torch.compile(eval_step(model, compiled_metrics), fullgraph=True, backend=counting)
     with torch._dynamo.config.patch(error_on_recompile=True):
         for images, labels in data:
             compiled(images, labels)
     _sync(device)
     compile_s = time.perf_counter() - t0
     graphs, recompiles = counting.graphs, sum(counters["recompiles"].values())
-    compiled_bare = torch.compile(_step(model, None), fullgraph=True)
+    compiled_bare = torch.compile(eval_step(model, None), fullgraph=True)
     compiled_model = torch.compile(model, fullgraph=True)
     split_metrics, eager_metrics, reference = metrics(True), metrics(True), metrics(False)
     variants: dict[str, Callable] = {
         "compiled step, accelerated metrics inside": compiled,
         "compiled step, no metrics": compiled_bare,
         "compiled model, accelerated metrics eager": _split_step(compiled_model, split_metrics),
-        "eager, accelerated metrics": _step(model, eager_metrics),
-        "eager, torchmetrics": _step(model, reference),
+        "eager, accelerated metrics": eval_step(model, eager_metrics),
+        "eager, torchmetrics": eval_step(model, reference),
     }
     # The same batches once through every variant that holds metrics (the compiled one ran them above): equal values.
     for step in variants.values():

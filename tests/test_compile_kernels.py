@@ -18,12 +18,12 @@ import torch
 import torch._dynamo
 import torch._inductor.config
 import torch._inductor.metrics
-from torch import nn
 
+from benchmarks.compile_bench import eval_step
 from tests._compile import assert_same, compile_and_run
 from torchmetrics_async import accelerate
 from torchmetrics_async.classification.multiclass import first_max_index
-from torchmetrics_async.demo import build_metrics, small_cnn, update_metrics
+from torchmetrics_async.demo import build_metrics, small_cnn
 
 
 def _hard_scores(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -94,19 +94,12 @@ def _compiled_step_counts(with_metrics: bool) -> tuple[int, dict[str, int]]:
                 name = str(node.target)
                 ops[name] = ops.get(name, 0) + 1
 
-    def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            output = model(images)
-            loss = nn.functional.cross_entropy(output, labels)
-            if metrics is not None:
-                update_metrics(metrics, loss, output, labels)
-        return loss
-
     torch._dynamo.reset()
     torch._inductor.metrics.reset()
     patch: dict[str, Any] = {"fx_graph_cache": False, "post_grad_custom_post_pass": count_ops}
     with torch._inductor.config.patch(patch):
-        torch.compile(step, fullgraph=True)(torch.randn(64, 3, 32, 32), torch.randint(0, 1000, (64,)))
+        images, labels = torch.randn(64, 3, 32, 32), torch.randint(0, 1000, (64,))
+        torch.compile(eval_step(model, metrics), fullgraph=True)(images, labels)
     return torch._inductor.metrics.generated_kernel_count, ops
 
 

@@ -108,47 +108,23 @@ def first_max_index(scores: Tensor, dim: int = 1) -> Tensor:
     return torch.where(match, index, float(size)).amin(dim).long()
 
 
-def compiled_first_max(preds: Tensor, dim: int = 1) -> bool:
-    """Whether labels of ``preds`` come from :func:`first_max_index` instead of ``argmax``: inside compiled CPU code.
+def first_max_applies(preds: Tensor) -> bool:
+    """Whether compiled code takes the labels of ``preds`` by :func:`first_max_index` instead of ``argmax``.
 
-    Eager updates keep torchmetrics' single ``argmax`` kernel (the op counts tests pin); Inductor's CPU ``argmax``
-    costs more than the two reductions (``benchmarks/README.md``, "What the metrics cost inside a compiled step").
+    Asked only after ``torch.compiler.is_compiling()`` (eager updates keep torchmetrics' single ``argmax`` kernel, as
+    the op counts tests pin). On CPU, where Inductor's ``argmax`` costs more than the two reductions
+    (``benchmarks/README.md``, "What the metrics cost inside a compiled step"), for float scores with classes on dim 1.
 
     Example:
-        >>> compiled_first_max(torch.randn(4, 3))
-        False
+        >>> first_max_applies(torch.randn(4, 3)), first_max_applies(torch.randint(0, 3, (4, 3)))
+        (True, False)
     """
     return (
-        torch.compiler.is_compiling()
-        and preds.device.type == "cpu"
+        preds.device.type == "cpu"
         and preds.is_floating_point()
-        and preds.ndim > dim
-        and 0 < preds.shape[dim] <= _EXACT_FLOAT_INDEX
+        and preds.ndim > 1
+        and 0 < preds.shape[1] <= _EXACT_FLOAT_INDEX
     )
-
-
-def predicted_labels(preds: Tensor) -> Tensor:
-    """``preds.argmax(1)``, or :func:`first_max_index` where :func:`compiled_first_max` says so (same values).
-
-    Example:
-        >>> predicted_labels(torch.tensor([[0.1, 0.9], [0.8, 0.2]]))
-        tensor([1, 0])
-    """
-    return first_max_index(preds, 1) if compiled_first_max(preds) else preds.argmax(1)
-
-
-def format_stat_scores(preds: Tensor, target: Tensor, top_k: int) -> tuple[Tensor, Tensor]:
-    """The ``_multiclass_stat_scores_format`` of torchmetrics; in compiled CPU code, labels by first_max_index.
-
-    Example:
-        >>> format_stat_scores(torch.tensor([[0.1, 0.9], [0.8, 0.2]]), torch.tensor([1, 1]), 1)
-        (tensor([[1],
-                [0]]), tensor([[1],
-                [1]]))
-    """
-    if top_k == 1 and preds.ndim == target.ndim + 1 and compiled_first_max(preds):
-        preds = first_max_index(preds, 1)
-    return _multiclass_stat_scores_format(preds, target, top_k)
 
 
 def as_index(labels: Tensor, num_classes: int) -> Tensor:
@@ -385,7 +361,8 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             and preds.is_floating_point()
         ):
             # The common case, scores (N, C) and labels (N,): class hits, written into the states by _merge_stats.
-            preds = predicted_labels(preds)
+            compiled = torch.compiler.is_compiling() and first_max_applies(preds)
+            preds = first_max_index(preds, 1) if compiled else preds.argmax(1)
             target_index = as_index(target, self.num_classes)
             violations = {INVALID_TARGET: target_index != target} if INVALID_TARGET in self._defaults else {}
             return BatchStats((_ClassHits(preds, target_index, preds == target),), violations)
@@ -394,7 +371,9 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
         # Labels from scores are class indices, unless unvalidated scores have more columns than classes.
         clamp_preds = label_preds or preds.shape[1] > num_classes
         # The same reshapes as torchmetrics, so malformed inputs (0-dim, empty batch dimension) fail the same way.
-        preds, target = format_stat_scores(preds, target, top_k)
+        if top_k == 1 and preds.ndim == target.ndim + 1 and torch.compiler.is_compiling() and first_max_applies(preds):
+            preds = first_max_index(preds, 1)
+        preds, target = _multiclass_stat_scores_format(preds, target, top_k)
         if top_k > 1 and label_preds:
             ignore = self.ignore_index
             masked_write = ignore is not None and not 0 <= ignore < num_classes and preds.ndim > target.ndim
@@ -758,7 +737,9 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
         if self.validate_args:
             multiclass_shape_validation(preds, target, self.num_classes, self.multidim_average)
         label_preds = preds.ndim == target.ndim
-        preds, target = format_stat_scores(preds, target, 1)
+        if preds.ndim == target.ndim + 1 and torch.compiler.is_compiling() and first_max_applies(preds):
+            preds = first_max_index(preds, 1)
+        preds, target = _multiclass_stat_scores_format(preds, target, 1)
         keep = self._keep(target)
         same = preds == target
         if keep is not None:
