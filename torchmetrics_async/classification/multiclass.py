@@ -80,6 +80,53 @@ MultidimAverage = Literal["global", "samplewise"]
 Normalize = Optional[Literal["true", "pred", "all", "none"]]
 
 
+# Class indices are exact in float32 up to 2**24, so the float form of first_max_index serves any realistic C.
+_EXACT_FLOAT_INDEX = 2**24
+
+
+def first_max_index(scores: Tensor, dim: int = 1) -> Tensor:
+    """``scores.argmax(dim)`` as two plain reductions: the first index holding the maximum (a NaN counts as maximal).
+
+    Inductor's CPU code for ``argmax`` carries an (index, value) pair through the loop; ``amax`` and then ``amin`` of
+    the matching positions' indices are two float reductions that fuse with the rest of the step (the ``amax`` with
+    a softmax's). Same result as ``argmax`` for every input: the first maximal position, or the first NaN.
+
+    Example:
+        >>> scores = torch.tensor([[0.2, 0.7, 0.7], [float("nan"), 1.0, float("nan")], [-torch.inf, -torch.inf, 0.0]])
+        >>> first_max_index(scores)
+        tensor([1, 0, 2])
+        >>> torch.equal(first_max_index(scores), scores.argmax(1))
+        True
+    """
+    size = scores.shape[dim]
+    top = scores.amax(dim, keepdim=True)
+    # Where the maximum is NaN, the NaNs are its positions (and no value equals it); elsewhere there are no NaNs.
+    match = torch.logical_or(scores == top, torch.isnan(scores))
+    shape = [1] * scores.ndim
+    shape[dim] = size
+    index = torch.arange(size, dtype=torch.float32, device=scores.device).view(shape)
+    return torch.where(match, index, float(size)).amin(dim).long()
+
+
+def first_max_applies(preds: Tensor) -> bool:
+    """Whether compiled code takes the labels of ``preds`` by :func:`first_max_index` instead of ``argmax``.
+
+    Asked only after ``torch.compiler.is_compiling()`` (eager updates keep torchmetrics' single ``argmax`` kernel, as
+    the op counts tests pin). On CPU, where Inductor's ``argmax`` costs more than the two reductions
+    (``benchmarks/README.md``, "What the metrics cost inside a compiled step"), for float scores with classes on dim 1.
+
+    Example:
+        >>> first_max_applies(torch.randn(4, 3)), first_max_applies(torch.randint(0, 3, (4, 3)))
+        (True, False)
+    """
+    return (
+        preds.device.type == "cpu"
+        and preds.is_floating_point()
+        and preds.ndim > 1
+        and 0 < preds.shape[1] <= _EXACT_FLOAT_INDEX
+    )
+
+
 def as_index(labels: Tensor, num_classes: int) -> Tensor:
     """``labels`` as int64 indices clamped into ``[0, num_classes)``: never out of bounds, whatever the values.
 
@@ -314,7 +361,8 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             and preds.is_floating_point()
         ):
             # The common case, scores (N, C) and labels (N,): class hits, written into the states by _merge_stats.
-            preds = preds.argmax(1)
+            compiled = torch.compiler.is_compiling() and first_max_applies(preds)
+            preds = first_max_index(preds, 1) if compiled else preds.argmax(1)
             target_index = as_index(target, self.num_classes)
             violations = {INVALID_TARGET: target_index != target} if INVALID_TARGET in self._defaults else {}
             return BatchStats((_ClassHits(preds, target_index, preds == target),), violations)
@@ -323,6 +371,8 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
         # Labels from scores are class indices, unless unvalidated scores have more columns than classes.
         clamp_preds = label_preds or preds.shape[1] > num_classes
         # The same reshapes as torchmetrics, so malformed inputs (0-dim, empty batch dimension) fail the same way.
+        if top_k == 1 and preds.ndim == target.ndim + 1 and torch.compiler.is_compiling() and first_max_applies(preds):
+            preds = first_max_index(preds, 1)
         preds, target = _multiclass_stat_scores_format(preds, target, top_k)
         if top_k > 1 and label_preds:
             ignore = self.ignore_index
@@ -687,6 +737,8 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
         if self.validate_args:
             multiclass_shape_validation(preds, target, self.num_classes, self.multidim_average)
         label_preds = preds.ndim == target.ndim
+        if preds.ndim == target.ndim + 1 and torch.compiler.is_compiling() and first_max_applies(preds):
+            preds = first_max_index(preds, 1)
         preds, target = _multiclass_stat_scores_format(preds, target, 1)
         keep = self._keep(target)
         same = preds == target
