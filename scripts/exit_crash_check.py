@@ -2,7 +2,8 @@
 
 Each run starts two fresh interpreters (one per rank, as ``torchrun`` does) on 127.0.0.1 with a free port; each rank
 runs one variant, calls ``destroy_process_group()`` and exits. A run counts as a crash when a rank's exit code is not
-0 (SIGABRT shows as -6 / 134) or its stderr says ``terminate called``.
+0 (SIGABRT shows as -6 / 134) or its stderr says ``terminate called``. The package variants import their package
+after ``init_process_group()``, the order in which an import inside this package used to keep the group alive.
 
 Variants:
     torch: 20 rounds of ``all_reduce`` + ``barrier`` (torch alone).
@@ -14,6 +15,16 @@ Variants:
     inflight-nodestroy: as ``inflight`` without ``shutdown()`` and without ``destroy_process_group()``.
     torch-nodestroy: torch alone: 20 ``all_reduce(async_op=True)`` never waited, the process group never destroyed
         (the crash mechanism, without this package).
+    torch-held: torch alone: 20 ``all_reduce(async_op=True)`` dropped unwaited, then ``destroy_process_group()``, with
+        ``torch.distributed.nn`` imported after ``init_process_group()``: its functions' ``group=group.WORLD`` defaults
+        keep the group alive, so ``destroy_process_group()`` does not stop gloo's threads (the cause, torch alone).
+    torch-dropped: as ``torch-held`` without that import: ``destroy_process_group()`` waits for the works and stops
+        gloo's threads (the control).
+
+Why a rank aborts: a gloo worker thread that drops the last reference to a tensor whose Python object Python has
+already let go of must take the GIL to free that object; once the interpreter is finalizing, Python ends such a thread
+with ``pthread_exit``, whose unwinding through a ``noexcept`` destructor calls ``std::terminate``. That needs gloo's
+threads alive at exit: a group never destroyed, or one something still references after ``destroy_process_group()``.
 
 Run: ``scripts/exit-crash-check [--runs 50] [variant ...]`` (default: every variant). Exit status 1 if any crashed.
 """
@@ -22,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import os
 import socket
 import subprocess
@@ -37,6 +49,8 @@ VARIANTS = (
     "inflight",
     "inflight-nodestroy",
     "torch-nodestroy",
+    "torch-held",
+    "torch-dropped",
 )
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,6 +83,11 @@ def worker(variant: str, rank: int, port: int) -> None:
     elif variant == "torch-nodestroy":
         works = [dist.all_reduce(torch.ones(1000), async_op=True) for _ in range(20)]  # noqa: F841  (alive at exit)
         destroy = False
+    elif variant in ("torch-held", "torch-dropped"):
+        if variant == "torch-held":
+            importlib.import_module("torch.distributed.nn")  # after init: its defaults capture group.WORLD
+        for _ in range(20):
+            dist.all_reduce(torch.ones(1000), async_op=True)  # work and tensor dropped at once
     elif variant in ("torchmetrics", "accelerated"):
         if variant == "torchmetrics":
             from torchmetrics import MeanMetric, MetricCollection, SumMetric
