@@ -2,7 +2,8 @@
 
 Each run starts two fresh interpreters (one per rank, as ``torchrun`` does) on 127.0.0.1 with a free port; each rank
 runs one variant, calls ``destroy_process_group()`` and exits. A run counts as a crash when a rank's exit code is not
-0 (SIGABRT shows as -6 / 134) or its stderr says ``terminate called``.
+0 (SIGABRT shows as -6 / 134) or its stderr says ``terminate called``. The package variants import their package
+after ``init_process_group()``, the order in which an import inside this package used to keep the group alive.
 
 Variants:
     torch: 20 rounds of ``all_reduce`` + ``barrier`` (torch alone).
@@ -14,20 +15,34 @@ Variants:
     inflight-nodestroy: as ``inflight`` without ``shutdown()`` and without ``destroy_process_group()``.
     torch-nodestroy: torch alone: 20 ``all_reduce(async_op=True)`` never waited, the process group never destroyed
         (the crash mechanism, without this package).
+    torch-held: torch alone: 20 ``all_reduce(async_op=True)`` dropped unwaited, then ``destroy_process_group()``, with
+        ``torch.distributed.nn`` imported after ``init_process_group()``: its functions' ``group=group.WORLD`` defaults
+        keep the group alive, so ``destroy_process_group()`` does not stop gloo's threads (the cause, torch alone).
+    torch-dropped: as ``torch-held`` without that import: ``destroy_process_group()`` waits for the works and stops
+        gloo's threads (the control).
+
+Why a rank aborts: a gloo worker thread that drops the last reference to a tensor whose Python object Python has
+already let go of must take the GIL to free that object; once the interpreter is finalizing, Python ends such a thread
+with ``pthread_exit``, whose unwinding through a ``noexcept`` destructor calls ``std::terminate``. That needs gloo's
+threads alive at exit: a group never destroyed, or one something still references after ``destroy_process_group()``.
 
 Run: ``scripts/exit-crash-check [--runs 50] [variant ...]`` (default: every variant). Exit status 1 if any crashed.
+:func:`lingering_threads` runs a variant once and returns the gloo/TCPStore threads each rank still has after
+``destroy_process_group()`` (Linux): the deterministic symptom of a group kept alive.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
+import json
 import os
 import socket
 import subprocess
 import sys
 
-__all__ = ["VARIANTS", "free_port", "main", "run_once", "worker"]
+__all__ = ["VARIANTS", "free_port", "lingering_threads", "main", "run_once", "torch_threads", "worker"]
 
 VARIANTS = (
     "torch",
@@ -37,6 +52,8 @@ VARIANTS = (
     "inflight",
     "inflight-nodestroy",
     "torch-nodestroy",
+    "torch-held",
+    "torch-dropped",
 )
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,8 +65,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def worker(variant: str, rank: int, port: int) -> None:
-    """One rank of one run: join the group, run ``variant``, tear down."""
+def torch_threads() -> list[str]:
+    """Names of this process's gloo and TCPStore threads (torch names them; read from ``/proc``, so Linux only)."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+    return sorted(name for name in names if name.startswith(("pt_gloo", "gloo_", "pt_tcpstore")))
+
+
+def worker(variant: str, rank: int, port: int, report_threads: bool = False) -> None:
+    """One rank of one run: join the group, run ``variant``, tear down; print :func:`torch_threads` if asked."""
     import torch
     import torch.distributed as dist
 
@@ -69,6 +98,11 @@ def worker(variant: str, rank: int, port: int) -> None:
     elif variant == "torch-nodestroy":
         works = [dist.all_reduce(torch.ones(1000), async_op=True) for _ in range(20)]  # noqa: F841  (alive at exit)
         destroy = False
+    elif variant in ("torch-held", "torch-dropped"):
+        if variant == "torch-held":
+            importlib.import_module("torch.distributed.nn")  # after init: its defaults capture group.WORLD
+        for _ in range(20):
+            dist.all_reduce(torch.ones(1000), async_op=True)  # work and tensor dropped at once
     elif variant in ("torchmetrics", "accelerated"):
         if variant == "torchmetrics":
             from torchmetrics import MeanMetric, MetricCollection, SumMetric
@@ -99,33 +133,62 @@ def worker(variant: str, rank: int, port: int) -> None:
         raise SystemExit(f"unknown variant {variant!r}")
     if destroy:
         dist.destroy_process_group()
+    if report_threads:
+        print(json.dumps(torch_threads()), flush=True)  # flushed: a rank may still abort at exit
 
 
-def run_once(variant: str, timeout: float = 90.0) -> tuple[bool, str]:
-    """Run ``variant`` on two fresh ranks; ``(crashed, why)``."""
+def _start_ranks(variant: str, *flags: str) -> list[subprocess.Popen]:
+    """Two fresh interpreters running ``worker(variant, rank, port)`` on a free port."""
     port = free_port()
     command = [sys.executable, os.path.abspath(__file__), "--worker", variant]
     # This checkout's package, not whichever one the environment has installed.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
-    ranks = [
+    return [
         subprocess.Popen(
-            [*command, str(rank), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+            [*command, str(rank), str(port), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         for rank in range(2)
     ]
+
+
+def _finish(process: subprocess.Popen, timeout: float) -> tuple[str, str] | None:
+    """``(stdout, stderr)`` of a rank, or ``None`` if it ran past ``timeout`` (then it is killed)."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()  # only the processes this run started
+        process.communicate()
+        return None
+
+
+def run_once(variant: str, timeout: float = 90.0) -> tuple[bool, str]:
+    """Run ``variant`` on two fresh ranks; ``(crashed, why)``."""
     why = []
-    for rank, process in enumerate(ranks):
-        try:
-            _, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()  # only the processes this run started
-            _, err = process.communicate()
+    for rank, process in enumerate(_start_ranks(variant)):
+        outputs = _finish(process, timeout)
+        if outputs is None:
             why.append(f"rank {rank} timed out")
-            continue
-        if process.returncode != 0 or "terminate called" in err:
-            tail = " | ".join(err.strip().splitlines()[-2:])
+        elif process.returncode != 0 or "terminate called" in outputs[1]:
+            tail = " | ".join(outputs[1].strip().splitlines()[-2:])
             why.append(f"rank {rank} exit {process.returncode}: {tail}")
     return bool(why), "; ".join(why)
+
+
+def lingering_threads(variant: str, timeout: float = 90.0) -> list[list[str]]:
+    """Run ``variant`` once; per rank, the gloo/TCPStore threads left after ``destroy_process_group()``.
+
+    Raises:
+        RuntimeError: a rank timed out or printed no thread list (its stderr's tail in the message).
+    """
+    found = []
+    for rank, process in enumerate(_start_ranks(variant, "--threads")):
+        outputs = _finish(process, timeout)
+        lines = outputs[0].strip().splitlines() if outputs else []
+        if not lines:
+            tail = " | ".join(outputs[1].strip().splitlines()[-2:]) if outputs else "timed out"
+            raise RuntimeError(f"rank {rank} of {variant!r} reported no threads: {tail}")
+        found.append(json.loads(lines[-1]))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--worker":
+        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), report_threads=sys.argv[5:] == ["--threads"])
     else:
         sys.exit(main())

@@ -35,7 +35,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from torch.distributed.checkpoint.stateful import Stateful
 
 from torchmetrics_async._torchmetrics import Metric, MetricCollection
 from torchmetrics_async.metric import OWNED_STATES, set_update_count
@@ -177,7 +176,13 @@ def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], wha
     metric.__dict__["_computed"] = None
 
 
-class PerRankState(Stateful):
+# Not a subclass of ``torch.distributed.checkpoint.stateful.Stateful``: that protocol is runtime-checkable, so DCP's
+# ``isinstance(obj, Stateful)`` accepts any object with ``state_dict``/``load_state_dict``, and importing it runs
+# ``torch.distributed.checkpoint``'s package, which imports ``torch.distributed.nn.functional``, whose collectives take
+# ``group=group.WORLD`` as a default argument. Imported after ``init_process_group()``, those defaults keep the default
+# group alive: ``destroy_process_group()`` then leaves gloo's threads running into interpreter exit, where they can
+# abort the process ("terminate called without an active exception"; README, "Distributed: exiting cleanly").
+class PerRankState:
     """Metrics as a ``Stateful`` whose ``state_dict()`` keeps each rank's states under its own key.
 
     For ``torch.distributed.checkpoint`` (where a metric's own ``state_dict()`` would be treated as replicated), and

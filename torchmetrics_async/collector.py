@@ -84,7 +84,6 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 from torch import Tensor
-from torch.distributed.checkpoint.stateful import Stateful
 
 from torchmetrics_async._torchmetrics import Metric, MetricCollection, jit_distributed_available, rank_zero_warn
 from torchmetrics_async.checkpoint import (
@@ -456,7 +455,8 @@ def _capturing(metric: Metric, inner: Callable, log: list[_Record]) -> Callable:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class AsyncMetricCollector(Stateful):
+# ``Stateful`` by its methods, not by subclassing: why, above ``checkpoint.PerRankState``.
+class AsyncMetricCollector:
     """Sync and compute a metric, a ``MetricCollection`` or a dict of them off the critical path.
 
     Lifecycle: ``bind()`` once; then per logging interval ``schedule_collection()`` (snapshot, reset, launch) and,

@@ -5,11 +5,13 @@ stream) until ``collect_results()`` waits for them. A window still in flight whe
 ``destroy_process_group()`` (or interpreter exit) tears down a group whose collectives have not finished, with the
 other ranks still taking part in them. :func:`shutdown` waits for such windows and drops them.
 
-It is deliberately not an :mod:`atexit` hook: the exit crash of issue 14 ("terminate called without an active
-exception", SIGABRT) comes from a gloo process group still alive when the interpreter exits, with or without work in
-flight (``scripts/exit-crash-check torch-nodestroy`` shows it with torch alone); draining at exit without destroying
-the group does not prevent it (measured: still 1/6), and destroying the user's group behind their back is theirs to
-decide. The cure is the documented order: ``shutdown()``, then ``destroy_process_group()`` on every rank.
+It is deliberately not an :mod:`atexit` hook. The exit crash of issue 14 ("terminate called without an active
+exception", SIGABRT) is a gloo worker thread asking for the GIL while the interpreter finalizes (to free a tensor's
+Python object when it drops a finished work), which needs gloo's threads alive at exit: a group never destroyed, or
+one still referenced after ``destroy_process_group()``. Draining at exit cannot stop those threads (measured without
+destroying the group: still 1/6), and destroying the user's group behind their back is theirs to decide. The cure is
+the documented order, ``shutdown()`` then ``destroy_process_group()`` on every rank, with nothing left referencing
+the group (README, "Distributed: exiting cleanly").
 
 Call it before ``destroy_process_group()``::
 
