@@ -6,7 +6,8 @@ same article collection and data) and prints, from rank 0:
 - the cProfile of :data:`CALLS` calls of the accelerated collection's ``compute()`` (sync+compute), top entries by
   own time and by cumulative time;
 - the same for ``AsyncMetricCollector.schedule_collection()`` (each call followed, unprofiled, by an update and
-  ``collect_results()``), with the host time of its ``all_reduce(async_op=True)`` calls;
+  ``collect_results()``), with the host time of its ``all_reduce(async_op=True)`` calls, and for
+  ``collect_results()`` (each call followed, unprofiled, by an update and ``schedule_collection()``);
 - the host time of a bare gloo ``all_reduce(async_op=True)`` *call* (the launch alone; its wait untimed) of buffers
   of the same sizes and dtypes as the collector's buckets, in the same processes, right after: each waited for before
   the next launch; launched back to back as ``schedule_collection()`` launches them; back to back 2 ms after the other
@@ -155,6 +156,14 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
         schedule_stats, schedule_us = _profiled(rank, collector.schedule_collection, next_window)
     finally:
         dist.all_reduce = original
+
+    def next_schedule() -> None:
+        update_metrics(members, *_batch(rank))
+        collector.schedule_collection()
+
+    collector.schedule_collection()
+    collect_stats, collect_us = _profiled(rank, collector.collect_results, next_schedule)
+    collector.collect_results()
     buffers = [bucket.buffer.clone() for bucket in collector._arena_sync[0].buckets]
     # each waited for before the next launch; back to back (as schedule_collection() launches them); back to back
     # 2 ms after the other rank (already waiting in the collective); back to back right after a metric update
@@ -169,6 +178,8 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
         "compute_per_call_planning_us": per_call_us,
         "schedule_us": schedule_us,
         "schedule_profile": schedule_stats,
+        "collect_us": collect_us,
+        "collect_profile": collect_stats,
         "buckets": [(str(buffer.dtype), buffer.numel()) for buffer in buffers],
         "collector_all_reduce_call_us": _median_us(launches),
         "bare_all_reduce_call_us": _median_us(bare),
@@ -197,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"schedule_collection(), median {result['schedule_us']} µs per call")
     print(result["schedule_profile"])
+    print(f"collect_results() (after an update and schedule_collection()), median {result['collect_us']} µs per call")
+    print(result["collect_profile"])
     print(f"buckets: {result['buckets']}")
     print(
         "all_reduce(async_op=True) call (launch only), median µs: inside schedule_collection()"
