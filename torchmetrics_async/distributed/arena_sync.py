@@ -36,7 +36,7 @@ from torchmetrics_async.distributed.states import _fusable_metric
 from torchmetrics_async.distributed.sync import _plan_states, _resolve_group
 from torchmetrics_async.state_arena import StateArena
 
-__all__ = ["ArenaAllReduce", "arena_sync"]
+__all__ = ["ArenaAllReduce", "arena_sync", "group_key"]
 
 
 class ArenaAllReduce:
@@ -44,7 +44,8 @@ class ArenaAllReduce:
 
     Args:
         arena: the arena; every state its metrics sync must be in it.
-        group: the process group.
+        group: the process group it is planned for (not kept: a plan cached on a live collection must not keep the
+            group, and with it gloo's threads, alive past ``destroy_process_group()``; ``start`` takes it again).
 
     Example:
         >>> ArenaAllReduce.__name__
@@ -53,7 +54,7 @@ class ArenaAllReduce:
 
     def __init__(self, arena: StateArena, group: Any) -> None:
         self.arena = arena
-        self.group = group
+        self.group_key = group_key(group)
         self.plans = arena.plans
         slots = arena.slots
         index_of = {(id(slot.metric), slot.attr): index for index, slot in enumerate(slots)}
@@ -112,6 +113,7 @@ class ArenaAllReduce:
 
     def start(
         self,
+        group: Any,
         async_op: bool,
         labels: dict[int, str] | None = None,
         verdicts: list[tuple[Tensor, list[str]]] | None = None,
@@ -119,6 +121,7 @@ class ArenaAllReduce:
         """Copy the arena into the buckets and launch their all_reduces.
 
         Args:
+            group: the process group (the one the plan was made for).
             async_op: launch asynchronously; the handle's ``wait()`` finishes.
             labels: the metrics' names, for the plan check's message.
             verdicts: if given, ``wait()`` appends ``(agreed, member labels)`` (a 0-dim bool on the device: whether
@@ -136,13 +139,14 @@ class ArenaAllReduce:
         works = []
         for bucket in self.buckets:
             op = _REDUCE_OPS[bucket.op]
-            bucket.work = dist.all_reduce(bucket.refill(), op=op, group=self.group, async_op=async_op)
+            bucket.work = dist.all_reduce(bucket.refill(), op=op, group=group, async_op=async_op)
             works.append(bucket.work)
+        world_size = dist.get_world_size(group)
         if verdicts is None:
-            return SyncHandle(self._finish, works)
+            return SyncHandle(lambda: self._finish(world_size), works)
 
         def finish() -> None:
-            self._finish()
+            self._finish(world_size)
             first = self.buckets[0] if self.buckets else None
             if first is not None and first.check is not None:
                 total = self.totals[id(first)]
@@ -151,8 +155,7 @@ class ArenaAllReduce:
 
         return SyncHandle(finish, works)
 
-    def _finish(self) -> None:
-        world_size = dist.get_world_size(self.group)
+    def _finish(self, world_size: int) -> None:
         if self.reduced is None or self.world_size != world_size:
             self._views(world_size)
         for bucket, means in self.finishing:
@@ -179,6 +182,16 @@ def _conversion(segment: Any, view: Tensor, world_size: int) -> Any:
     if view.dtype != segment.out_dtype or view.device != segment.device:
         return lambda value: _to(value, segment.device, segment.out_dtype)
     return None
+
+
+def group_key(group: Any) -> tuple:
+    """What a plan depends on in a process group, without holding it: identity, size and backend.
+
+    Example:
+        >>> group_key.__name__
+        'group_key'
+    """
+    return id(group), dist.get_world_size(group), str(dist.get_backend(group))
 
 
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
@@ -237,11 +250,11 @@ def arena_sync(
         return None
     cache = [] if cache is None else cache
     plan = cache[0] if cache else None
-    if plan is None or plan.arena is not arena or plan.plans != arena.plans or plan.group is not group:
+    if plan is None or plan.arena is not arena or plan.plans != arena.plans or plan.group_key != group_key(group):
         plan = ArenaAllReduce(arena, group)
         cache[:] = [plan]
     if keep_local:
         for metric in metrics:
             state = metric.__dict__
             metric._cache = {attr: state[attr] for attr in metric._defaults}
-    return plan.start(async_op=True, labels=labels, verdicts=verdicts)
+    return plan.start(group, async_op=True, labels=labels, verdicts=verdicts)
