@@ -245,7 +245,7 @@ class DeferredChecks:
         codes = _take_preread(self)
         if codes is None and not dirty:  # one read for this metric's flags and its unread siblings'
             read_deferred_together([self, *_unread_siblings(self)])
-            codes = _take_preread(self)
+            codes = state.pop(_PREREAD, (None, None))[1]  # just read: no stamp to check
         if codes is None:
             codes = torch.stack(self._deferred_codes()).tolist()
             if dirty:
