@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +28,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, jit_distributed_available
-from torchmetrics_async.distributed.buckets import _Bucket, _plan_buckets
+from torchmetrics_async.distributed.buckets import _REDUCE_OPS, _Bucket, _plan_buckets, ride_value
 from torchmetrics_async.distributed.collectives import SyncHandle, _host_to_device, _member, _to
 from torchmetrics_async.distributed.plan import _check_agrees, _check_bits, _fingerprint, _label
 from torchmetrics_async.distributed.states import _fusable_metric
@@ -161,12 +160,7 @@ class ArenaAllReduce:
         for bucket, means in self.finishing:
             bucket.work.wait()
             bucket.work = None
-            values = bucket.buffer[: self.totals[id(bucket)]]
-            if bucket.masks_nan:
-                checked = values.numel() + (0 if bucket.check is None else bucket.check.numel())
-                values.masked_fill_(bucket.buffer[checked:][: values.numel()] != 0, math.nan)
-            if means:
-                values[:means].div_(world_size)
+            bucket.restore(self.totals[id(bucket)], means, world_size)
         for state, attr, view, convert in self.reduced:
             state[attr] = view if convert is None else convert(view)
         for metric in self.arena.metrics:
@@ -176,9 +170,7 @@ class ArenaAllReduce:
 def _conversion(segment: Any, view: Tensor, world_size: int) -> Any:
     """What turns a reduced view into the state (as ``_Bucket.finish`` does), or ``None`` if the view is it."""
     if segment.ride is not None:
-        if segment.ride == "count" and segment.op == "min":
-            return lambda value: value == world_size
-        return lambda value: value != 0
+        return lambda value: ride_value(segment, value, world_size)
     if view.dtype != segment.out_dtype or view.device != segment.device:
         return lambda value: _to(value, segment.device, segment.out_dtype)
     return None
@@ -192,9 +184,6 @@ def group_key(group: Any) -> tuple:
         'group_key'
     """
     return id(group), dist.get_world_size(group), str(dist.get_backend(group))
-
-
-_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
 def _syncs_whole_arena(metrics: Sequence[Metric], arena: StateArena) -> bool:

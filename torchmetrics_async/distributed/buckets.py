@@ -23,7 +23,7 @@ from torch import Tensor
 from torchmetrics_async.distributed.collectives import _to, collective_device
 from torchmetrics_async.distributed.plan import _check_agrees
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "ride_value"]
 
 #: The reductions of the functional API and of fusable metric states.
 OPS = ("mean", "sum", "max", "min")
@@ -152,24 +152,34 @@ class _Bucket:
         if self.work is not None:
             self.work.wait()
             self.work = None
-        buffer = self.buffer
         total = sum(segment.numel for segment in self.segments)
-        checked = total + (0 if self.check is None else self.check.numel())
-        values = buffer[:total]
-        if self.masks_nan:
-            values.masked_fill_(buffer[checked:][:total] != 0, math.nan)
-        if self.check is not None:
-            self.agree = _check_agrees(buffer[total:checked], self.op, world_size)
         means = sum(segment.numel for segment in self.segments if segment.op == "mean")
-        if means:
-            values[:means].div_(world_size)
+        values = self.restore(total, means, world_size)
+        if self.check is not None:
+            self.agree = _check_agrees(self.buffer[total : total + self.check.numel()], self.op, world_size)
         reduced = {}
         for segment in self.segments:
             value = values[segment.offset : segment.offset + segment.numel].view(segment.shape)
             if segment.ride is not None:
-                value = value == world_size if segment.ride == "count" and segment.op == "min" else value != 0
+                value = ride_value(segment, value, world_size)
             reduced[segment.token] = _to(value, segment.device, segment.out_dtype)
         return reduced
+
+    def restore(self, total: int, means: int, world_size: int) -> Tensor:
+        """The reduced values (the first ``total`` of the buffer), NaNs put back and the first ``means`` averaged."""
+        buffer = self.buffer
+        values = buffer[:total]
+        if self.masks_nan:
+            checked = total + (0 if self.check is None else self.check.numel())
+            values.masked_fill_(buffer[checked:][:total] != 0, math.nan)
+        if means:
+            values[:means].div_(world_size)
+        return values
+
+
+def ride_value(segment: _Segment, value: Tensor, world_size: int) -> Tensor:
+    """A bool flag that rode in another buffer, back from its reduced values (see ``_Segment.ride``)."""
+    return value == world_size if segment.ride == "count" and segment.op == "min" else value != 0
 
 
 _REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
