@@ -14,7 +14,9 @@ class weights through boolean-mask indexing. Here:
 - ``DiceScore(average="weighted")``'s batch value restores NaN for all-NaN samples with ``masked_fill``, not a
   boolean-mask write.
 
-``MeanIoU(num_classes=None)`` sizes its states from the first batch's shape, as torchmetrics does.
+``MeanIoU(num_classes=None)`` sizes its states from the first batch's shape, as torchmetrics does, and keeps what
+it held before (a resume or a merge into an instance not yet updated), as torchmetrics' ``forward`` keeps it (its
+``update`` drops it).
 
 Example:
     >>> import torch
@@ -230,10 +232,23 @@ class MeanIoU(_SyncFreeSegmentation, tm.MeanIoU):
         if self.num_classes == 0:
             raise ValueError(f"Expected argument `num_classes` to be a positive integer, but got {self.num_classes}.")
         classes = self.num_classes - 1 if not self.include_background else self.num_classes
+        # What it holds already (a resume or a merge into this instance before its first update) is added to the
+        # sized states, as torchmetrics' forward adds it (its update drops it); shapes only, so checked before anything
+        # changes.
+        held = {name: getattr(self, name) for name in self._stat_states}
+        for value in held.values():
+            if value.ndim > 1 or value.numel() not in (1, classes):
+                self.num_classes = None
+                raise RuntimeError(
+                    f"MeanIoU holds scores for {value.numel()} classes (a loaded or merged state) but this batch gives"
+                    f" {classes} (`num_classes=None`: the classes are dimension 1 of the inputs)."
+                )
         self.add_state("score", torch.zeros(classes, device=self.device, dtype=self.dtype), dist_reduce_fx="sum")
         self.add_state("num_batches", torch.zeros(classes, device=self.device, dtype=torch.int32), dist_reduce_fx="sum")
         self._is_initialized = True
         self._own_states()
+        for name, value in held.items():
+            getattr(self, name).copy_(value)  # broadcast as torchmetrics adds a 1-element state; the defaults are 0
 
 
 class GeneralizedDiceScore(_SyncFreeSegmentation, tm.GeneralizedDiceScore):

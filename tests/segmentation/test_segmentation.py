@@ -170,3 +170,66 @@ def test_in_a_metric_collection_with_reset() -> None:
 def test_jit_script_works_as_for_torchmetrics(name: str) -> None:
     torch.jit.script(getattr(tms, name)(num_classes=3))  # torchmetrics' own tests script every metric
     torch.jit.script(getattr(tas, name)(num_classes=3))
+
+
+def _one_hot_batch(seed: int, num_classes: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, num_classes, (2, 4, 6, 6), generator=generator)
+    return tuple(torch.nn.functional.one_hot(x, num_classes).movedim(-1, 1) for x in labels)
+
+
+def _into_fresh(module: Any, source: Any, how: str, **init: Any) -> Any:
+    """A fresh ``MeanIoU(num_classes=None)`` (not yet sized) given ``source``'s state by a resume or a merge."""
+    fresh = module.MeanIoU(num_classes=None, **init)
+    if how == "load":
+        source.persistent(True)
+        fresh.persistent(True)
+        fresh.load_state_dict(source.state_dict())
+    else:
+        fresh.merge_state(source)
+    return fresh
+
+
+@pytest.mark.parametrize("source", ["ours", "torchmetrics"])
+@pytest.mark.parametrize("how", ["load", "merge"])
+@pytest.mark.parametrize("init", [{}, {"per_class": True}, {"include_background": False}])
+def test_mean_iou_sized_by_its_first_batch_keeps_a_loaded_or_merged_state(source: str, how: str, init: dict) -> None:
+    """A resume or a merge into an instance not yet updated: ``forward()`` then ``compute()`` as in torchmetrics."""
+    first, later = _one_hot_batch(1), _one_hot_batch(2)
+    sources = {}
+    for name, module in (("ours", tas), ("torchmetrics", tms)):
+        sources[name] = module.MeanIoU(num_classes=None, **init)
+        sources[name].update(*first)
+    theirs = _into_fresh(tms, sources["torchmetrics"], how, **init)
+    ours = _into_fresh(tas, sources[source], how, **init)
+    torch.testing.assert_close(ours(*later), theirs(*later))
+    torch.testing.assert_close(ours.compute(), theirs.compute())
+
+
+@pytest.mark.parametrize("how", ["load", "merge"])
+def test_mean_iou_update_after_a_resume_keeps_the_resumed_state(how: str) -> None:
+    """``update()`` keeps it too (torchmetrics' own ``update`` re-creates the states and drops it: a deviation)."""
+    first, later = _one_hot_batch(1), _one_hot_batch(2)
+    source = tms.MeanIoU(num_classes=None)
+    source.update(*first)
+    theirs = _into_fresh(tms, source, how)
+    theirs(*later)  # torchmetrics' forward adds the batch to the state it holds
+    ours = _into_fresh(tas, source, how)
+    with no_host_sync():
+        ours.update(*later)
+    torch.testing.assert_close(ours.compute(), theirs.compute())
+
+
+@pytest.mark.parametrize("kind", ["update", "forward"])
+@pytest.mark.parametrize("how", ["load", "merge"])
+def test_mean_iou_a_batch_of_another_class_count_than_the_resumed_state_is_rejected_at_once(how: str, kind: str):
+    source = tms.MeanIoU(num_classes=None)
+    source.update(*_one_hot_batch(1))
+    resumed = _one_hot_batch(2, num_classes=4)
+    theirs = _into_fresh(tms, source, how)
+    with pytest.raises(RuntimeError):  # torchmetrics' forward fails adding the 4-class batch to the 3-class state
+        theirs(*resumed)
+    ours = _into_fresh(tas, source, how)
+    with pytest.raises(RuntimeError, match="holds scores for 3 classes"):
+        ours(*resumed) if kind == "forward" else ours.update(*resumed)
+    torch.testing.assert_close(ours.compute(), source.compute())  # nothing was accumulated or re-sized
