@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchmetrics_async.testing import no_host_sync
+
 NAN_ERROR = "Encountered `nan` values in tensor"
 # What a deferred report appends to torchmetrics' message: where the window's first offending update was recorded.
 DEFERRED_SUFFIX = re.compile(
@@ -123,3 +125,44 @@ def _compute(metric: Any) -> tuple[Any, Exception | None]:
             return (metric.compute(), record), None
         except RuntimeError as err:
             return None, err
+
+
+def batch_mismatches(inputs: tuple[Tensor, ...]) -> list[tuple[Tensor, ...]]:
+    """``inputs`` with one of them cut to its first row, or to all rows but its last: every batch-size mismatch."""
+    return [(*inputs[:i], cut, *inputs[i + 1 :]) for i, x in enumerate(inputs) for cut in (x[:1], x[:-1])]
+
+
+def _raised(call: Callable[[], Any]) -> Exception | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            call()
+        except Exception as err:
+            return err
+    return None
+
+
+def assert_rejected_alike(
+    reference: Callable[[], Any], accelerated: Callable[[], Any], good: tuple, bad: tuple
+) -> None:
+    """After a ``good`` batch, torchmetrics rejects ``bad``; the accelerated metric rejects it at once too.
+
+    In ``update`` and in ``forward``: the same exception type and message, and nothing accumulated (its ``compute()``
+    is torchmetrics' after the ``good`` batch alone). ``reference`` and ``accelerated`` build fresh metrics.
+    """
+    expected = reference()
+    expected.update(*good)
+    for kind in ("update", "forward"):
+        ref, ours = reference(), accelerated()
+        ours.update(*good)
+        ref.update(*good)
+        ref_err = _raised(lambda m=ref, k=kind: (m.update if k == "update" else m)(*bad))
+        assert ref_err is not None, f"torchmetrics accepts {[tuple(x.shape) for x in bad]}: a listed deviation?"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with no_host_sync():  # shapes are metadata: rejected without a read
+                our_err = _raised(lambda m=ours, k=kind: (m.update if k == "update" else m)(*bad))
+        assert (type(our_err), str(our_err)) == (type(ref_err), str(ref_err)), kind
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert_same(ours.compute(), expected.compute())

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async as ta
-from tests.parity import Step, run_side_by_side
+from tests.parity import Step, assert_rejected_alike, run_side_by_side
 
 STRATEGIES = ["error", "warn", "ignore", "disable", 0.5, -2.0]
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -249,4 +249,26 @@ def test_mean_edge_weights_match_torchmetrics(kind, weight, value, nan_strategy)
     steps.append(Step(kind, (0.7,), {"weight": 3}))
     run_side_by_side(
         torchmetrics.MeanMetric(nan_strategy=nan_strategy), ta.MeanMetric(nan_strategy=nan_strategy), steps
+    )
+
+
+# (value shape, weight shape): a weight that does not broadcast to the value's shape, as torchmetrics' broadcast_to
+# requires (it expands the weight only): per-sample weights of another batch size, or along the wrong dimension.
+WEIGHT_MISMATCHES = [((4,), (3,)), ((4,), (4, 1)), ((4,), (1, 4)), ((2, 3), (2,)), ((2, 3), (3, 1)), ((), (4,))]
+
+
+@pytest.mark.parametrize("nan_strategy", ["warn", "error", "ignore", "disable", 0.5])
+@pytest.mark.parametrize(("value_shape", "weight_shape"), WEIGHT_MISMATCHES)
+@pytest.mark.parametrize("name", ["MeanMetric", "RunningMean"])
+def test_a_weight_that_does_not_broadcast_to_the_value_is_rejected_at_once(
+    name: str, value_shape: tuple, weight_shape: tuple, nan_strategy: str | float
+) -> None:
+    generator = torch.Generator().manual_seed(0)
+    good = (torch.rand(4, generator=generator), torch.ones(4))  # ones: "disable" drops torchmetrics' weights
+    bad = (torch.rand(value_shape, generator=generator), torch.rand(weight_shape, generator=generator))
+    assert_rejected_alike(
+        lambda: getattr(torchmetrics, name)(nan_strategy=nan_strategy),
+        lambda: getattr(ta, name)(nan_strategy=nan_strategy),
+        good,
+        bad,
     )

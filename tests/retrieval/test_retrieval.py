@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.retrieval as tar
-from tests.parity import Step, run_side_by_side, torchmetrics_text
+from tests.examples import example_for
+from tests.parity import Step, assert_rejected_alike, batch_mismatches, run_side_by_side, torchmetrics_text
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 NAMES = tuple(tar.__all__)
@@ -200,3 +201,12 @@ def test_in_a_metric_collection_with_reset() -> None:
 def test_jit_script_works_as_for_torchmetrics(name: str, ignore_index: int | None) -> None:
     torch.jit.script(getattr(tmr, name)(ignore_index=ignore_index))  # torchmetrics' own tests script every metric
     torch.jit.script(getattr(tar, name)(ignore_index=ignore_index))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_size_mismatches_of_preds_target_indexes_are_rejected_at_once_as_torchmetrics(name: str) -> None:
+    example = example_for(getattr(tmr, name))
+    for bad in batch_mismatches(example.inputs):
+        assert_rejected_alike(
+            lambda: getattr(tmr, name)(**example.init), lambda: getattr(tar, name)(**example.init), example.inputs, bad
+        )

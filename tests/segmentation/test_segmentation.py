@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.segmentation as tas
-from tests.parity import Step, run_side_by_side, torchmetrics_text
+from tests.examples import example_for
+from tests.parity import Step, assert_rejected_alike, batch_mismatches, run_side_by_side, torchmetrics_text
 from torchmetrics_async.segmentation import one_hot
 from torchmetrics_async.testing import no_host_sync
 
@@ -233,3 +234,25 @@ def test_mean_iou_a_batch_of_another_class_count_than_the_resumed_state_is_rejec
     with pytest.raises(RuntimeError, match="holds scores for 3 classes"):
         ours(*resumed) if kind == "forward" else ours.update(*resumed)
     torch.testing.assert_close(ours.compute(), source.compute())  # nothing was accumulated or re-sized
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_size_mismatches_are_rejected_at_once_as_torchmetrics_rejects_them(name: str) -> None:
+    example = example_for(getattr(tms, name))
+    for bad in batch_mismatches(example.inputs):
+        assert_rejected_alike(
+            lambda: getattr(tms, name)(**example.init), lambda: getattr(tas, name)(**example.init), example.inputs, bad
+        )
+
+
+@pytest.mark.parametrize("input_format", ["one-hot", "mixed"])
+def test_batch_size_mismatches_of_a_mean_iou_sized_by_its_first_batch_are_rejected_at_once(input_format: str) -> None:
+    preds, target = _one_hot_batch(1)
+    good = (preds, target.argmax(dim=1) if input_format == "mixed" else target)
+    for bad in batch_mismatches(good):
+        assert_rejected_alike(
+            lambda: tms.MeanIoU(num_classes=None, input_format=input_format),
+            lambda: tas.MeanIoU(num_classes=None, input_format=input_format),
+            good,
+            bad,
+        )

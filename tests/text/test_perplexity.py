@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.text as tat
-from tests.parity import Step, run_side_by_side
+from tests.examples import example_for
+from tests.parity import Step, assert_rejected_alike, batch_mismatches, run_side_by_side
 from torchmetrics_async.testing import no_host_sync
 
 DTYPES = [torch.float32, torch.float64, torch.float16]
@@ -103,3 +104,11 @@ def test_in_a_metric_collection_with_reset() -> None:
 def test_jit_script_works_as_for_torchmetrics(ignore_index: int | None) -> None:
     torch.jit.script(tmt.Perplexity(ignore_index=ignore_index))  # torchmetrics' own tests script every metric
     torch.jit.script(tat.Perplexity(ignore_index=ignore_index))
+
+
+def test_batch_size_mismatches_are_rejected_at_once_as_torchmetrics_rejects_them() -> None:
+    example = example_for(tmt.Perplexity)
+    for bad in batch_mismatches(example.inputs):
+        assert_rejected_alike(
+            lambda: tmt.Perplexity(**example.init), lambda: tat.Perplexity(**example.init), example.inputs, bad
+        )
