@@ -157,9 +157,18 @@ class _FusedSyncCollection:
         super().update(*args, **kwargs)
 
     def _compute_groups_create_state_ref(self, copy: bool = False) -> None:
-        """torchmetrics' state sharing within compute groups; update counts are copied without a host read."""  # noqa: D403
+        """torchmetrics' state sharing within compute groups; update counts are copied without a host read.
+
+        Without a group of two or more members there is nothing to link or copy, and the flag that steers it
+        (``_state_is_copy``) is left as it is: torchmetrics sets it at every ``collection["name"]``, ``values()`` and
+        ``items()``, and Dynamo guards on it, so a compiled step reaching its members that way compiled twice. Nothing
+        else reads the flag, and ``update()`` clears it before it links groups that have just formed.
+        """  # noqa: D403
+        groups = [group for group in self._groups.values() if len(group) > 1]
+        if not groups:
+            return
         if not self._state_is_copy:
-            for group in self._groups.values():
+            for group in groups:
                 first = getattr(self, group[0])
                 for name in group[1:]:
                     member = getattr(self, name)
