@@ -330,3 +330,49 @@ def _compile_training(step: Callable) -> tuple[list, Any]:
     with torch._dynamo.config.patch(error_on_recompile=True):
         outputs = [compiled(*batch) for batch in _model_batches()]
     return outputs, CompileReport(counting.graphs, 0, sum(counters["recompiles"].values()), 0)
+
+
+def _indexed_step(metrics: Any, access: str) -> Callable:
+    """A step that reaches the collection's members one by one: by key, as attributes, or by iterating."""
+
+    def step(preds: torch.Tensor, target: torch.Tensor) -> None:
+        if access == "key":
+            metrics["acc"].update(preds, target)
+            metrics["f1"].update(preds, target)
+        elif access == "attribute":
+            metrics.acc.update(preds, target)
+            metrics.f1.update(preds, target)
+        elif access == "values":
+            for metric in metrics.values():
+                metric.update(preds, target)
+        else:
+            for _, metric in metrics.items():
+                metric.update(preds, target)
+
+    return step
+
+
+@pytest.mark.parametrize("access", ["key", "attribute", "values", "items"])
+@pytest.mark.parametrize("groups", ["unformed", "disabled"])
+def test_members_reached_inside_the_compiled_step_one_graph(access: str, groups: str) -> None:
+    """``metrics["acc"].update(...)`` in a compiled step: one graph, no recompile (torchmetrics flips a guarded flag).
+
+    ``MetricCollection.__getitem__`` (and ``values()``/``items()``) set ``_state_is_copy``; Dynamo guards on it, so the
+    flag's change after the first call recompiled the step once. Not covered: members of a compute group formed
+    eagerly and then updated one by one in the compiled step stop sharing their states at its first call (as they do
+    eagerly), a change of aliasing Dynamo recompiles for once.
+    """
+
+    def make() -> Any:
+        members = {"acc": MulticlassAccuracy(NUM_CLASSES), "f1": MulticlassF1Score(NUM_CLASSES)}
+        return ta.MetricCollection(members, compute_groups=groups != "disabled")
+
+    batches = _classification_batches("multiclass")
+    compiled, eager = make(), make()
+    _, report = compile_and_run(_indexed_step(compiled, access), batches[:3])
+    for batch in batches[:3]:
+        _indexed_step(eager, access)(*batch)
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
+    assert_same(compiled.compute(), eager.compute())
+    for name in ("acc", "f1"):
+        assert compiled[name].update_count == eager[name].update_count

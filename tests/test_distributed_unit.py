@@ -29,7 +29,7 @@ from torchmetrics_async.distributed.gather import (
     _layout,
     _row,
 )
-from torchmetrics_async.distributed.plan import CHECK_BITS, _check_agrees, _check_bits, _fingerprint
+from torchmetrics_async.distributed.plan import CHECK_WORDS, _check_row, _fingerprint, _mismatch
 
 
 class UserCollection(torchmetrics.MetricCollection):
@@ -337,12 +337,17 @@ def test_already_synced_message_is_torchmetrics_own():
     assert str(err.value) == seam.ALREADY_SYNCED_MESSAGE
 
 
-def test_plan_check_bits_agree_only_when_every_rank_sent_the_same_fingerprint():
-    same, other = torch.tensor(_check_bits(0b1011)), torch.tensor(_check_bits(0b0011))
-    assert same.shape == (2 * CHECK_BITS,)
-    for op, reduce in (("sum", torch.add), ("max", torch.maximum), ("min", torch.minimum)):
-        assert bool(_check_agrees(reduce(same, same), op, world_size=2)), op
-        assert not bool(_check_agrees(reduce(same, other), op, world_size=2)), op
+def test_plan_check_rows_name_the_members_that_differ():
+    a, b, c = (_fingerprint(name) for name in "abc")
+    assert len(_check_row(0, [a] * 40)) == len(_check_row(0, [])) == CHECK_WORDS  # fixed size, whatever the plan
+    other = _mismatch(["'x' (X)", "'y' (Y)"], [_check_row(1, [a, b]), _check_row(2, [a, c])])
+    assert "metrics: 2 on rank 0, 2 on rank 1" in str(other)
+    assert "member(s) at the same position differ: 'y' (Y)." in str(other)
+    missing = _mismatch(["'x' (X)"], [_check_row(1, [a, b]), _check_row(2, [a])])  # as rank 1 sees it
+    assert "member(s) at the same position differ: member 1 (absent on this rank)." in str(missing)
+    assert "This rank syncs 'x' (X)." in str(missing)
+    elsewhere = _mismatch(["'x' (X)"], [_check_row(1, [a]), _check_row(2, [a])])  # members agree, buckets do not
+    assert "the members agree, but not their collectives" in str(elsewhere)
 
 
 def test_plan_fingerprint_follows_the_layout_not_the_values():

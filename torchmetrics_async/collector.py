@@ -30,11 +30,16 @@ discarded there; the synced deferred-error flags make the collecting rank raise 
 that sync inside their own ``compute()`` (wrappers) are therefore computed at schedule time in a distributed run.
 A window restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
 
-Host syncs: ``schedule_collection()`` has none on either path (on CUDA with NCCL, whose ``wait()`` only orders
-streams), with documented exceptions: list (``"cat"``) states in a distributed run need their shapes exchanged
-before their data, and reading those shapes is a host read (:meth:`SyncHandle.launch_remaining
-<torchmetrics_async.distributed.SyncHandle.launch_remaining>`), in ``schedule_collection()`` on both paths; it returns
-once every rank has scheduled the window. On the accelerator path the compute runs there too, so a member whose
+Host syncs: ``schedule_collection()`` has none in a single process, and in a distributed run one: the plan check
+(:mod:`~torchmetrics_async.distributed.plan`), a fixed-size all_gather of each rank's plan fingerprint that must be
+read before any collective whose size depends on the plan (ranks whose metrics differ raise ``PlanMismatchError``
+there instead of aborting or hanging in a collective of another size). It returns once every rank has scheduled the
+window: the cost is waiting for the slowest rank to reach ``schedule_collection()`` plus one tiny all_gather's round
+trip; on CUDA the check runs on a stream of its own, so the read never waits for the training step's queued work.
+List (``"cat"``) states in a distributed run also need their shapes exchanged before their data, and reading those
+shapes is a second host read (:meth:`SyncHandle.launch_remaining
+<torchmetrics_async.distributed.SyncHandle.launch_remaining>`), in ``schedule_collection()`` on both paths.
+On the accelerator path the compute runs there too, so a member whose
 ``compute()`` reads the device makes that read there: ``CatMetric`` with its default ``nan_strategy="warn"`` (or
 ``"ignore"``) drops NaNs, a result whose length depends on the data (one read; ``"error"``, ``"disable"`` or a number
 make none). Members that torchmetrics syncs itself (a user's ``dist_sync_fn`` or ``_sync_dist``) run torchmetrics'
@@ -689,12 +694,12 @@ class AsyncMetricCollector:
     def schedule_collection(self, process_group: Any = None) -> None:
         """Snapshot the window into the buffers, launch the fused sync, and reset the live metrics in place.
 
-        No host sync and no barrier: the states are copied in place into buffers allocated at ``bind()`` (list
-        states into copies the window owns: one copy kernel where the elements agree in dtype, device and trailing
-        shape), the reset copies device-resident defaults, and the
-        collectives are launched asynchronously. On CUDA the sync and the compute are enqueued on the side stream
-        after an event recorded once the snapshot is enqueued. Exception: list states in a distributed run on CUDA
-        read their exchanged shapes on the host here (see the module docstring).
+        No barrier, and no host sync in a single process: the states are copied in place into buffers allocated at
+        ``bind()`` (list states into copies the window owns: one copy kernel where the elements agree in dtype,
+        device and trailing shape), the reset copies device-resident defaults, and the collectives are launched
+        asynchronously. On CUDA the sync and the compute are enqueued on the side stream after an event recorded
+        once the snapshot is enqueued. In a distributed run the plan check is read here (waiting for every rank to
+        schedule the window), and list states read their exchanged shapes here too (see the module docstring).
 
         Args:
             process_group: the group to sync over (``None``: each metric's ``process_group``, else the world).

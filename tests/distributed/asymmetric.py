@@ -149,29 +149,57 @@ def zero_updates_every_family(rank: int, world_size: int) -> dict[str, Any]:
     return out
 
 
-def _mismatch(build: Callable[[int], Any], call: Callable[[Any], Any]) -> dict[str, Any]:
+def _mismatch(build: Callable[[int], Any], call: Callable[[Any], Any]) -> Callable[[int, int], dict[str, Any]]:
     def run(rank: int, world_size: int) -> dict[str, Any]:
         metrics = build(rank)
         error = None
-        try:
-            call(metrics)
-        except fused.PlanMismatchError as err:
-            error = str(err)
+        with count_collectives() as count:
+            try:
+                call(metrics)
+            except fused.PlanMismatchError as err:
+                error = str(err)
         # the ranks are still in step: one more collective works
         after = fused.reduce_sum({"one": torch.ones(())})["one"]
-        return {"error": error, "after": after}
+        return {"error": error, "after": after, "count": count.as_dict()}
 
     return run
+
+
+def _updated(members: dict[str, torchmetrics.Metric]) -> Any:
+    """An accelerated collection of ``members`` (no compute groups), each updated once."""
+    collection = tma.accelerate(torchmetrics.MetricCollection(members, compute_groups=False))
+    for metric in members.values():
+        if isinstance(metric, torchmetrics.classification.MulticlassAccuracy):
+            metric.update(torch.tensor([0, 1]), torch.tensor([0, 2]))
+        else:
+            metric.update(torch.tensor([1.0, 2.0]))
+    return collection
 
 
 def _order(rank: int) -> Any:
     # torchmetrics sorts members by name: swap the names to swap the order
     acc, mean = torchmetrics.Accuracy(task="multiclass", num_classes=3), torchmetrics.MeanMetric()
-    members = {"a": acc, "b": mean} if rank == 0 else {"a": mean, "b": acc}
-    collection = tma.accelerate(torchmetrics.MetricCollection(members, compute_groups=False))
-    acc.update(torch.tensor([0, 1]), torch.tensor([0, 2]))
-    mean.update(torch.tensor([1.0, 2.0]))
-    return collection
+    return _updated({"a": acc, "b": mean} if rank == 0 else {"a": mean, "b": acc})
+
+
+def _missing(rank: int) -> Any:
+    members = {"a": torchmetrics.Accuracy(task="multiclass", num_classes=3), "b": torchmetrics.MeanMetric()}
+    if rank == 1:
+        del members["b"]
+    return _updated(members)
+
+
+def _shape(rank: int) -> Any:
+    # a per-class state: 3 classes on rank 0, 4 on rank 1 (a bucket of another size)
+    acc = torchmetrics.Accuracy(task="multiclass", num_classes=3 + rank, average="macro")
+    return _updated({"a": acc, "b": torchmetrics.MeanMetric()})
+
+
+def _dtype(rank: int) -> Any:
+    total = torchmetrics.SumMetric()
+    if rank == 1:
+        total.set_dtype(torch.float64)  # a float64 bucket of its own on rank 1
+    return _updated({"a": torchmetrics.Accuracy(task="multiclass", num_classes=3), "b": total})
 
 
 def _order_with_lists(rank: int) -> Any:
@@ -182,15 +210,64 @@ def _order_with_lists(rank: int) -> Any:
     return collection
 
 
+def _missing_list(rank: int) -> Any:
+    members = {"a": torchmetrics.CatMetric(), "b": torchmetrics.CatMetric(), "c": torchmetrics.SumMetric()}
+    if rank == 1:
+        del members["b"]  # a shape exchange of another size
+    collection = tma.accelerate(torchmetrics.MetricCollection(members, compute_groups=False))
+    collection.update(torch.tensor([1.0, 2.0 + rank]))
+    return collection
+
+
+def _sync_context(collection: Any) -> None:
+    with fused.sync_context(collection):
+        collection.compute()
+
+
+def _own_sync(collection: Any) -> None:
+    collection["a"].sync()  # a metric alone: torchmetrics' sync(), our fused _sync_dist
+
+
+def _own_compute(collection: Any) -> None:
+    collection["a"].compute()
+
+
+def _collector(collection: Any) -> None:
+    collector = tma.AsyncMetricCollector(collection)
+    collector.bind()
+    try:
+        collector.schedule_collection()
+        collector.collect_results()
+    finally:
+        collector.unbind()
+
+
+#: every way the ranks' plans differ, through every sync entry point (each rank must raise PlanMismatchError)
+MISMATCHES: dict[str, Callable[[int, int], Any]] = {
+    "member order: compute": _mismatch(_order, lambda collection: collection.compute()),
+    "member order: sync_metrics": _mismatch(_order, fused.sync_metrics),
+    "member order, list states: compute": _mismatch(_order_with_lists, lambda collection: collection.compute()),
+    "member missing: compute": _mismatch(_missing, lambda collection: collection.compute()),
+    "member missing: sync_metrics": _mismatch(_missing, fused.sync_metrics),
+    "member missing: sync_context": _mismatch(_missing, _sync_context),
+    "member missing: collector": _mismatch(_missing, _collector),
+    "list member missing: compute": _mismatch(_missing_list, lambda collection: collection.compute()),
+    "list member missing: collector": _mismatch(_missing_list, _collector),
+    "state shape: compute": _mismatch(_shape, lambda collection: collection.compute()),
+    "state shape: a metric's sync()": _mismatch(_shape, _own_sync),
+    "state shape: a metric's compute()": _mismatch(_shape, _own_compute),
+    "state shape: collector": _mismatch(_shape, _collector),
+    "state dtype: compute": _mismatch(_dtype, lambda collection: collection.compute()),
+    "state dtype: sync_metrics": _mismatch(_dtype, fused.sync_metrics),
+}
+
+
 SCENARIOS: dict[str, Callable[[int, int], Any]] = {
     "idle_rank": idle_rank,
     "forward_only": forward_only,
     "data_dependent_groups": data_dependent_groups,
     "cached_on_one_rank": cached_on_one_rank,
     "zero_updates_every_family": zero_updates_every_family,
-    "mismatch: member order": _mismatch(_order, lambda collection: collection.compute()),
-    "mismatch: member order, list states": _mismatch(_order_with_lists, lambda collection: collection.compute()),
-    "mismatch: sync_metrics": _mismatch(_order, fused.sync_metrics),
 }
 
 
@@ -200,4 +277,9 @@ def run_all(rank: int, world_size: int) -> dict[str, Any]:
     return run_scenarios(SCENARIOS, rank, world_size)
 
 
-__all__ = ["SCENARIOS", "run_all"]
+def run_mismatches(rank: int, world_size: int) -> dict[str, Any]:
+    """The mismatched plans, in a spawn of their own (a regression that aborts a rank must not hide the others)."""
+    return run_scenarios(MISMATCHES, rank, world_size)
+
+
+__all__ = ["MISMATCHES", "SCENARIOS", "run_all", "run_mismatches"]

@@ -475,17 +475,20 @@ def sync_unsync(rank: int, world_size: int) -> dict[str, Any]:
     out["async before wait"] = (a._is_synced, b._is_synced, handle.is_completed())
     handle.wait()
     out["async"] = (a.sum_value.clone(), b.value.clone(), a._is_synced, b._is_synced)
-    # Without list states there is no second phase: is_completed() turns True once the all_reduce is done.
+    # Every sync has a second phase (the plan check read, then the all_reduce): once it is launched, is_completed()
+    # turns True when the all_reduce is done.
     e = tma.MeanMetric()
     e.update(torch.tensor(float(rank)))
     handle = fused.sync_metrics(e, async_op=True)
+    out["async pending"] = handle.is_completed()
+    handle.launch_remaining()
     deadline = time.monotonic() + 10
     while not handle.is_completed() and time.monotonic() < deadline:
         time.sleep(0.001)
     out["async completes"] = (handle.is_completed(), e._is_synced)
     handle.wait()
     out["async completed"] = (e.mean_value.clone(), e._is_synced)
-    # With a cat state the shape exchange is read on the host: exactly one host sync.
+    # With a cat state the plan check and the shape exchange are read on the host: two host syncs.
     c = tma.CatMetric()
     c.update(torch.arange(2.0 + rank))
     with count_host_syncs() as host_syncs:

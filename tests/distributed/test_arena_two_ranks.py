@@ -224,7 +224,8 @@ def test_collector_windows_match_torchmetrics(ranks):
 
 def test_one_all_reduce_per_bucket_and_a_plan_kept_until_a_state_is_replaced(ranks):
     for result in scenario(ranks, "windows"):
-        assert result["collectives"] == [{"all_reduce": result["buckets"]}] * 3
+        # + the plan check: one fixed-size all_gather per sync
+        assert result["collectives"] == [{"all_gather_single": 1, "all_reduce": result["buckets"]}] * 3
         first, second, third = result["plans"]
         assert first is not None
         assert first == second  # planned once
@@ -247,7 +248,7 @@ def test_collection_compute_matches_torchmetrics(ranks):
 def test_collection_compute_is_one_all_reduce_per_bucket_planned_until_a_state_is_replaced(ranks):
     for result in scenario(ranks, "collection_windows"):
         buckets = result["buckets"]
-        assert result["collectives"] == [[{"all_reduce": buckets}] * 2] * 3
+        assert result["collectives"] == [[{"all_gather_single": 1, "all_reduce": buckets}] * 2] * 3
         # planned at the first compute; reset in place keeps the plan; the state replaced in window 2 re-plans
         assert result["plans"] == [1, 1, 2]
         first, second, third = result["sync_plans"]
@@ -262,7 +263,7 @@ def test_collection_compute_groups_sync_through_the_arena(ranks):
         assert result["groups"] == 1
         assert result["aliased"]
         assert result["buckets"] is not None
-        assert result["collectives"] == [{"all_reduce": result["buckets"]}] * 3
+        assert result["collectives"] == [{"all_gather_single": 1, "all_reduce": result["buckets"]}] * 3
 
 
 def test_collection_with_a_list_state_syncs_as_before(ranks):

@@ -296,10 +296,11 @@ def test_windows_equal_torchmetrics_computing_the_same_windows(ranks):
 def test_one_fused_round_per_schedule_without_barrier_and_nothing_at_collect(ranks):
     for results in scenario(ranks, "windows"):
         # f32 sums (mean value and weight, sum), f32 max (+ the bool NaN and value-check flags), int64 stat scores
-        expected = {"all_reduce": 3 if MulticlassAccuracy is not None else 2}
+        # + the plan check: one fixed-size all_gather, read on the host before the all_reduces
+        expected = {"all_gather_single": 1, "all_reduce": 3 if MulticlassAccuracy is not None else 2}
         assert results["schedule"] == [expected] * len(_COUNTS)
         assert results["collect"] == [{}] * len(_COUNTS)
-        assert results["schedule host syncs"] == [0] * len(_COUNTS)
+        assert results["schedule host syncs"] == [1] * len(_COUNTS)
         assert results["torchmetrics count"]["barrier"] > 0  # torchmetrics: a barrier and gathers per state
 
 
@@ -313,9 +314,9 @@ def test_list_states_exchange_shapes_and_data_at_schedule_and_nothing_at_collect
     for rank, results in enumerate(scenario(ranks, "list_states")):
         assert _close(results["ours"], results["theirs"]), f"rank {rank}"
         assert results["ours"]["cat"] == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0, 13.0, 1.0]
-        assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 2}
+        assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 3}  # plan check, shapes, data
         assert results["collect"] == {}
-        assert results["schedule host syncs"] == 1  # the exchanged shapes, read to size the data exchange
+        assert results["schedule host syncs"] == 2  # the plan check, the shapes (read to size the data exchange)
 
 
 def test_nan_on_one_rank_raises_at_collect_on_every_rank(ranks):
@@ -333,7 +334,8 @@ def test_collecting_on_rank_0_only_over_windows_with_list_states(ranks):
         assert expected == rank1["theirs"][window]  # torchmetrics' synced values: the same on both ranks
         assert _close(rank0["ours"][window], expected), f"window {window}: {rank0['ours'][window]} != {expected}"
     assert rank0["schedule"] == rank1["schedule"]  # every collective is issued by schedule_collection(), alike
-    assert all(counts.get("all_gather_single") == 2 for counts in rank0["schedule"])  # shapes, then data
+    # the plan check, shapes, data; RunningMean syncs inside its own compute(), with its own plan check
+    assert all(counts.get("all_gather_single") == 3 + 1 for counts in rank0["schedule"])
     assert rank0["collect"] == [{}] * len(collected)  # collecting is local
     assert rank0["still scheduled"] is False
     assert rank1["still scheduled"] is True  # its last window, dropped by unbind()

@@ -54,9 +54,9 @@ def test_aggregators_need_one_all_reduce_without_barrier(ranks):
     for results in scenario(ranks, "aggregation_parity"):
         for name in ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "RunningMean", "RunningSum"):
             # the deferred-NaN flag rides in the value's buffer
-            assert results[name]["our_count"] == {"all_reduce": 1}, name
+            assert results[name]["our_count"] == {"all_gather_single": 1, "all_reduce": 1}, name  # + the plan check
         # CatMetric: its flag rides in the shape exchange; values and keep-masks share one data gather
-        assert results["CatMetric"]["our_count"] == {"all_gather_single": 2}
+        assert results["CatMetric"]["our_count"] == {"all_gather_single": 3}  # plan check, shapes, data
         assert results["CatMetric"]["tm_count"] == {"barrier": 1, "all_gather": 2}
         assert results["MeanMetric"]["tm_count"] == {"barrier": 2, "all_gather": 2}
 
@@ -67,7 +67,7 @@ def test_list_states_of_different_lengths_keep_rank_order_and_trailing_shape(ran
         assert results["2-D"]["ours"].shape == (7, 3)
         empty_rank = results["2-D, rank 1 empty"]
         assert_same(empty_rank["ours"], empty_rank["expected"], f"rank {rank} 2-D, rank 1 empty")
-        assert empty_rank["count"] == {"all_gather_single": 2}
+        assert empty_rank["count"] == {"all_gather_single": 3}
         for case in ("1-D, rank 0 empty", "all empty"):
             assert_same(results[case]["ours"], results[case]["theirs"], f"rank {rank} {case}")
 
@@ -78,7 +78,7 @@ def test_every_state_kind_and_dtype_syncs_as_torchmetrics_syncs_it(ranks):
         assert_same(results["unsynced"], results["local"], f"rank {rank} after unsync")
         # f32 sum (fp16, bf16 and fp32 sums/means), f64 max (+ bool max), f32 min (+ bool min), int64 sum (int32 and
         # bool sums), int64 min: 5 all_reduces; the list, custom and None states: one shape and one data exchange.
-        assert results["our_count"] == {"all_reduce": 5, "all_gather_single": 2}
+        assert results["our_count"] == {"all_reduce": 5, "all_gather_single": 3}  # + the plan check
         assert results["tm_count"]["barrier"] == 14
         assert results["ours"]["i_sum"].tolist() == [2**31, 14]  # int32 sums become int64 first, as torch.sum does
         assert math.isnan(results["ours"]["f_min"][1])  # gloo's min may drop a NaN; torch.min keeps it
@@ -96,7 +96,7 @@ def test_list_state_with_a_custom_reduction_falls_back_to_torchmetrics_and_says_
     for rank, results in enumerate(scenario(ranks, "fallback_states")):
         assert_same(results["ours"], results["theirs"], f"rank {rank}")
         # the tensor state is fused (1 all_reduce); the list state goes through gather_all_tensors per element
-        assert results["count"] == {"all_reduce": 1, "barrier": 2, "all_gather": 4}
+        assert results["count"] == {"all_gather_single": 1, "all_reduce": 1, "barrier": 2, "all_gather": 4}
         assert len(results["warnings"]) == 1
 
 
@@ -107,16 +107,16 @@ def test_collection_computes_with_one_fused_sync(ranks):
         assert_same(four["ours"], four["theirs"], f"rank {rank}")
         # Mean+Sum+Max+Cat: one f32 sum buffer, one f32 max buffer carrying the four NaN flags, one shape exchange and
         # one data exchange for the list states. torchmetrics: a barrier and gathers per state.
-        assert four["our_count"] == {"all_reduce": 2, "all_gather_single": 2}
+        assert four["our_count"] == {"all_reduce": 2, "all_gather_single": 3}  # + the plan check
         assert four["tm_count"] == {"barrier": 5, "all_gather": 6}
         assert four["synced after"] == [False] * 4
-        # the shape exchange, then one read of every member's deferred flags in compute()
-        assert four["host_syncs"]["Tensor.tolist"] == 1 + 1
+        # the plan check, the shape exchange, then one read of every member's deferred flags in compute()
+        assert four["host_syncs"]["Tensor.tolist"] == 1 + 1 + 1
         assert_same(results["second window"]["ours"], results["second window"]["theirs"], f"rank {rank} window 2")
         everything = results["all"]
         assert_same(everything["ours"], everything["theirs"], f"rank {rank} all")
         # + MinMetric's buffer, + RunningMean's base metric, which syncs inside the wrapper's compute
-        assert everything["our_count"] == {"all_reduce": 4, "all_gather_single": 2}
+        assert everything["our_count"] == {"all_reduce": 4, "all_gather_single": 4}  # + 2 plan checks
 
 
 def test_collection_compute_groups_send_shared_states_once(ranks):
@@ -124,7 +124,7 @@ def test_collection_compute_groups_send_shared_states_once(ranks):
         groups = results["compute groups"]
         assert groups["groups"] == {0: ["a", "b"]}
         assert_same(groups["ours"], groups["theirs"], f"rank {rank}")
-        assert groups["our_count"] == {"all_reduce": 1}
+        assert groups["our_count"] == {"all_gather_single": 1, "all_reduce": 1}
 
 
 def test_collection_keeps_sync_on_compute_and_user_dist_sync_fn(ranks):
@@ -133,7 +133,7 @@ def test_collection_keeps_sync_on_compute_and_user_dist_sync_fn(ranks):
         expected = {"custom": torch.tensor(3.0), "fused": torch.tensor(3.0), "local": torch.tensor(rank + 1.0)}
         assert_same(options["ours"], expected)
         assert options["calls"] == [(), ()]  # the user's gather saw the value and the flag, as torchmetrics calls it
-        assert options["our_count"] == {"all_reduce": 1, "barrier": 2, "all_gather": 2}
+        assert options["our_count"] == {"all_gather_single": 1, "all_reduce": 1, "barrier": 2, "all_gather": 2}
 
 
 def test_sync_context_computes_a_dict_of_metrics_on_one_fused_sync(ranks):
@@ -142,7 +142,7 @@ def test_sync_context_computes_a_dict_of_metrics_on_one_fused_sync(ranks):
         assert_same(result["ours"], result["theirs"], f"rank {rank}")
         # mean + the flags of mean and cat (counted in the sum buffer), max (a plain torchmetrics metric) in its own
         # buffer; cat's values and keep-masks in the two gathers
-        assert result["our_count"] == {"all_reduce": 2, "all_gather_single": 2}
+        assert result["our_count"] == {"all_reduce": 2, "all_gather_single": 3}  # + the plan check
         assert result["synced after"] == [False, False, False]
 
 
@@ -158,17 +158,17 @@ def test_deferred_nan_error_on_one_rank_raises_on_every_rank(ranks):
 def test_process_group_argument_is_honoured(ranks):
     rank0, rank1 = scenario(ranks, "process_groups")
     # new_group([0]): rank 0 reduces over itself; rank 1 is not a member: no collective, local value.
-    assert_same(rank0["only rank 0"], {"value": torch.tensor(1.0), "count": {"all_reduce": 1}})
+    assert_same(rank0["only rank 0"], {"value": torch.tensor(1.0), "count": {"all_gather_single": 1, "all_reduce": 1}})
     assert_same(rank1["only rank 0"], {"value": torch.tensor(2.0), "count": {}})
     for results in (rank0, rank1):
         assert_same(results["both"]["value"], torch.tensor(9.0 / 4.0))
-        assert results["both"]["groups are the subgroup"] == [True]
+        assert results["both"]["groups are the subgroup"] == [True, True]  # the plan check, the all_reduce
         assert_same(results["override"]["value"], torch.tensor(3.0))
-        assert results["override"]["groups"] == [True]
+        assert results["override"]["groups"] == [True, True]
     assert_same(rank0["two groups"]["value"], {"sub": torch.tensor(1.0), "world": torch.tensor(3.0)})
     assert_same(rank1["two groups"]["value"], {"sub": torch.tensor(2.0), "world": torch.tensor(3.0)})
-    assert rank0["two groups"]["count"] == {"all_reduce": 2}
-    assert rank1["two groups"]["count"] == {"all_reduce": 1}
+    assert rank0["two groups"]["count"] == {"all_gather_single": 2, "all_reduce": 2}  # a plan check per group
+    assert rank1["two groups"]["count"] == {"all_gather_single": 1, "all_reduce": 1}
 
 
 def _expected_functional() -> dict[str, Any]:
@@ -237,15 +237,16 @@ def test_sync_unsync_sync_context_and_async_handles(ranks):
     for rank, results in enumerate(scenario(ranks, "sync_unsync")):
         local = (rank + 1) * 3.0
         assert_same(results["synced"], (torch.tensor(9.0), torch.tensor(4.0), True))
-        assert results["count"] == {"all_reduce": 1}
-        assert results["host syncs"] == {}  # sums and flags only: nothing is read on the host
+        assert results["count"] == {"all_gather_single": 1, "all_reduce": 1}
+        assert results["host syncs"] == {"Tensor.tolist": 1}  # the plan check; sums and flags are not read
         assert_same(results["unsynced"], (torch.tensor(local), torch.tensor(2.0), False))
         assert_same(results["in context"], torch.tensor(9.0))
         assert_same(results["after context"], torch.tensor(local))
         assert results["twice"] == "TorchMetricsUserError: The Metric has already been synced."
         assert results["async before wait"] == (False, False, False)
         assert_same(results["async"], (torch.tensor(3.0), torch.tensor([0.0, 1.0, 0.0, 1.0, 2.0]), True, True))
+        assert results["async pending"] is False  # the all_reduce waits for the plan check, read at launch
         assert results["async completes"] == (True, False)  # done communicating, not finished until wait()
         assert_same(results["async completed"], (torch.tensor(1.0), True))
-        assert results["cat host syncs"] == {"Tensor.tolist": 1}
+        assert results["cat host syncs"] == {"Tensor.tolist": 2}  # the plan check, then the shapes
         assert results["deepcopy synced"] is True

@@ -29,10 +29,10 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, jit_distributed_available
 from torchmetrics_async.distributed.buckets import _REDUCE_OPS, _Bucket, _plan_buckets, ride_value
-from torchmetrics_async.distributed.collectives import SyncHandle, _host_to_device, _member, _to
-from torchmetrics_async.distributed.plan import _check_agrees, _check_bits, _fingerprint, _label
+from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
+from torchmetrics_async.distributed.plan import _label, _PlanCheck
 from torchmetrics_async.distributed.states import _fusable_metric
-from torchmetrics_async.distributed.sync import _plan_states, _resolve_group
+from torchmetrics_async.distributed.sync import _plan_fingerprint, _plan_states, _resolve_group
 from torchmetrics_async.state_arena import StateArena
 
 __all__ = ["ArenaAllReduce", "arena_sync", "group_key"]
@@ -61,9 +61,10 @@ class ArenaAllReduce:
         # syncs these metrics without the arena.
         order = [index_of[id(metric), attr] for metric in arena.metrics for attr in metric._reductions]
         buckets, _ = _plan_buckets([(index, slots[index].view, slots[index].op) for index in order], group)
-        member_hashes = _plan_states(arena.metrics)[4]
-        if buckets:
-            buckets[0].check = _host_to_device(_check_bits(_fingerprint(tuple(member_hashes))), buckets[0].device)
+        #: what the plan check sends: the same as sync_metrics sends for these metrics
+        self.member_hashes = _plan_states(arena.metrics)[4]
+        self.fingerprint = _plan_fingerprint(self.member_hashes, buckets)
+        self.check_device = collective_device(group, arena.metrics[0].device)
         placed: dict[int, tuple[_Bucket, Any]] = {}
         for bucket in buckets:
             bucket.pack()  # offsets, and the buffer this plan keeps
@@ -115,16 +116,17 @@ class ArenaAllReduce:
         group: Any,
         async_op: bool,
         labels: dict[int, str] | None = None,
-        verdicts: list[tuple[Tensor, list[str]]] | None = None,
     ) -> SyncHandle:
-        """Copy the arena into the buckets and launch their all_reduces.
+        """Copy the arena into the buckets and launch the plan check; the handle's second phase, the all_reduces.
+
+        As in ``sync_metrics``: the second phase (``launch_remaining()``, or ``wait()``) reads the plan check first
+        (one host read) and raises :class:`~torchmetrics_async.distributed.PlanMismatchError` on every rank if the
+        plans differ, before any bucket is all-reduced.
 
         Args:
             group: the process group (the one the plan was made for).
-            async_op: launch asynchronously; the handle's ``wait()`` finishes.
+            async_op: launch the all_reduces asynchronously; the handle's ``wait()`` finishes.
             labels: the metrics' names, for the plan check's message.
-            verdicts: if given, ``wait()`` appends ``(agreed, member labels)`` (a 0-dim bool on the device: whether
-                every rank planned alike) for the caller to read with its other values, as ``sync_metrics`` does.
 
         Returns:
             The handle: ``wait()`` sets every state to its reduction and marks the metrics synced.
@@ -135,24 +137,20 @@ class ArenaAllReduce:
             target.copy_(source)
             if negate:
                 target.neg_()
-        works = []
         for bucket in self.buckets:
-            op = _REDUCE_OPS[bucket.op]
-            bucket.work = dist.all_reduce(bucket.refill(), op=op, group=group, async_op=async_op)
-            works.append(bucket.work)
+            bucket.refill()
+        member_labels = [_label(metric, labels or {}) for metric in self.arena.metrics]
+        check = _PlanCheck(self.fingerprint, self.member_hashes, member_labels, group, self.check_device)
         world_size = dist.get_world_size(group)
-        if verdicts is None:
-            return SyncHandle(lambda: self._finish(world_size), works)
 
-        def finish() -> None:
-            self._finish(world_size)
-            first = self.buckets[0] if self.buckets else None
-            if first is not None and first.check is not None:
-                total = self.totals[id(first)]
-                agreed = _check_agrees(first.buffer[total : total + first.check.numel()], first.op, self.world_size)
-                verdicts.append((agreed, [_label(metric, labels or {}) for metric in self.arena.metrics]))
+        def launch() -> list[Any]:
+            check.verify()
+            for bucket in self.buckets:
+                op = _REDUCE_OPS[bucket.op]
+                bucket.work = dist.all_reduce(bucket.buffer, op=op, group=group, async_op=async_op)
+            return [bucket.work for bucket in self.buckets]
 
-        return SyncHandle(finish, works)
+        return SyncHandle(lambda: self._finish(world_size), [check.work], launch)
 
     def _finish(self, world_size: int) -> None:
         if self.reduced is None or self.world_size != world_size:
@@ -206,7 +204,6 @@ def arena_sync(
     *,
     keep_local: bool = False,
     labels: dict[int, str] | None = None,
-    verdicts: list[tuple[Tensor, list[str]]] | None = None,
 ) -> SyncHandle | None:
     """``sync_metrics(metrics, process_group, async_op=True)`` through the arena's planned all_reduce, if it applies.
 
@@ -222,7 +219,6 @@ def arena_sync(
         keep_local: keep the local states for ``unsync()`` (``sync()``'s ``_cache``): the arena views themselves,
             which the sync only reads (no copy).
         labels: the metrics' names, for the plan check's message.
-        verdicts: see :meth:`ArenaAllReduce.start`.
 
     Returns:
         The handle, or ``None`` if it does not apply (then call ``sync_metrics``).
@@ -246,4 +242,4 @@ def arena_sync(
         for metric in metrics:
             state = metric.__dict__
             metric._cache = {attr: state[attr] for attr in metric._defaults}
-    return plan.start(group, async_op=True, labels=labels, verdicts=verdicts)
+    return plan.start(group, async_op=True, labels=labels)

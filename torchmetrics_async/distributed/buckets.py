@@ -21,9 +21,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async.distributed.collectives import _to, collective_device
-from torchmetrics_async.distributed.plan import _check_agrees
 
-__all__ = ["OPS", "ride_value"]
+__all__ = ["OPS", "bucket_layout", "ride_value"]
 
 #: The reductions of the functional API and of fusable metric states.
 OPS = ("mean", "sum", "max", "min")
@@ -87,9 +86,6 @@ class _Bucket:
         self.segments: list[_Segment] = []
         self.buffer: Tensor | None = None
         self.work: Any = None
-        #: the plan check riding at the end of the values (see :func:`_check_bits`), and its reduced verdict
-        self.check: Tensor | None = None
-        self.agree: Tensor | None = None
 
     @property
     def masks_nan(self) -> bool:
@@ -105,9 +101,6 @@ class _Bucket:
             segment.offset = offset
             offset += segment.numel
         parts = [_part(segment, self.device, self.dtype) for segment in self.segments]
-        if self.check is not None:
-            parts.append(_to(self.check, self.device))
-            offset += self.check.numel()
         buffer = torch.empty(offset * (2 if self.masks_nan else 1), dtype=self.dtype, device=self.device)
         values = buffer[:offset]
         if len(parts) == 1:
@@ -119,14 +112,9 @@ class _Bucket:
         return buffer
 
     def refill(self) -> Tensor:
-        """After the values were copied into :attr:`buffer` again (an arena's sync): the plan check and NaN mask too."""
-        buffer = self.buffer
-        offset = sum(segment.numel for segment in self.segments)
-        if self.check is not None:
-            buffer[offset : offset + self.check.numel()].copy_(self.check)
-            offset += self.check.numel()
-        self._mask_nan(offset)
-        return buffer
+        """After the values were copied into :attr:`buffer` again (an arena's sync): the NaN mask too."""
+        self._mask_nan(sum(segment.numel for segment in self.segments))
+        return self.buffer
 
     def _mask_nan(self, offset: int) -> None:
         if self.masks_nan:
@@ -137,16 +125,15 @@ class _Bucket:
                 mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
 
     def launch(self, group: Any, async_op: bool) -> Any:
-        self.work = dist.all_reduce(self.pack(), op=_REDUCE_OPS[self.op], group=group, async_op=async_op)
+        """All-reduce the buffer (packed now unless :meth:`pack` was called already)."""
+        buffer = self.pack() if self.buffer is None else self.buffer
+        self.work = dist.all_reduce(buffer, op=_REDUCE_OPS[self.op], group=group, async_op=async_op)
         return self.work
 
-    def plan_agrees(self, world_size: int) -> Tensor:
-        """Wait for the all_reduce; whether the plan check riding in it agrees on every rank (a 0-dim bool)."""
-        if self.work is not None:
-            self.work.wait()
-            self.work = None
-        total = sum(segment.numel for segment in self.segments)
-        return _check_agrees(self.buffer[total : total + self.check.numel()], self.op, world_size)
+    @property
+    def numel(self) -> int:
+        """Values in the buffer (without the NaN mask)."""
+        return sum(segment.numel for segment in self.segments)
 
     def finish(self, world_size: int) -> dict[Any, Tensor]:
         if self.work is not None:
@@ -155,8 +142,6 @@ class _Bucket:
         total = sum(segment.numel for segment in self.segments)
         means = sum(segment.numel for segment in self.segments if segment.op == "mean")
         values = self.restore(total, means, world_size)
-        if self.check is not None:
-            self.agree = _check_agrees(self.buffer[total : total + self.check.numel()], self.op, world_size)
         reduced = {}
         for segment in self.segments:
             value = values[segment.offset : segment.offset + segment.numel].view(segment.shape)
@@ -170,8 +155,7 @@ class _Bucket:
         buffer = self.buffer
         values = buffer[:total]
         if self.masks_nan:
-            checked = total + (0 if self.check is None else self.check.numel())
-            values.masked_fill_(buffer[checked:][:total] != 0, math.nan)
+            values.masked_fill_(buffer[total:] != 0, math.nan)
         if means:
             values[:means].div_(world_size)
         return values
@@ -232,9 +216,19 @@ def _plan_buckets(
             if key not in buckets:
                 buckets[key] = _Bucket(*key)
             buckets[key].segments.append(segment)
-    # Launch order by (device type, dtype, op), not by first appearance: ranks whose plans differ only in order
-    # still launch buckets of the same sizes, so the plan check (_start_state_sync) reports it instead of an abort.
+    # Launch order by (device type, dtype, op), not by first appearance: a plan does not depend on the members' order
+    # more than it must (the plan check reports an order that differs anyway).
     return _canonical(buckets.values()), leftovers
+
+
+def bucket_layout(buckets: Iterable[_Bucket]) -> tuple:
+    """What every rank's buckets must agree on, for the plan check: device type, dtype, op and size of each.
+
+    Example:
+        >>> bucket_layout([])
+        ()
+    """
+    return tuple((bucket.device.type, str(bucket.dtype), bucket.op, bucket.numel) for bucket in buckets)
 
 
 def _canonical(buckets: Iterable[_Bucket]) -> list[_Bucket]:

@@ -26,7 +26,6 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.deferred import DeferredChecks, forget_preread, read_deferred_together, report_deferred
 from torchmetrics_async.distributed.collection_arena import CollectionArena, collection_arena, drop_collection_arena
-from torchmetrics_async.distributed.plan import _mismatch
 from torchmetrics_async.distributed.states import _collect_metrics, _fusable_metric
 from torchmetrics_async.distributed.sync import _labels, _start_metric_sync
 from torchmetrics_async.metric import copy_update_count, has_stock_compute
@@ -88,10 +87,9 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
 def _synced(
     metrics: Any,
     process_group: Any = None,
-    verdicts: list[tuple[Tensor, list[str]]] | None = None,
     arena: CollectionArena | None = None,
 ) -> Iterator[None]:
-    """:func:`sync_context`; with ``verdicts``, the plan check is left for the caller to read (see ``compute``).
+    """:func:`sync_context`.
 
     ``arena``: the collection's (``metrics``), whose planned all_reduce syncs the members if it covers them all.
     """
@@ -100,9 +98,9 @@ def _synced(
     try:
         if members:
             labels = _labels(metrics, {})
-            handle = None if arena is None else arena.start_sync(metrics, members, labels, verdicts)
+            handle = None if arena is None else arena.start_sync(metrics, members, labels)
             if handle is None:
-                handle = _start_metric_sync(members, process_group, False, labels, True, verdicts)
+                handle = _start_metric_sync(members, process_group, False, labels)
             handle.wait()
         for metric in members:
             metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
@@ -157,9 +155,18 @@ class _FusedSyncCollection:
         super().update(*args, **kwargs)
 
     def _compute_groups_create_state_ref(self, copy: bool = False) -> None:
-        """torchmetrics' state sharing within compute groups; update counts are copied without a host read."""  # noqa: D403
+        """torchmetrics' state sharing within compute groups; update counts are copied without a host read.
+
+        Without a group of two or more members there is nothing to link or copy, and the flag that steers it
+        (``_state_is_copy``) is left as it is: torchmetrics sets it at every ``collection["name"]``, ``values()`` and
+        ``items()``, and Dynamo guards on it, so a compiled step reaching its members that way compiled twice. Nothing
+        else reads the flag, and ``update()`` clears it before it links groups that have just formed.
+        """  # noqa: D403
+        groups = [group for group in self._groups.values() if len(group) > 1]
+        if not groups:
+            return
         if not self._state_is_copy:
-            for group in self._groups.values():
+            for group in groups:
                 first = getattr(self, group[0])
                 for name in group[1:]:
                     member = getattr(self, name)
@@ -187,23 +194,15 @@ class _FusedSyncCollection:
             >>> collection.compute()
             {'mean': tensor(1.5000), 'sum': tensor(3.)}
         """
-        verdicts: list[tuple[Tensor, list[str]]] = []
-        with _synced(self, None, verdicts, collection_arena(self)):
+        with _synced(self, None, collection_arena(self)):
             # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its
             # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
             # to the others: on a rank where a group formed from the data, they would compute another rank's values.
             groups, self._groups = self._groups, {}
             # Every member's deferred flags in one host read, not one per member: those whose compute() reads them
             # from the states they hold now (synced above, or not syncing at all).
-            # The plan check of an all_reduce-only sync travels in the same read; a mismatch raises before any member
-            # computes, and the block's exit restores every member's local states.
-            read, agreed = read_deferred_together(
-                [member for member in self._modules.values() if _computes_as_is(member)], [v for v, _ in verdicts]
-            )
+            read, _ = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])
             try:
-                for ok, (_, labels) in zip(agreed, verdicts, strict=True):
-                    if not ok:
-                        raise _mismatch(labels, None)
                 return super().compute()
             finally:
                 self._groups = groups

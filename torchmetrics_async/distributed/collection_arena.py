@@ -25,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from torch import Tensor
-
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.distributed.arena_sync import ArenaAllReduce, arena_sync
 from torchmetrics_async.distributed.collectives import SyncHandle
@@ -121,7 +119,6 @@ class CollectionArena:
         collection: Any,
         metrics: Sequence[Metric],
         labels: dict[int, str],
-        verdicts: list[tuple[Tensor, list[str]]] | None,
     ) -> SyncHandle | None:
         """``sync()`` of ``metrics`` (those of the collection that sync in ``compute()``) through the arena's plan.
 
@@ -129,7 +126,6 @@ class CollectionArena:
             collection: the collection.
             metrics: the members to sync, in order.
             labels: their names, for the plan check's message.
-            verdicts: as for ``sync_metrics``' verified sync.
 
         Returns:
             The handle, or ``None`` if the arena does not cover exactly these metrics (then sync as before).
@@ -137,7 +133,7 @@ class CollectionArena:
         arena = self.current(collection)
         if arena is None:
             return None
-        return arena_sync(metrics, arena, None, self._sync, keep_local=True, labels=labels, verdicts=verdicts)
+        return arena_sync(metrics, arena, None, self._sync, keep_local=True, labels=labels)
 
     def release(self) -> None:
         """Forget the arena (the members keep their states as they are); the next use plans again."""

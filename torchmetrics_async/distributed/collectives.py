@@ -91,9 +91,11 @@ def _host_to_device(values: list[int], device: torch.device) -> Tensor:
 class SyncHandle:
     """A fused sync or reduction in flight: ``wait()`` finishes it and returns its result.
 
-    A sync with list states needs a second collective whose size depends on the first one's result (every rank's
-    shapes). :meth:`launch_remaining` issues it (reading those shapes on the host); ``wait()`` does so first if it
-    was not called. After :meth:`launch_remaining` the handle issues no collective: ``wait()`` only waits for the
+    A metric sync launches only its plan check at first (a fixed-size all_gather): every collective whose size depends
+    on the plan (the all_reduce buckets, the shape and data exchanges of list states) waits until every rank's plan is
+    known to agree. :meth:`launch_remaining` issues them (reading the plan check, and with list states the exchanged
+    shapes, on the host); ``wait()`` does so first if it was not called. After :meth:`launch_remaining` the handle
+    issues no collective: ``wait()`` only waits for the
     collectives already issued and finishes locally, so it may be called on some ranks only, or never.
     ``is_completed()`` stays ``False`` while a second collective remains to be issued.
 
@@ -154,9 +156,10 @@ class SyncHandle:
     def launch_remaining(self) -> None:
         """Issue every collective still to come, so that ``wait()`` only waits (call it on every rank).
 
-        For a sync with list states this waits for the shape exchange and reads the shapes on the host (one host
-        read; it returns once every rank has started the sync), then launches the data exchange. Otherwise it does
-        nothing. Calling it again does nothing.
+        For a metric sync this reads the plan check on the host (one host read; it returns once every rank has
+        started the sync) and launches the all_reduces; with list states it then reads the exchanged shapes (a
+        second host read) and launches the data exchange. For the functional reductions it does nothing. Calling
+        it again does nothing.
 
         Raises:
             Exception: whatever launching raised (a :class:`PlanMismatchError` on every rank), again on later calls.

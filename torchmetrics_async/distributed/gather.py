@@ -2,7 +2,7 @@
 
 Every rank first exchanges a fixed-size row per tensor (dtype code, ndim, shape), then all data in one buffer,
 byte-packed with aligned segments and padded to the longest rank. Reading the exchanged shapes is the one host read;
-bool flags without an all_reduce bucket and the plan check ride in the shape exchange.
+bool flags without an all_reduce bucket ride in the shape exchange.
 
 Example:
     >>> import torch
@@ -137,12 +137,8 @@ class _Gather:
         group: Any,
         device: torch.device,
         flags: list[_Segment] = (),
-        checks: list[int] = (),
     ) -> None:
         self.group = group
-        #: int64 values every rank sends after its rows and flags (the plan check); per rank once gathered
-        self.checks = list(checks)
-        self.gathered_checks: list[list[int]] = []
         self.device = device
         self.items = items
         self.flags = list(flags)
@@ -168,8 +164,6 @@ class _Gather:
         if self.flags:
             flags = [_to(flag.tensor.reshape(-1), device, torch.int64) for flag in self.flags]
             self.meta_local = torch.cat([self.meta_local, *flags])
-        if self.checks:
-            self.meta_local = torch.cat([self.meta_local, _host_to_device(self.checks, device)])
         self.meta = torch.empty(self.world_size * self.meta_local.numel(), dtype=torch.int64, device=device)
         self.work: Any = None
 
@@ -183,17 +177,12 @@ class _Gather:
             self.work.wait()
             self.work = None
         width = len(self.items) * _ROW
-        meta = self.meta.view(self.world_size, -1)
-        if self.checks:  # the same host read brings the plan checks back
-            meta = torch.cat([meta[:, :width], meta[:, meta.shape[1] - len(self.checks) :]], dim=1)
-        rows = meta.tolist()
-        self.gathered_checks = [rank_rows[width:] for rank_rows in rows]
+        rows = self.meta.view(self.world_size, -1)[:, :width].tolist()
         return [[_decode(rank_rows[i : i + _ROW]) for i in range(0, width, _ROW)] for rank_rows in rows]
 
     def reduced_flags(self) -> dict[Any, Tensor]:
         """The flags, reduced over ranks from the gathered shape exchange (device ops, no host read)."""
-        end = self.meta_local.numel() - len(self.checks)
-        columns = self.meta.view(self.world_size, -1)[:, len(self.items) * _ROW : end]
+        columns = self.meta.view(self.world_size, -1)[:, len(self.items) * _ROW :]
         reduced, offset = {}, 0
         for flag in self.flags:
             per_rank = columns[:, offset : offset + flag.numel]

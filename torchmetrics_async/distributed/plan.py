@@ -1,13 +1,15 @@
 """The plan check: every rank must have planned the same collectives, or every rank raises.
 
-A fingerprint of each member's plan (class, states, reductions, dtypes, shapes) travels with the first collective:
-exact, in the shape exchange of list states, or as :data:`CHECK_BITS` 0/1 pairs at the end of the first all_reduce
-bucket. :class:`PlanMismatchError` names the members that differ.
+Before the first collective whose size depends on the plan, every rank sends a fixed-size row (:data:`CHECK_WORDS`
+int64 words: the plan's fingerprint, its member count, the first members' fingerprints) in one tiny all_gather, and
+reads every rank's row on the host. Ranks whose plans differ (another member, state shape, dtype, reduction or order)
+all raise :class:`PlanMismatchError`, naming the members that differ, instead of reaching a collective of another
+size (gloo aborts there, NCCL hangs).
 
 Example:
-    >>> bits = _check_bits(_fingerprint(("SumMetric", "sum_value")))
-    >>> len(bits) == 2 * CHECK_BITS
-    True
+    >>> row = _check_row(_fingerprint(("plan",)), [_fingerprint(("SumMetric", "sum_value"))])
+    >>> len(row) == CHECK_WORDS, row[1]
+    (True, 1)
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from torch import Tensor
+import torch
+import torch.distributed as dist
 
 from torchmetrics_async._torchmetrics import Metric, dim_zero_cat
+from torchmetrics_async.distributed.collectives import _all_gather_single, _host_to_device
 from torchmetrics_async.distributed.states import _STATE_OPS, _Entry
 
-__all__ = ["CHECK_BITS", "PlanMismatchError"]
+__all__ = ["CHECK_WORDS", "PlanMismatchError"]
 
-#: bits of the plan fingerprint that ride in an all_reduce bucket (each as a 0/1 pair, exact in every dtype and op)
-CHECK_BITS = 32
+#: int64 words every rank sends in the plan check: fingerprint, member count, then one per member (the first ones)
+CHECK_WORDS = 16
+_NAMED = CHECK_WORDS - 2
+_ABSENT = -1  # a member position past the end of a rank's plan (fingerprints are non-negative)
 _HASH_MASK = (1 << 62) - 1
 
 
@@ -43,24 +49,6 @@ def _fingerprint(layout: Any) -> int:
     return int.from_bytes(digest, "little") & _HASH_MASK
 
 
-def _check_bits(fingerprint: int) -> list[int]:
-    """The low :data:`CHECK_BITS` bits of ``fingerprint``, then their complements."""
-    bits = [(fingerprint >> bit) & 1 for bit in range(CHECK_BITS)]
-    return bits + [1 - bit for bit in bits]
-
-
-def _check_agrees(reduced: Tensor, op: str, world_size: int) -> Tensor:
-    """Whether every rank sent the same bits (a 0-dim bool on the device; no host read).
-
-    Summed, a bit agrees if 0 or all ranks set it; under max (min), a bit and its complement sum to 1 only if every
-    rank sent the same bit.
-    """
-    bits, complements = reduced[:CHECK_BITS], reduced[CHECK_BITS:]
-    if op == "sum":
-        return ((bits == 0) | (bits == world_size)).all()
-    return (bits + complements == 1).all()
-
-
 class PlanMismatchError(RuntimeError):
     """The ranks planned different fused syncs: they do not sync the same metrics, in the same order, alike.
 
@@ -72,17 +60,92 @@ class PlanMismatchError(RuntimeError):
     """
 
 
-def _mismatch(labels: list[str], differing: list[int] | None, per_rank: list[int] | None = None) -> PlanMismatchError:
+def _check_row(fingerprint: int, member_hashes: list[int]) -> list[int]:
+    """The words one rank sends: plan fingerprint, member count, the first members' fingerprints (padded)."""
+    named = member_hashes[:_NAMED]
+    return [fingerprint, len(member_hashes), *named, *([_ABSENT] * (_NAMED - len(named)))]
+
+
+_CHECK_STREAMS: dict[torch.device, Any] = {}
+
+
+class _PlanCheck:
+    """The plan check in flight: launched before, and read before, any collective whose size depends on the plan.
+
+    On the CPU the all_gather runs in the backend's threads and :meth:`verify` waits for it. On an accelerator it runs
+    on a stream of its own, which waits for nothing else: reading it waits for the other ranks and the tiny exchange,
+    never for work queued on the current stream (a training step, a snapshot).
+
+    Args:
+        fingerprint: the whole plan's fingerprint (members, buckets, gathered items).
+        member_hashes: each member's fingerprint, in order.
+        labels: the members' names, in order (for the message).
+        group: the process group.
+        device: where the collective runs (the plan's collective device).
+
+    Example:
+        >>> _PlanCheck.__name__
+        '_PlanCheck'
+    """
+
+    def __init__(
+        self, fingerprint: int, member_hashes: list[int], labels: list[str], group: Any, device: torch.device
+    ) -> None:
+        self.labels = labels
+        self.world_size = dist.get_world_size(group)
+        row = _check_row(fingerprint, member_hashes)
+        self.event: Any = None
+        if device.type == "cpu":
+            self.gathered = torch.empty(self.world_size * CHECK_WORDS, dtype=torch.int64)
+            self.work: Any = _all_gather_single(self.gathered, torch.tensor(row), group, True)
+            return
+        module = torch.get_device_module(device.type)
+        if device not in _CHECK_STREAMS:
+            _CHECK_STREAMS[device] = module.Stream(device=device)
+        stream = _CHECK_STREAMS[device]
+        with module.stream(stream):
+            local = _host_to_device(row, device)
+            gathered = torch.empty(self.world_size * CHECK_WORDS, dtype=torch.int64, device=device)
+            _all_gather_single(gathered, local, group, True).wait()  # the stream waits for it, not the host
+            self.gathered = torch.empty(gathered.shape, dtype=torch.int64, pin_memory=True)
+            self.gathered.copy_(gathered, non_blocking=True)
+            self.event = module.Event()
+            self.event.record(stream)
+        self.work = None
+        self._in_flight = (local, gathered)  # alive until the event: the stream still uses them
+
+    def verify(self) -> None:
+        """Wait for every rank's row (one host read) and raise :class:`PlanMismatchError` unless all are equal.
+
+        Every rank reads the same rows, so every rank raises, or none does.
+        """
+        if self.work is not None:
+            self.work.wait()
+            self.work = None
+        if self.event is not None:
+            self.event.synchronize()
+            self.event = None
+            self._in_flight = None
+        rows = self.gathered.view(self.world_size, CHECK_WORDS).tolist()
+        if any(row != rows[0] for row in rows):
+            raise _mismatch(self.labels, rows)
+
+
+def _mismatch(labels: list[str], rows: list[list[int]]) -> PlanMismatchError:
+    counts = [row[1] for row in rows]
+    differing = [i for i in range(min(max(counts), _NAMED)) if len({row[2 + i] for row in rows}) > 1]
     if differing:
-        named = ", ".join(labels[i] if i < len(labels) else f"member {i}" for i in differing)
+        named = ", ".join(labels[i] if i < len(labels) else f"member {i} (absent on this rank)" for i in differing)
         where = f"member(s) at the same position differ: {named}"
+    elif max(counts) > _NAMED:
+        where = f"members past the first {_NAMED}, or their collectives, differ"
     else:
-        where = f"this rank syncs {', '.join(labels) or 'no metric'}"
-    ranks = "" if per_rank is None else f" (plan fingerprints per rank: {', '.join(f'{v:#x}' for v in per_rank)})"
+        where = "the members agree, but not their collectives (states on another device or backend?)"
+    per_rank = ", ".join(f"{count} on rank {rank}" for rank, count in enumerate(counts))
     return PlanMismatchError(
-        f"torchmetrics-async fused sync: the ranks planned different syncs{ranks}; {where}. Every rank must sync the"
-        " same metrics (same classes, options and state shapes), in the same order; torchmetrics would hang or fail"
-        " here too."
+        f"torchmetrics-async fused sync: the ranks planned different syncs (metrics: {per_rank}); {where}. This rank"
+        f" syncs {', '.join(labels) or 'no metric'}. Every rank must sync the same metrics (same classes, options and"
+        " state shapes), in the same order; torchmetrics would hang or fail here too."
     )
 
 
@@ -97,12 +160,3 @@ def _label(metric: Metric, labels: Mapping[int, str]) -> str:
     name = labels.get(id(metric))
     kind = type(metric).__name__
     return f"{name!r} ({kind})" if name is not None else kind
-
-
-def _verify_gathered(per_rank: list[list[int]], labels: list[str]) -> None:
-    """Raise :class:`PlanMismatchError` (on every rank: they all read the same values) unless all plans are equal."""
-    if all(checks == per_rank[0] for checks in per_rank):
-        return
-    members = [row[1:] for row in per_rank]
-    differing = [i for i in range(len(members[0])) if any(row[i] != members[0][i] for row in members)]
-    raise _mismatch(labels, differing, [row[0] for row in per_rank])

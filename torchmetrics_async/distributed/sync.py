@@ -28,17 +28,10 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
-from torchmetrics_async.distributed.buckets import _fusable, _plan_buckets
-from torchmetrics_async.distributed.collectives import SyncHandle, _host_to_device, _member, _to
+from torchmetrics_async.distributed.buckets import _fusable, _plan_buckets, bucket_layout
+from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
 from torchmetrics_async.distributed.gather import _CatPieces, _Gather, _gather_device
-from torchmetrics_async.distributed.plan import (
-    _check_bits,
-    _fingerprint,
-    _label,
-    _mismatch,
-    _plan_entry,
-    _verify_gathered,
-)
+from torchmetrics_async.distributed.plan import _fingerprint, _label, _plan_entry, _PlanCheck
 from torchmetrics_async.distributed.states import (
     _STATE_OPS,
     _announce_fallback,
@@ -90,30 +83,31 @@ def _plan_states(
     return reduces, gathers, entries, fallbacks, [_fingerprint(member) for member in layout]
 
 
+def _plan_fingerprint(member_hashes: list[int], buckets: list[Any], gathered: int = 0, flags: int = 0) -> int:
+    """The fingerprint of a whole plan: its members, and the sizes of its collectives (buckets, gathered items).
+
+    The one definition, for ``sync_metrics`` and an arena's planned all_reduce: the same metrics give the same value.
+    """
+    return _fingerprint((tuple(member_hashes), bucket_layout(buckets), gathered, flags))
+
+
 def _start_state_sync(
-    metrics: list[Metric],
-    group: Any,
-    async_op: bool,
-    labels: Mapping[int, str] | None = None,
-    verify: bool = False,
-    verdicts: list[tuple[Tensor, list[str]]] | None = None,
+    metrics: list[Metric], group: Any, async_op: bool, labels: Mapping[int, str] | None = None
 ) -> SyncHandle:
-    """Plan, pack and launch the first phase of a fused ``_sync_dist`` of ``metrics`` over ``group``.
+    """Plan and pack a fused ``_sync_dist`` of ``metrics`` over ``group``, and launch its plan check.
 
     The plan (which states travel, in which buckets and order, their dtypes and shapes) is derived from what every
     rank shares: the metrics and their order, each state's reduction, dtype and shape (list states: only that they
     are lists; their lengths and shapes are exchanged). Never from local data: compute-group members that share state
     tensors on this rank send each their own (compute groups form from the data, so they differ between ranks).
 
-    A fingerprint of the plan rides in the first collective: exact, in the shape exchange of list states, which is
-    read anyway; otherwise as bits in the first all_reduce bucket, read on the host only if ``verify``. A mismatch
-    raises :class:`PlanMismatchError` on every rank, before any state is set. With ``verdicts`` (a list), a verified
-    sync does not read the bits itself: it appends ``(agreed, member labels)`` (a 0-dim bool on the device) once
-    finished, for the caller to read with its other values in one host read and raise :func:`_mismatch` itself.
+    The first phase packs the states and launches only the plan check (:class:`~.plan._PlanCheck`: a fixed-size
+    all_gather); the second reads it (one host read, waiting for every rank to start the sync) and raises
+    :class:`PlanMismatchError` on every rank if the plans differ, before any collective whose size depends on the
+    plan and before any state is set; then it launches the buckets' all_reduces and the gather.
     """
     labels = labels or {}
     reduces, gathers, entries, fallbacks, member_hashes = _plan_states(metrics)
-    fingerprint = _fingerprint(tuple(member_hashes))
     member_labels = [_label(metric, labels) for metric in metrics]
 
     items: list[Tensor | _CatPieces] = [
@@ -124,28 +118,22 @@ def _start_state_sync(
         tensors = [t for item in items for t in (item.pieces if isinstance(item, _CatPieces) else [item])]
         gather_device = _gather_device(group, tensors, gathers[0].metric.device)
     buckets, flags = _plan_buckets(reduces, group, spare=gather_device)
-    if buckets and not gathers:
-        buckets[0].check = _host_to_device(_check_bits(fingerprint), buckets[0].device)  # pinned, asynchronous
-    works = [bucket.launch(group, async_op) for bucket in buckets]
-    gather = None
-    if gathers:
-        gather = _Gather(items, group, gather_device, flags, checks=[fingerprint, *member_hashes])
-        works.append(gather.start(async_op))
+    fingerprint = _plan_fingerprint(member_hashes, buckets, len(items), sum(flag.numel for flag in flags))
+    for bucket in buckets:
+        bucket.pack()  # the states as they are when the sync starts
+    gather = _Gather(items, group, gather_device, flags) if gathers else None
+    check = _PlanCheck(fingerprint, member_hashes, member_labels, group, collective_device(group, metrics[0].device))
     world_size = dist.get_world_size(group)
     rank = dist.get_rank(group)
 
     def launch() -> list[Any]:
-        """The second phase: every collective whose size or presence depends on the first phase's results."""
-        works = []
+        """The second phase: every collective whose size depends on the plan, once every rank's plan is known."""
+        check.verify()  # one host read; raises on every rank if the plans differ
+        works = [bucket.launch(group, async_op) for bucket in buckets]
         if gather is not None:
-            described = gather.shapes()  # the one host read
-            _verify_gathered(gather.gathered_checks, member_labels)
+            works.append(gather.start(async_op))
+            described = gather.shapes()  # the second host read, with list states only
             works.append(gather.launch_data(described, async_op))
-        elif fallbacks and verify and buckets and buckets[0].check is not None:
-            # torchmetrics' own sync of the fallbacks must not start on mismatched plans: read the check first
-            agrees = bool(buckets[0].plan_agrees(world_size))
-            if not agrees:
-                raise _mismatch(member_labels, None)
         for metric, attrs in fallbacks.values():  # blocking: torchmetrics' gathers, done by the time this returns
             _torchmetrics_sync_dist(metric, attrs, group)
         return works
@@ -159,20 +147,13 @@ def _start_state_sync(
                 results[id(entry)] = _combine_gathered(entry, per_rank, own, rank)
             for token, value in gather.reduced_flags().items():
                 results[id(entries[token])] = value
-        reduced: dict[Any, Tensor] = {}
         for bucket in buckets:
-            reduced.update(bucket.finish(world_size))
-        if verify and buckets and buckets[0].agree is not None:
-            if verdicts is not None:  # read by the caller, with its own values, in one host read
-                verdicts.append((buckets[0].agree, member_labels))
-            elif not bool(buckets[0].agree):
-                raise _mismatch(member_labels, None)
-        for token, value in reduced.items():
-            results[id(entries[token])] = value
+            for token, value in bucket.finish(world_size).items():
+                results[id(entries[token])] = value
         for entry in entries:
             setattr(entry.metric, entry.attr, results[id(entry)])
 
-    return SyncHandle(finish, works, launch if gather is not None or fallbacks else None)
+    return SyncHandle(finish, [check.work], launch)
 
 
 def _combine_gathered(entry: _Entry, per_rank: list[Tensor | None], own: Tensor | None, rank: int) -> Tensor:
@@ -229,7 +210,7 @@ def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False)
     Args:
         metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
         process_group: the group for all of them (``None``: each metric's ``process_group``, else the world).
-        async_op: launch the first collectives and return a :class:`SyncHandle`; ``wait()`` finishes the sync.
+        async_op: launch the plan check and return a :class:`SyncHandle`; ``wait()`` finishes the sync.
 
     Returns:
         ``None``, or the handle.
@@ -308,13 +289,8 @@ def _start_metric_sync(
     process_group: Any,
     async_op: bool,
     labels: Mapping[int, str] | None = None,
-    verify: bool = False,
-    verdicts: list[tuple[Tensor, list[str]]] | None = None,
 ) -> SyncHandle:
-    """``Metric.sync()`` of every metric, fused: cache the local states, sync, mark synced.
-
-    ``verdicts``: see :func:`_start_state_sync`.
-    """
+    """``Metric.sync()`` of every metric, fused: cache the local states, sync, mark synced."""
     for metric in metrics:
         if metric._is_synced:
             raise TorchMetricsUserError(ALREADY_SYNCED_MESSAGE)
@@ -323,7 +299,7 @@ def _start_metric_sync(
     for metric in fused:
         metric._cache = metric._copy_state_dict()
     handles = [
-        _start_state_sync(members, group, async_op, labels, verify, verdicts)
+        _start_state_sync(members, group, async_op, labels)
         for group, members in _by_group(fused, process_group)
         if _member(group)  # outside the group there is nothing to exchange: the local states stand
     ]
@@ -351,14 +327,18 @@ def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False
     Args:
         metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
         process_group: the group for all of them (``None``: each metric's ``process_group``, else the world).
-        async_op: launch the first collectives and return a :class:`SyncHandle`; the metrics are synced once
-            ``wait()`` returns. Do not update them in between.
+        async_op: pack the states, launch the plan check and return a :class:`SyncHandle`:
+            ``launch_remaining()`` reads the check and launches the rest, and the metrics are synced once ``wait()``
+            returns. Do not update them in between.
 
     Returns:
         ``None``, or the handle.
 
     Raises:
         TorchMetricsUserError: if a metric is synced already (as ``sync()`` raises), before any collective.
+        PlanMismatchError: on every rank, if the ranks' plans differ (other metrics, order, state shapes or dtypes),
+            before any collective whose size depends on the plan. The plan check costs one fixed-size all_gather
+            per sync (per process group), read on the host.
 
     Example:
         >>> import torch
@@ -376,8 +356,7 @@ def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False
     ]
     if not collected:
         return SyncHandle.completed(None) if async_op else None
-    # Waiting here anyway: also read the plan check of all_reduce-only plans (a host read; async callers skip it).
-    handle = _start_metric_sync(collected, process_group, async_op, _labels(metrics, {}), verify=not async_op)
+    handle = _start_metric_sync(collected, process_group, async_op, _labels(metrics, {}))
     if async_op:
         return handle
     handle.wait()
