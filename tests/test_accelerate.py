@@ -27,7 +27,7 @@ from tests.examples import example_for, violating_example_for
 from tests.test_decorators import SquaredTotal  # a user's plain Metric
 from torchmetrics_async import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.accelerate import registry
-from torchmetrics_async.testing import no_host_sync
+from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 NAMES = ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric", "RunningMean", "RunningSum")
 RUNNING = ("RunningMean", "RunningSum")
@@ -479,6 +479,114 @@ def test_unsupported_member_of_a_container_warns_once_and_the_rest_is_converted(
     assert type(bad) is CharErrorRate
     with pytest.raises(TypeError, match="CharErrorRate"):
         accelerate([ORIGINAL["MaxMetric"](), CharErrorRate()], strict=True)
+
+
+def test_strict_converts_nothing_when_a_member_cannot_be_accelerated() -> None:
+    """strict=True is all or nothing: the error leaves every member torchmetrics' own, states and window intact."""
+    mean, bad = ORIGINAL["MeanMetric"](), CharErrorRate()
+    collection = MetricCollection({"mean": mean, "cer": bad})
+    ref = ORIGINAL["MeanMetric"]()
+    xs = batches(4)
+    for x in xs[:2]:
+        mean.update(clone(x))
+        ref.update(clone(x))
+    states = {name: getattr(mean, name).clone() for name in mean._defaults}
+    with pytest.raises(TypeError, match="CharErrorRate") as err:
+        accelerate(collection, strict=True)
+    assert "left unchanged" not in str(err.value)
+    assert "nothing was converted" in str(err.value)
+    assert type(collection) is MetricCollection
+    assert type(mean) is ORIGINAL["MeanMetric"]
+    assert type(bad) is CharErrorRate
+    assert mean._defaults.keys() == states.keys()
+    for name, value in states.items():
+        torch.testing.assert_close(getattr(mean, name), value, rtol=0, atol=0)
+    for x in xs[2:]:
+        mean.update(clone(x))
+        ref.update(clone(x))
+    assert_same(mean.compute(), ref.compute())
+    first, second = ORIGINAL["MaxMetric"](), ORIGINAL["SumMetric"]()
+    with pytest.raises(TypeError, match="CharErrorRate"):
+        accelerate({"a": [first, CharErrorRate()], "b": second}, strict=True)
+    assert type(first) is ORIGINAL["MaxMetric"]
+    assert type(second) is ORIGINAL["SumMetric"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# accelerate() of a composition (acc + f1): its members are converted
+
+
+def _composition() -> Any:
+    """``(acc + f1) * 0.5 - precision + tensor(1.0)``: compositions of metrics, compositions and constants."""
+    classification = torchmetrics.classification
+    acc = classification.MulticlassAccuracy(num_classes=3)
+    f1 = classification.MulticlassF1Score(num_classes=3)
+    precision = classification.MulticlassPrecision(num_classes=3)
+    return (acc + f1) * 0.5 - precision + torch.tensor(1.0)
+
+
+def _leaves(metric: Any) -> list[Any]:
+    """The metrics a composition holds, through nested compositions."""
+    found = []
+    for member in (metric.metric_a, metric.metric_b):
+        if isinstance(member, torchmetrics.metric.CompositionalMetric):
+            found += _leaves(member)
+        elif isinstance(member, torchmetrics.Metric):
+            found.append(member)
+    return found
+
+
+def _classification_batch(seed: int) -> tuple[Tensor, Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(8, 3, generator=g), torch.randint(0, 3, (8,), generator=g)
+
+
+@pytest.mark.parametrize("in_collection", [False, True], ids=["alone", "in-a-collection"])
+def test_accelerate_converts_the_members_of_a_composition(in_collection: bool) -> None:
+    composition, ref = _composition(), _composition()
+    target: Any = MetricCollection({"score": composition}) if in_collection else composition
+    reference: Any = MetricCollection({"score": ref}) if in_collection else ref
+    target.update(*_classification_batch(0))
+    reference.update(*_classification_batch(0))
+    with count_host_syncs() as before:
+        target.update(*_classification_batch(1))
+    reference.update(*_classification_batch(1))
+    assert before.total >= 3, before.summary()  # one bincount per member
+    leaves = _leaves(composition)
+    classes = [type(member) for member in leaves]
+    assert len(leaves) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every member converts: nothing to warn about
+        assert accelerate(target) is target
+    for member, cls in zip(leaves, classes, strict=True):
+        assert type(member) is registry()[cls], type(member)
+    with no_host_sync():
+        target.update(*_classification_batch(2))
+        value = target(*_classification_batch(3))
+    reference.update(*_classification_batch(2))
+    assert_same(value, reference(*_classification_batch(3)))
+    assert_same(target.compute(), reference.compute())
+    target.reset()
+    reference.reset()
+    target.update(*_classification_batch(4))
+    reference.update(*_classification_batch(4))
+    assert_same(target.compute(), reference.compute())
+
+
+def test_a_composition_with_a_member_that_cannot_be_accelerated() -> None:
+    """The usual warning naming it (the rest converted), or with strict=True an error and nothing converted."""
+    acc = torchmetrics.classification.MulticlassAccuracy(num_classes=3)
+    composition = acc + CharErrorRate()
+    with pytest.raises(TypeError, match="CharErrorRate"):
+        accelerate(composition, strict=True)
+    assert type(acc) is torchmetrics.classification.MulticlassAccuracy
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert accelerate(composition) is composition
+    messages = [str(w.message) for w in record if issubclass(w.category, UserWarning)]
+    assert len(messages) == 1, messages
+    assert "CharErrorRate" in messages[0]
+    assert type(acc) is tma.classification.MulticlassAccuracy
 
 
 # ---------------------------------------------------------------------------------------------------------------------
