@@ -5,6 +5,7 @@ autouse fixture that unpatches, so a failure never leaks a patch into other test
 """
 
 import importlib
+import inspect
 import pickle
 import sys
 import uuid
@@ -21,10 +22,12 @@ from torchmetrics import MetricCollection
 from torchmetrics.text import CharErrorRate  # a metric this package does not accelerate
 
 import torchmetrics_async as tma
+from tests.example_families import is_task_wrapper
+from tests.examples import example_for, violating_example_for
 from tests.test_decorators import SquaredTotal  # a user's plain Metric
 from torchmetrics_async import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.accelerate import registry
-from torchmetrics_async.testing import no_host_sync
+from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 NAMES = ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric", "RunningMean", "RunningSum")
 RUNNING = ("RunningMean", "RunningSum")
@@ -478,6 +481,114 @@ def test_unsupported_member_of_a_container_warns_once_and_the_rest_is_converted(
         accelerate([ORIGINAL["MaxMetric"](), CharErrorRate()], strict=True)
 
 
+def test_strict_converts_nothing_when_a_member_cannot_be_accelerated() -> None:
+    """strict=True is all or nothing: the error leaves every member torchmetrics' own, states and window intact."""
+    mean, bad = ORIGINAL["MeanMetric"](), CharErrorRate()
+    collection = MetricCollection({"mean": mean, "cer": bad})
+    ref = ORIGINAL["MeanMetric"]()
+    xs = batches(4)
+    for x in xs[:2]:
+        mean.update(clone(x))
+        ref.update(clone(x))
+    states = {name: getattr(mean, name).clone() for name in mean._defaults}
+    with pytest.raises(TypeError, match="CharErrorRate") as err:
+        accelerate(collection, strict=True)
+    assert "left unchanged" not in str(err.value)
+    assert "nothing was converted" in str(err.value)
+    assert type(collection) is MetricCollection
+    assert type(mean) is ORIGINAL["MeanMetric"]
+    assert type(bad) is CharErrorRate
+    assert mean._defaults.keys() == states.keys()
+    for name, value in states.items():
+        torch.testing.assert_close(getattr(mean, name), value, rtol=0, atol=0)
+    for x in xs[2:]:
+        mean.update(clone(x))
+        ref.update(clone(x))
+    assert_same(mean.compute(), ref.compute())
+    first, second = ORIGINAL["MaxMetric"](), ORIGINAL["SumMetric"]()
+    with pytest.raises(TypeError, match="CharErrorRate"):
+        accelerate({"a": [first, CharErrorRate()], "b": second}, strict=True)
+    assert type(first) is ORIGINAL["MaxMetric"]
+    assert type(second) is ORIGINAL["SumMetric"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# accelerate() of a composition (acc + f1): its members are converted
+
+
+def _composition() -> Any:
+    """``(acc + f1) * 0.5 - precision + tensor(1.0)``: compositions of metrics, compositions and constants."""
+    classification = torchmetrics.classification
+    acc = classification.MulticlassAccuracy(num_classes=3)
+    f1 = classification.MulticlassF1Score(num_classes=3)
+    precision = classification.MulticlassPrecision(num_classes=3)
+    return (acc + f1) * 0.5 - precision + torch.tensor(1.0)
+
+
+def _leaves(metric: Any) -> list[Any]:
+    """The metrics a composition holds, through nested compositions."""
+    found = []
+    for member in (metric.metric_a, metric.metric_b):
+        if isinstance(member, torchmetrics.metric.CompositionalMetric):
+            found += _leaves(member)
+        elif isinstance(member, torchmetrics.Metric):
+            found.append(member)
+    return found
+
+
+def _classification_batch(seed: int) -> tuple[Tensor, Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(8, 3, generator=g), torch.randint(0, 3, (8,), generator=g)
+
+
+@pytest.mark.parametrize("in_collection", [False, True], ids=["alone", "in-a-collection"])
+def test_accelerate_converts_the_members_of_a_composition(in_collection: bool) -> None:
+    composition, ref = _composition(), _composition()
+    target: Any = MetricCollection({"score": composition}) if in_collection else composition
+    reference: Any = MetricCollection({"score": ref}) if in_collection else ref
+    target.update(*_classification_batch(0))
+    reference.update(*_classification_batch(0))
+    with count_host_syncs() as before:
+        target.update(*_classification_batch(1))
+    reference.update(*_classification_batch(1))
+    assert before.total >= 3, before.summary()  # one bincount per member
+    leaves = _leaves(composition)
+    classes = [type(member) for member in leaves]
+    assert len(leaves) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every member converts: nothing to warn about
+        assert accelerate(target) is target
+    for member, cls in zip(leaves, classes, strict=True):
+        assert type(member) is registry()[cls], type(member)
+    with no_host_sync():
+        target.update(*_classification_batch(2))
+        value = target(*_classification_batch(3))
+    reference.update(*_classification_batch(2))
+    assert_same(value, reference(*_classification_batch(3)))
+    assert_same(target.compute(), reference.compute())
+    target.reset()
+    reference.reset()
+    target.update(*_classification_batch(4))
+    reference.update(*_classification_batch(4))
+    assert_same(target.compute(), reference.compute())
+
+
+def test_a_composition_with_a_member_that_cannot_be_accelerated() -> None:
+    """The usual warning naming it (the rest converted), or with strict=True an error and nothing converted."""
+    acc = torchmetrics.classification.MulticlassAccuracy(num_classes=3)
+    composition = acc + CharErrorRate()
+    with pytest.raises(TypeError, match="CharErrorRate"):
+        accelerate(composition, strict=True)
+    assert type(acc) is torchmetrics.classification.MulticlassAccuracy
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert accelerate(composition) is composition
+    messages = [str(w.message) for w in record if issubclass(w.category, UserWarning)]
+    assert len(messages) == 1, messages
+    assert "CharErrorRate" in messages[0]
+    assert type(acc) is tma.classification.MulticlassAccuracy
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # patch() / unpatch()
 
@@ -604,3 +715,175 @@ def test_nested_patch_context_keeps_outer_patch() -> None:
         assert is_patched()  # the inner context did not patch, so it does not unpatch
         assert torchmetrics.CatMetric is tma.CatMetric
     assert_unpatched(before)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Every path to a class behaves alike: direct construction, the task wrapper, accelerate(instance), patch()
+
+_TASKS = {"Binary": "binary", "Multiclass": "multiclass", "Multilabel": "multilabel"}
+_WRAPPERS = {origin.__name__ for origin in registry() if is_task_wrapper(origin)}
+PATH_CLASSES = sorted(
+    ((origin, cls) for origin, cls in registry().items() if not is_task_wrapper(origin)),
+    key=lambda item: (item[0].__module__, item[0].__name__),
+)
+
+
+def _task_of(origin: type) -> tuple[str, str] | None:
+    """(task wrapper name, task) when a torchmetrics task wrapper builds ``origin`` (``BinaryAUROC``: AUROC, binary)."""
+    for prefix, task in _TASKS.items():
+        name = origin.__name__.removeprefix(prefix)
+        if name != origin.__name__ and name in _WRAPPERS:
+            return name, task
+    return None
+
+
+def _wrapper_defaults(origin: type) -> dict[str, Any]:
+    """The task wrapper's defaults where they differ from ``origin``'s (``Accuracy``: ``average="micro"``), if any.
+
+    Given explicitly to every path, so that all build the same metric.
+    """
+    task = _task_of(origin)
+    if task is None:
+        return {}
+    accepted = inspect.signature(origin.__init__).parameters
+    wrapper = inspect.signature(getattr(torchmetrics, task[0]).__new__).parameters
+    return {
+        name: p.default
+        for name, p in wrapper.items()
+        if name in accepted and p.default is not p.empty and p.default != accepted[name].default
+    }
+
+
+def _patched(build: Any) -> Any:
+    with patch():
+        return build()
+
+
+def _paths(origin: type, accelerated: type, init: dict[str, Any], adopt: bool = True) -> dict[str, Any]:
+    """Every way a user gets an instance of ``accelerated`` with the constructor arguments ``init``."""
+    builders = {
+        "direct": lambda: accelerated(**init),
+        "patch()": lambda: _patched(lambda: vars(sys.modules[origin.__module__])[origin.__name__](**init)),
+    }
+    if adopt:
+        builders["accelerate(instance)"] = lambda: accelerate(origin(**init))
+    task = _task_of(origin)
+    if task is not None:
+        name, kind = task
+        builders["task wrapper"] = lambda: getattr(tma, name)(task=kind, **init)
+        builders["patch(), task wrapper"] = lambda: _patched(lambda: getattr(torchmetrics, name)(task=kind, **init))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {path: build() for path, build in builders.items()}
+
+
+def _setup_of(metric: Any) -> dict[str, Any]:
+    """What construction decides: class, deferred checks, states and their defaults, plain attributes and tensors."""
+    simple = (bool, int, float, str, type(None), tuple, torch.dtype, torch.device)
+    return {
+        "class": type(metric),
+        "deferred checks": metric._deferred_checks_registered(),
+        "states": {name: getattr(metric, name) for name in metric._defaults},
+        "defaults": dict(metric._defaults),
+        "reductions": sorted(metric._reductions),
+        "attributes": {k: v for k, v in vars(metric).items() if isinstance(v, (*simple, Tensor))},
+    }
+
+
+def _assert_same_setup(actual: dict[str, Any], expected: dict[str, Any], path: str) -> None:
+    assert actual.keys() == expected.keys()
+    for part in ("class", "deferred checks", "reductions"):
+        assert actual[part] == expected[part], (path, part)
+    for part in ("states", "defaults", "attributes"):
+        assert actual[part].keys() == expected[part].keys(), (path, part, actual[part].keys() ^ expected[part].keys())
+        for key, value in expected[part].items():
+            if isinstance(value, Tensor):
+                torch.testing.assert_close(actual[part][key], value, equal_nan=True, msg=f"{path}: {part} {key}")
+            else:
+                assert actual[part][key] == value, (path, part, key, actual[part][key], value)
+
+
+def _outcome(metric: Any, inputs: tuple[Tensor, ...]) -> tuple[str, Any]:
+    """("value", compute()'s value) or ("error", its type and message) after one update with ``inputs``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            metric.update(*(x.clone() for x in inputs))
+            return "value", metric.compute()
+        except Exception as err:
+            return "error", (type(err), str(err))
+
+
+def _assert_same_outcome(actual: tuple[str, Any], expected: tuple[str, Any], path: str) -> None:
+    assert actual[0] == expected[0], (path, actual, expected)
+    if actual[0] == "error":
+        assert actual[1] == expected[1], path
+    else:
+        torch.testing.assert_close(actual[1], expected[1], equal_nan=True, msg=path)
+
+
+@pytest.mark.parametrize(("origin", "accelerated"), PATH_CLASSES, ids=[o.__name__ for o, _ in PATH_CLASSES])
+def test_every_path_to_a_class_gives_the_same_setup_and_behaviour(origin: type, accelerated: type) -> None:
+    """Direct construction, the task wrapper, ``accelerate()`` and ``patch()``: same checks, same values and errors.
+
+    Over the registry, with the example arguments and a batch that violates a deferred check where the family has one
+    (a target out of range, a NaN under ``nan_strategy="error"``). Good batches must also give torchmetrics' values.
+    """
+    example = example_for(origin)
+    try:
+        bad = violating_example_for(origin)
+    except LookupError:
+        bad = None
+    # (arguments, batch, whether the batch is valid, whether accelerate() of torchmetrics' instance is a path too)
+    cases = [(example.init, example.inputs, True, True)]
+    if bad is not None:
+        cases += [(bad.init, example.inputs, True, True), (bad.init, bad.inputs, False, True)]
+        if "validate_args" in inspect.signature(origin.__init__).parameters:
+            # Not through torchmetrics' instance: its BinaryAUROC drops validate_args (README: adopted, it checks).
+            cases += [({**bad.init, "validate_args": False}, bad.inputs, False, False)]
+    for given, inputs, good, adopt in cases:
+        init = {**_wrapper_defaults(origin), **given}
+        built = _paths(origin, accelerated, init, adopt)
+        expected_setup = _setup_of(built["direct"])
+        assert expected_setup["class"] is accelerated
+        for path, metric in built.items():
+            _assert_same_setup(_setup_of(metric), expected_setup, path)
+        outcomes = {path: _outcome(metric, inputs) for path, metric in built.items()}
+        for path, outcome in outcomes.items():
+            _assert_same_outcome(outcome, outcomes["direct"], path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = _outcome(origin(**init), inputs)
+        if good:
+            _assert_same_outcome(outcomes["direct"], reference, "torchmetrics")
+        elif reference[0] == "error" and init.get("validate_args", True):
+            # torchmetrics rejects the batch: so do we (deferred). Unvalidated, the result is undefined (README).
+            assert outcomes["direct"][0] == "error", outcomes["direct"]
+
+
+def test_task_wrapper_and_accelerate_check_binary_auroc_targets_like_direct_construction() -> None:
+    """The issue's report: a target of 2 counted into a bin (value 1.0) by all but direct construction."""
+    preds, target = torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 2, 1, 1])
+    with patch():
+        patched = torchmetrics.AUROC(task="binary", thresholds=5)
+    for metric in (
+        tma.classification.BinaryAUROC(thresholds=5),
+        tma.AUROC(task="binary", thresholds=5),
+        accelerate(torchmetrics.classification.BinaryAUROC(thresholds=5)),
+        patched,
+    ):
+        metric.update(preds, target)
+        with pytest.raises(RuntimeError, match="Detected the following values in `target`"):
+            metric.compute()
+
+
+def test_accelerated_torchmetrics_binary_auroc_checks_targets_whatever_it_was_built_with() -> None:
+    """torchmetrics' BinaryAUROC keeps no trace of ``validate_args``: adopted, it takes the default (checks on)."""
+    for validate_args in (True, False):
+        metric = accelerate(torchmetrics.classification.BinaryAUROC(thresholds=5, validate_args=validate_args))
+        metric.update(torch.tensor([0.1, 0.4]), torch.tensor([0, 2]))
+        with pytest.raises(RuntimeError, match="Detected the following values in `target`"):
+            metric.compute()
+    direct = tma.classification.BinaryAUROC(thresholds=5, validate_args=False)
+    direct.update(torch.tensor([0.1, 0.4]), torch.tensor([0, 2]))
+    direct.compute()  # asked not to check: torchmetrics' value

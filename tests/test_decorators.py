@@ -18,6 +18,7 @@ from torchmetrics.classification import BinaryAccuracy
 
 import torchmetrics_async as tma
 from torchmetrics_async import scalar_to_tensor_updates, suppress_nan_check, sync_free
+from torchmetrics_async.testing import no_host_sync
 
 NAN_ERROR = "Encountered `nan` values in tensor"
 NAN_STRATEGIES = ("error", "warn", "ignore", "disable", 0.5)
@@ -170,6 +171,47 @@ def test_suppress_nan_check_keeps_user_weights(kind: str) -> None:
             assert_same(out, expected)
     assert_same(metric.compute(), ref.compute())
     assert not torch.allclose(metric.compute(), dropping.compute())  # the inputs really have non-trivial weights
+
+
+def _docstring_example(metric: Any, device: str) -> None:
+    """The module docstring's example, with its Python numbers (the article's migration path)."""
+    metric.update(torch.tensor([1.0, 3.0], device=device), weight=torch.tensor([3.0, 1.0], device=device))
+    metric.update(5.0, weight=2.0)  # Python numbers: no host-to-device copy
+    metric.update(2)
+
+
+@pytest.mark.parametrize("cls", [NoNanMeanMetric, DecoratedNoNanMean], ids=["X=suppress_nan_check(Mean)", "@"])
+def test_suppress_nan_check_copies_no_python_number_to_the_device(cls: type) -> None:
+    """torchmetrics' MeanMetric.update turns numbers into tensors (``torch.as_tensor``) before the hook we override.
+
+    ``meta`` stands in for an accelerator: a number made into a tensor there by ``as_tensor`` is a host-to-device copy.
+    """
+    metric = cls().to("meta")
+    inputs = [torch.empty(2, device="meta") for _ in range(2)]  # made outside the checked block
+    with no_host_sync():
+        metric.update(inputs[0], weight=inputs[1])
+        metric.update(5.0, weight=2.0)
+        metric.update(2)
+        metric(4.0, weight=0.5)
+        metric(torch.empty(3, device="meta"), 1.5)
+    metric, ref = cls(), torchmetrics.MeanMetric(nan_strategy="ignore")  # ignore: keeps weights on clean data
+    _docstring_example(metric, "cpu")
+    _docstring_example(ref, "cpu")
+    assert_same(metric.compute(), ref.compute())
+    assert_same(metric(4.0, weight=0.5), ref(4.0, weight=0.5))
+    assert_same(metric.compute(), ref.compute())
+
+
+@pytest.mark.parametrize("name", AGGREGATORS)
+def test_suppress_nan_check_copies_no_number_in_any_aggregator(name: str) -> None:
+    metric = suppress_nan_check(getattr(torchmetrics, name))().to("meta")
+    with no_host_sync():
+        metric.update(2.5)
+        metric(3)
+    metric, ref = suppress_nan_check(getattr(torchmetrics, name))(), getattr(torchmetrics, name)()
+    for v in (2.5, 3, True, torch.tensor([1.0, -2.0])):
+        assert_same(metric(clone(v)), ref(clone(v)))
+    assert_same(metric.compute(), ref.compute())
 
 
 @pytest.mark.parametrize("target", [BinaryAccuracy, SquaredTotal, torch.nn.Linear, Metric, torchmetrics.MeanMetric()])

@@ -56,7 +56,7 @@ from torchmetrics.functional.regression.r2 import _r2_score_update
 from torchmetrics.functional.regression.symmetric_mape import _symmetric_mean_absolute_percentage_error_update
 from torchmetrics.functional.regression.utils import _check_data_shape_to_num_outputs
 from torchmetrics.functional.regression.wmape import _weighted_mean_absolute_percentage_error_update
-from torchmetrics.metric import Metric, jit_distributed_available
+from torchmetrics.metric import CompositionalMetric, Metric, jit_distributed_available
 from torchmetrics.regression.pearson import _final_aggregation
 from torchmetrics.utilities import rank_zero_warn
 from torchmetrics.utilities.checks import _check_same_shape
@@ -523,6 +523,7 @@ __all__ = [
     "R2_ADJUSTED_TOO_LARGE_MESSAGE",
     "R2_TOO_FEW_SAMPLES_MESSAGE",
     "BaseAggregator",
+    "CompositionalMetric",
     "Metric",
     "MetricCollection",
     "MetricTracker",

@@ -19,6 +19,7 @@ from torch import nn
 from torchmetrics import MetricCollection
 
 from torchmetrics_async._torchmetrics import (
+    CompositionalMetric,
     Metric,
     MetricTracker,
     Running,
@@ -108,59 +109,77 @@ def accelerated_class_for(cls: type) -> type | None:
     return _rebased(cls)
 
 
-def _unaccelerated(obj: Any, strict: bool) -> Any:
+def _why_not(obj: Any) -> str:
     from torchmetrics_async.coverage import why_not_accelerated
 
     if isinstance(obj, type) and issubclass(obj, Metric):
-        message = f"{obj.__name__}: {why_not_accelerated(obj)}"
-    elif isinstance(obj, Metric):
-        message = f"{type(obj).__name__}: {why_not_accelerated(type(obj))}"
-    else:
-        message = f"{obj!r:.200} is not a torchmetrics Metric, MetricCollection or a container of them"
-    message = f"torchmetrics_async cannot accelerate {message}. It is left unchanged."
-    if strict:
-        raise TypeError(message)
-    warnings.warn(message, UserWarning, stacklevel=3)
-    return obj
+        return f"{obj.__name__}: {why_not_accelerated(obj)}"
+    if isinstance(obj, Metric):
+        return f"{type(obj).__name__}: {why_not_accelerated(type(obj))}"
+    return f"{obj!r:.200} is not a torchmetrics Metric, MetricCollection or a container of them"
 
 
-def _is_convertible_wrapper(obj: Any) -> bool:
-    """A torchmetrics wrapper whose inner metrics ``accelerate()`` converts (the wrapper itself stays as it is).
+def _holds_convertible_metrics(obj: Any) -> bool:
+    """A torchmetrics wrapper or composition whose inner metrics ``accelerate()`` converts (it stays as it is).
 
-    torchmetrics' generic ``Running`` is not one: it made window slots for its base metric's states when it was built,
-    and the accelerated base metric has more states (its deferred flags).
+    A composition (``acc + f1``) updates, computes and resets its members through their own methods. torchmetrics'
+    generic ``Running`` is not one: it made window slots for its base metric's states when it was built, and the
+    accelerated base metric has more states (its deferred flags).
     """
     return (
-        isinstance(obj, (WrapperMetric, MetricTracker))
+        isinstance(obj, (WrapperMetric, MetricTracker, CompositionalMetric))
         and not isinstance(obj, Running)
         and is_torchmetrics_class(type(obj))
         and type(obj) not in _REGISTRY
     )
 
 
-def _convert_wrapped(module: nn.Module, strict: bool) -> None:
-    """Convert the metrics a wrapper holds: its child modules, through ``ModuleList``/``ModuleDict`` containers."""
+# One step of a conversion: (object, class it becomes); the class is None for something that cannot be accelerated.
+_Step = tuple[Any, type | None]
+
+
+def _plan_held(module: nn.Module, steps: list[_Step]) -> None:
+    """Plan the metrics a wrapper or composition holds: its child modules, through ``ModuleList``/``ModuleDict``."""
     for child in module.children():
         if isinstance(child, (Metric, MetricCollection, MetricTracker)):
-            accelerate(child, strict)
+            _plan(child, steps)
         elif isinstance(child, (nn.ModuleList, nn.ModuleDict)):
-            _convert_wrapped(child, strict)
+            _plan_held(child, steps)
 
 
-def _convert_instance(metric: Metric, strict: bool) -> Metric:
-    if _is_convertible_wrapper(metric):
-        _convert_wrapped(metric, strict)
-        return metric
-    target = accelerated_class_for(type(metric))
-    if target is None:
-        return _unaccelerated(metric, strict)
-    base = getattr(metric, "base_metric", None)
-    if isinstance(base, Metric):
-        _convert_instance(base, strict)
-    if type(metric) is not target:
-        metric.__class__ = target
-        metric._adopt()
-    return metric
+def _plan(obj: Any, steps: list[_Step]) -> None:
+    """Append what converting ``obj`` takes, inner objects first (a base metric before its ``Running``)."""
+    if isinstance(obj, type) and issubclass(obj, Metric):
+        steps.append((obj, accelerated_class_for(obj)))
+    elif isinstance(obj, MetricCollection):
+        for member in obj.values(copy_state=False):
+            _plan(member, steps)
+        # compute() then syncs every member in one fused round (a subclass of the collection's own class).
+        steps.append((obj, fused_collection_class(type(obj))))
+    elif _holds_convertible_metrics(obj):
+        _plan_held(obj, steps)
+    elif isinstance(obj, Metric):
+        target = accelerated_class_for(type(obj))
+        base = getattr(obj, "base_metric", None)
+        if target is not None and isinstance(base, Metric):
+            _plan(base, steps)
+        steps.append((obj, target))
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            _plan(value, steps)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            _plan(value, steps)
+    else:
+        steps.append((obj, None))
+
+
+def _convert(obj: Any, target: type) -> None:
+    if isinstance(obj, type) or type(obj) is target:  # a class maps, it is not converted; a repeated object is done
+        return
+    obj.__class__ = target
+    if isinstance(obj, Metric):
+        obj._adopt()
 
 
 def accelerate(obj: T, strict: bool = False) -> T:
@@ -169,16 +188,17 @@ def accelerate(obj: T, strict: bool = False) -> T:
     Args:
         obj: a ``Metric`` instance (its class is swapped in place, states and options kept, mid-window too), a
             ``MetricCollection`` (every member), a torchmetrics wrapper (``MinMaxMetric``, ``ClasswiseWrapper``,
-            ``MetricTracker``, ``MultitaskWrapper``, ``BootStrapper``, ...: the metrics it holds are converted, the
-            wrapper itself stays torchmetrics'), a ``dict``/``list``/``tuple`` of them, or a ``Metric`` subclass.
-        strict: raise ``TypeError`` instead of warning for anything that cannot be accelerated.
+            ``MetricTracker``, ``MultitaskWrapper``, ``BootStrapper``, ...) or composition (``acc + f1``): the metrics
+            it holds are converted, the wrapper itself stays torchmetrics'; a ``dict``/``list``/``tuple`` of them,
+            or a ``Metric`` subclass.
+        strict: all or nothing: if anything cannot be accelerated, raise ``TypeError`` and convert nothing.
 
     Returns:
-        The same object (converted), or for a class its accelerated class. Anything that cannot be accelerated is
-        returned unchanged after one ``UserWarning`` naming it.
+        The same object (converted), or for a class its accelerated class. Without ``strict``, anything that cannot be
+        accelerated is left unchanged after one ``UserWarning`` naming it, and the rest is converted.
 
     Raises:
-        TypeError: with ``strict=True``, for anything that cannot be accelerated.
+        TypeError: with ``strict=True``, naming everything that cannot be accelerated (nothing was converted).
 
     Example:
         >>> import torchmetrics
@@ -186,26 +206,23 @@ def accelerate(obj: T, strict: bool = False) -> T:
         >>> sorted(type(m).__module__ for m in metrics.values())
         ['torchmetrics_async.aggregation', 'torchmetrics_async.aggregation']
     """
+    steps: list[_Step] = []
+    _plan(obj, steps)
+    refused = [_why_not(thing) for thing, target in steps if target is None]
+    if strict and refused:
+        raise TypeError(
+            f"torchmetrics_async cannot accelerate {'; '.join(refused)}. With strict=True nothing was converted."
+        )
+    for reason in refused:
+        warnings.warn(
+            f"torchmetrics_async cannot accelerate {reason}. It is left unchanged.", UserWarning, stacklevel=2
+        )
+    for thing, target in steps:
+        if target is not None:
+            _convert(thing, target)
     if isinstance(obj, type) and issubclass(obj, Metric):
-        target = accelerated_class_for(obj)
-        return target if target is not None else _unaccelerated(obj, strict)
-    if isinstance(obj, MetricCollection):
-        for member in obj.values(copy_state=False):
-            _convert_instance(member, strict)
-        # compute() then syncs every member in one fused round (a subclass of the collection's own class).
-        obj.__class__ = fused_collection_class(type(obj))
-        return obj
-    if isinstance(obj, (Metric, MetricTracker)):  # MetricTracker: a wrapper, but a ModuleList rather than a Metric
-        return _convert_instance(obj, strict)
-    if isinstance(obj, dict):
-        for value in obj.values():
-            accelerate(value, strict)
-        return obj
-    if isinstance(obj, (list, tuple)):
-        for value in obj:
-            accelerate(value, strict)
-        return obj
-    return _unaccelerated(obj, strict)
+        return steps[0][1] or obj  # type: ignore[return-value]
+    return obj
 
 
 _PATCHED: list[tuple[ModuleType, str, Any]] = []

@@ -20,8 +20,10 @@ Example:
     >>> NoNanMeanMetric = suppress_nan_check(MeanMetric)
     >>> metric = NoNanMeanMetric()
     >>> metric.update(torch.tensor([1.0, 3.0]), weight=torch.tensor([3.0, 1.0]))
+    >>> metric.update(5.0, weight=2.0)  # Python numbers: no host-to-device copy
+    >>> metric.update(2)
     >>> metric.compute()
-    tensor(1.5000)
+    tensor(2.5714)
 """
 
 import functools
@@ -131,8 +133,9 @@ def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tens
 def suppress_nan_check(cls: M) -> M:
     """The profiling article's fix: a ``BaseAggregator`` subclass that does no NaN handling at all.
 
-    Unlike the article's version, user weights are kept and Python numbers become device tensors through a fill
-    kernel instead of ``torch.as_tensor(x, device=...)``.
+    Unlike the article's version, user weights are kept and Python numbers passed to ``update``/``forward`` become
+    device tensors through a fill kernel instead of ``torch.as_tensor(x, device=...)`` (as with
+    :func:`scalar_to_tensor_updates`).
 
     Args:
         cls: a subclass of ``torchmetrics.aggregation.BaseAggregator``.
@@ -152,7 +155,10 @@ def suppress_nan_check(cls: M) -> M:
         tensor(nan)
     """
     _require_subclass("suppress_nan_check", cls, BaseAggregator, "they own _cast_and_nan_check_input")
-    return _derive("suppress_nan_check", cls, (cls,), {"_cast_and_nan_check_input": _cast_without_nan_check})
+    # Numbers are made tensors before the class's update runs: torchmetrics' MeanMetric.update copies them to the
+    # device itself (torch.as_tensor) before it reaches _cast_and_nan_check_input.
+    namespace = {"_cast_and_nan_check_input": _cast_without_nan_check, **_scalar_namespace(cls)}
+    return _derive("suppress_nan_check", cls, (cls,), namespace)
 
 
 def scalar_to_tensor_updates(cls: M) -> M:

@@ -289,7 +289,7 @@ class _SyncFreeCurve(SyncFreeBatchStats):
 
     def _checks_values(self) -> bool:
         """Whether the target values are checked (torchmetrics' ``validate_args``, unless a class says otherwise)."""
-        return self.__dict__.get("_validate_values", self.validate_args)
+        return self.validate_args
 
     def _deferred_checks(self) -> dict[str, str]:
         if not self._checks_values():
@@ -593,6 +593,15 @@ class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
         self.__dict__["_validate_values"] = validate_args
         super().__init__(max_fpr, thresholds, ignore_index, validate_args, **kwargs)
         self._setup_sync_free()
+
+    def _add_extra_states(self) -> None:
+        # torchmetrics' own BinaryAUROC keeps no trace of its validate_args: an instance accelerate() adopts gets the
+        # default, True.
+        self.__dict__.setdefault("_validate_values", True)
+        super()._add_extra_states()
+
+    def _checks_values(self) -> bool:
+        return self.__dict__["_validate_values"]
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         return binary_auroc_binned(confmat, self.thresholds, self.max_fpr)

@@ -1,10 +1,12 @@
 """Task wrappers (``Accuracy(task=...)``, ...) that return the accelerated task metric.
 
 Each wrapper subclasses the torchmetrics wrapper of the same name, whose ``__new__`` returns a task-specific instance
-(``BinaryAccuracy``, ``MulticlassAccuracy``, ``MultilabelAccuracy``). Ours lets torchmetrics build that instance, with
-torchmetrics' own argument handling and errors, then converts it in place with :func:`torchmetrics_async.accelerate`.
-Under :func:`torchmetrics_async.patch` torchmetrics' wrappers already build accelerated instances: they look the task
-classes up in their module's globals, which ``patch()`` rebinds.
+(``BinaryAccuracy``, ``MulticlassAccuracy``, ``MultilabelAccuracy``). Ours runs that same ``__new__`` (torchmetrics'
+own argument handling and errors) with the task classes it names resolved to the accelerated ones, so the task metric is
+constructed exactly as direct construction does it, with every argument. (Building torchmetrics' instance and
+converting it would lose what torchmetrics' constructors drop: ``BinaryAUROC`` keeps no trace of ``validate_args``.)
+Under :func:`torchmetrics_async.patch` torchmetrics' wrappers do the same: they look the task classes up in their
+module's globals, which ``patch()`` rebinds.
 
 Example:
     >>> import torchmetrics
@@ -15,12 +17,14 @@ Example:
 """
 
 import inspect
+import types
+from collections.abc import Callable
 from typing import Any
 
 import torchmetrics
 
 from torchmetrics_async._torchmetrics import Metric
-from torchmetrics_async.registry import AutoRegistered
+from torchmetrics_async.registry import _REGISTRY, AutoRegistered
 
 __all__ = [
     "AUROC",
@@ -50,21 +54,34 @@ __all__ = [
 ]
 
 
+def _building_accelerated(new: Callable) -> Callable:
+    """The torchmetrics wrapper's ``__new__``, with the registered task classes it names resolved to ours.
+
+    Resolved at each call, against the registry as it is then (a class registered later is found too).
+    """
+    names = {
+        name: _REGISTRY.get(value, value) if isinstance(value, type) else value
+        for name, value in new.__globals__.items()
+    }
+    built = types.FunctionType(new.__code__, names, new.__name__, new.__defaults__, new.__closure__)
+    built.__kwdefaults__ = new.__kwdefaults__
+    return built
+
+
 class _AcceleratedTaskWrapper(AutoRegistered):
-    """``__new__``: torchmetrics' wrapper builds the task metric, :func:`accelerate` converts it in place."""
+    """``__new__``: torchmetrics' wrapper code, constructing the accelerated task class directly."""
+
+    _torchmetrics_wrapper: type
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # Same constructor arguments as the torchmetrics wrapper, for help() and inspect.signature().
         wrapper = next(base for base in cls.__mro__ if base.__module__.startswith("torchmetrics."))
+        cls._torchmetrics_wrapper = wrapper
+        # Same constructor arguments as the torchmetrics wrapper, for help() and inspect.signature().
         cls.__signature__ = inspect.signature(wrapper)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Metric:
-        metric = super().__new__(cls, *args, **kwargs)
-        # Imported here: accelerate imports the families (the collection class, the wrappers' conversions).
-        from torchmetrics_async.accelerate import accelerate
-
-        return accelerate(metric)
+        return _building_accelerated(cls._torchmetrics_wrapper.__new__)(cls, *args, **kwargs)
 
 
 class StatScores(_AcceleratedTaskWrapper, torchmetrics.StatScores):
