@@ -274,8 +274,9 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         """Reset states to their defaults, raising first what the window recorded and nobody reported.
 
         A deferred error (a NaN under ``nan_strategy="error"``, a label out of range, ...) that ``compute()`` has not
-        raised since the last update is raised here, after the states are reset (one host read, only when updates
-        came since the flags were last read): an error is never dropped, even where only ``forward()``'s batch values
+        raised since the flags were last written (an update, or states arriving by ``merge_state`` or
+        ``load_state_dict``) is raised here, after the states are reset (one host read, only when the flags were
+        written since they were last read): an error is never dropped, even where only ``forward()``'s batch values
         are logged. Each state becomes a fresh device-side copy of its default (no host-to-device copy); whatever
         held the old tensor (a ``Running`` window slot, a compute-group sibling, a user's variable) keeps its value,
         as with torchmetrics. States in a state arena (a bound collector's metrics, an accelerated collection's
