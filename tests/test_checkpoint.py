@@ -101,3 +101,48 @@ def test_one_ranks_entry_loads_on_purpose_and_other_layouts_are_refused():
     assert restored.state_dict()["rank0"]["metrics"]["metric"]["update_count"] == 1
     with pytest.raises(TypeError, match="PerRankState expects"):
         PerRankState([metric])
+
+
+# --- issue 19, item 9b: a door is not an update: "compute before update" warns as torchmetrics warns -------------
+
+_BEFORE_UPDATE = "was called before the ``update`` method"
+
+
+def _before_update_warnings(metric) -> tuple[list[str], torch.Tensor]:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        value = metric.compute()
+    return [str(w.message) for w in record if _BEFORE_UPDATE in str(w.message)], value
+
+
+# torchmetrics refuses merge_state for Running (full_state_update): RunningMean arrives by loading only.
+_ARRIVALS = [
+    (name, door)
+    for name in ("MeanMetric", "SumMetric", "CatMetric", "RunningMean")
+    for door in ("load_state_dict", "merge_state")
+    if (name, door) != ("RunningMean", "merge_state")
+]
+
+
+@pytest.mark.parametrize("receiver", ["fresh", "updated", "computed"])
+@pytest.mark.parametrize(("name", "door"), _ARRIVALS)
+def test_torchmetrics_state_arriving_warns_compute_before_update_as_torchmetrics(name, door, receiver):
+    source = getattr(torchmetrics, name)()
+    source.update(torch.tensor([1.0, 2.0]))
+    source.persistent(True)
+    results = []
+    for cls in (getattr(torchmetrics, name), getattr(ta, name)):
+        metric = cls()
+        metric.persistent(True)
+        if receiver != "fresh":
+            metric.update(torch.tensor(5.0))
+        if receiver == "computed":
+            metric.compute()
+        if door == "load_state_dict":
+            metric.load_state_dict(source.state_dict())
+        else:
+            metric.merge_state(source.state_dict() if cls.__module__.startswith("torchmetrics.") else source)
+        results.append(_before_update_warnings(metric)[0])
+    expected, got = results
+    assert got == expected
+    assert bool(expected) == (receiver == "fresh")

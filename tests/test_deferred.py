@@ -109,6 +109,46 @@ def test_a_clean_window_reads_once_at_reset_and_raises_nothing(cls: type) -> Non
         metric.reset()  # nothing happened since: no read
 
 
+def _arrive(door: str, receiver: Any, source: Any) -> None:
+    """Give ``receiver`` the states of ``source`` through a door: merged, or loaded from its state dict."""
+    if door == "merge_state":
+        receiver.merge_state(source)
+    else:
+        receiver.persistent(True)
+        source.persistent(True)
+        receiver.load_state_dict(source.state_dict())
+
+
+# torchmetrics refuses merge_state for full_state_update metrics (MaxMetric...): those arrive by loading only.
+DOORS = [
+    (cls, door)
+    for cls in CLASSES
+    for door in ("merge_state", "load_state_dict")
+    if door != "merge_state" or cls.full_state_update is False
+]
+
+
+@pytest.mark.parametrize(("receiver", "then"), [("fresh", "reset"), ("computed", "compute"), ("computed", "reset")])
+@pytest.mark.parametrize(("cls", "door"), DOORS, ids=lambda c: getattr(c, "__name__", c))
+def test_a_violation_arriving_through_a_door_is_raised_like_a_local_one(
+    cls: type, door: str, receiver: str, then: str
+) -> None:
+    """State that travels carries its errors: a fresh or computed receiver neither returns its cached value nor
+    resets without raising (issue 19, item 5)."""
+    bad = violating_example_for(cls)
+    source = cls(**bad.init)
+    source.update(*bad.inputs)
+    target = cls(**bad.init)
+    if receiver == "computed":
+        target.update(*example_for(cls, 1).inputs)
+        target.compute()  # cached, flags read and clean
+    _arrive(door, target, source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a fresh receiver warns "compute before update", as torchmetrics
+        with pytest.raises(RuntimeError):
+            getattr(target, then)()
+
+
 def test_a_collection_logged_per_step_raises_by_the_end_of_the_epoch() -> None:
     collection = ta.MetricCollection(
         {"acc": ta.Accuracy(task="multiclass", num_classes=3), "loss": ta.MeanMetric(nan_strategy="error")}

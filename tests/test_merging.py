@@ -183,8 +183,8 @@ def test_classification_mixed_merge_equals_torchmetrics():
         torch.testing.assert_close(driver.compute(), expected.compute())
 
 
-def _filled_pair(metric, preds, target):
-    metric.update(preds, target)
+def _filled_pair(metric, *inputs):
+    metric.update(*inputs)
     return metric
 
 
@@ -221,3 +221,111 @@ def test_plain_driver_cannot_see_an_accelerated_workers_violation():
     driver.compute()  # no error: the plain driver does not know the flag state
     with pytest.raises(RuntimeError, match="Detected the following values in `target`"):
         worker.compute()  # the worker itself still reports it
+
+
+# --- issue 19, item 5: what a merge brings in is computed and reported, whatever the receiver did before -----------
+
+
+def _nan_warnings(record) -> int:
+    return sum("Encountered `nan` values" in str(w.message) for w in record)
+
+
+@pytest.mark.parametrize("receiver", ["fresh", "computed"])
+def test_a_merged_nan_warning_is_not_lost(receiver):
+    """Under "warn" torchmetrics warns in the worker's update and the driver's value drops the NaN; here the driver
+    warns (once) in the compute() after the merge, or in reset() if no compute() follows, with torchmetrics' value."""
+    worker_batch, driver_batch = torch.tensor([1.0, NAN, 4.0]), torch.tensor([2.0])
+    expected = torchmetrics.MeanMetric(nan_strategy="warn")
+    expected.update(driver_batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected.merge_state(_filled(torchmetrics.MeanMetric(nan_strategy="warn"), [worker_batch]))
+        value = expected.compute()
+    for then in ("compute", "reset"):
+        driver = ta.MeanMetric(nan_strategy="warn")
+        if receiver == "computed":
+            driver.update(driver_batch)
+            driver.compute()
+        driver.merge_state(_filled(ta.MeanMetric(nan_strategy="warn"), [worker_batch]))
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            result = getattr(driver, then)()
+        assert _nan_warnings(record) == 1, (then, [str(w.message) for w in record])
+        if then == "compute" and receiver == "computed":
+            torch.testing.assert_close(result, value)
+
+
+def _merge_cases():
+    """(name, accelerated factory, torchmetrics factory, clean inputs, other clean inputs, violating inputs)."""
+    return [
+        (
+            "nan-error",
+            lambda: ta.MeanMetric(nan_strategy="error"),
+            lambda: torchmetrics.MeanMetric(nan_strategy="error"),
+            (torch.tensor([1.0, 2.0]),),
+            (torch.tensor([7.0]),),
+            (torch.tensor([1.0, NAN]),),
+        ),
+        (
+            "multiclass-target-out-of-range",
+            lambda: ta.classification.MulticlassAccuracy(num_classes=3),
+            lambda: tmc.MulticlassAccuracy(num_classes=3),
+            (torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1])),
+            (torch.tensor([0, 1]), torch.tensor([1, 0])),
+            (torch.tensor([0, 1]), torch.tensor([0, 5])),
+        ),
+        (
+            "retrieval-non-binary-target",
+            ta.retrieval.RetrievalMRR,
+            torchmetrics.retrieval.RetrievalMRR,
+            (torch.tensor([0.2, 0.5, 0.9]), torch.tensor([0, 1, 1]), torch.tensor([0, 0, 1])),
+            (torch.tensor([0.7, 0.5]), torch.tensor([0, 1]), torch.tensor([2, 2])),
+            (torch.tensor([0.2, 0.5]), torch.tensor([0, 3]), torch.tensor([0, 0])),
+        ),
+    ]
+
+
+MERGE_CASES = _merge_cases()
+
+
+@pytest.mark.parametrize("then", ["compute", "reset"])
+@pytest.mark.parametrize("receiver", ["fresh", "computed"])
+@pytest.mark.parametrize("case", MERGE_CASES, ids=[c[0] for c in MERGE_CASES])
+def test_a_merged_violation_is_raised_by_the_receiver(case, receiver, then):
+    """torchmetrics raises these in the worker's update(); here the driver that merged the worker raises them."""
+    _, ours, plain, clean, _, bad = case
+    with pytest.raises((RuntimeError, ValueError)):
+        plain().update(*bad)  # what torchmetrics does with the violating batch
+    driver = ours()
+    if receiver == "computed":
+        driver.update(*clean)
+        driver.compute()  # a cached value, and flags read clean
+    worker = ours()
+    worker.update(*bad)
+    driver.merge_state(worker)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a fresh driver warns "compute before update", as torchmetrics does
+        with pytest.raises(RuntimeError, match="merged state"):
+            getattr(driver, then)()
+
+
+@pytest.mark.parametrize("case", MERGE_CASES, ids=[c[0] for c in MERGE_CASES])
+def test_a_clean_merge_after_compute_is_computed_again(case):
+    """Deviation (README): torchmetrics' merge_state keeps the cached compute() result, so its compute() returns the
+    pre-merge value; here the merge drops it, and compute() gives what torchmetrics computes on the merged states."""
+    _, ours, plain, clean, other, _ = case
+    stale = plain()
+    stale.update(*clean)
+    before = stale.compute()
+    stale.merge_state(_filled_pair(plain(), *other))
+    torch.testing.assert_close(stale.compute(), before)  # torchmetrics' cache: the merge is not seen
+    expected = plain()
+    expected.update(*clean)
+    expected.merge_state(_filled_pair(plain(), *other))
+    expected = expected.compute()
+    assert not torch.allclose(expected, before)  # the merge changes the value
+    driver = ours()
+    driver.update(*clean)
+    driver.compute()
+    driver.merge_state(_filled_pair(ours(), *other))
+    torch.testing.assert_close(driver.compute(), expected)

@@ -179,3 +179,25 @@ def test_wrapper_of_an_unaccelerated_metric_names_it() -> None:
         assert ta.accelerate(wrapper) is wrapper
     with pytest.raises(TypeError, match="CharErrorRate"):
         ta.accelerate(wrappers.MinMaxMetric(torchmetrics.text.CharErrorRate()), strict=True)
+
+
+def test_generic_running_around_an_accelerated_metric_never_loses_an_error() -> None:
+    """Issue 19 item 14, the limit: torchmetrics' own Running, logged per step (forward, then its reset), calls only
+    the base's forward() and reset(), and its own reset() never reaches the base. A NaN error can only surface in the
+    base's reset() inside that forward(): its one host read per step is what "never lost" costs there (torchmetrics
+    raises in that same call). RunningMean/RunningSum keep the error window-long instead, sync-free."""
+    running = wrappers.Running(ta.MeanMetric(nan_strategy="error"), window=2)
+    raised = []
+    for value in (1.0, float("nan"), 2.0, 3.0):  # at the last step the bad one has left the window
+        try:
+            running(torch.tensor(value))
+        except RuntimeError as err:
+            raised.append((value, str(err)))
+    running.reset()  # torchmetrics' own: it does not reach the base, so nothing can be raised here
+    assert len(raised) == 1, raised
+    assert raised[0][0] != raised[0][0]  # raised by the bad (NaN) step itself, as torchmetrics raises it
+    assert raised[0][1].startswith("Encountered `nan` values in tensor")
+    reference = wrappers.Running(torchmetrics.MeanMetric(nan_strategy="error"), window=2)
+    reference(torch.tensor(1.0))
+    with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
+        reference(torch.tensor(float("nan")))

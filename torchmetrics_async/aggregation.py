@@ -29,7 +29,13 @@ import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
-from torchmetrics_async.deferred import _COMPILED_DIRTY, _COMPILED_SEEN, COMPILED_UPDATES, DEFERRED_RAISE_OWNED
+from torchmetrics_async.deferred import (
+    _COMPILED_DIRTY,
+    _COMPILED_SEEN,
+    COMPILED_UPDATES,
+    DEFERRED_RAISE_OWNED,
+    UNREPORTED,
+)
 from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin, clear_compiled_count
 from torchmetrics_async.nan import (
     NAN_KEPT_STATE,
@@ -663,6 +669,7 @@ class _SyncFreeRunning(SyncFreeMixin):
         else:
             slot = self._known_window_count() % self.window
             state["_num_vals_seen"] += 1
+            state[UNREPORTED] = True
         for name in self._deferred_checks_registered():
             self._record_violation(name, getattr(base, name))
         if position is None:

@@ -37,6 +37,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, MetricCollection
+from torchmetrics_async.deferred import mark_unreported
 from torchmetrics_async.metric import OWNED_STATES, set_update_count
 
 __all__ = ["PerRankState", "rank_key"]
@@ -173,7 +174,7 @@ def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], wha
         load_live_state(metric, attr, state(states, attr, name, what))
     set_update_count(metric, int(count))
     metric.__dict__.update({counter: int(value) for counter, value in saved_counters.items()})
-    metric.__dict__["_computed"] = None
+    mark_unreported(metric)  # loaded states count as an update: recomputed, and their flags raised
 
 
 # Not a subclass of ``torch.distributed.checkpoint.stateful.Stateful``: that protocol is runtime-checkable, so DCP's

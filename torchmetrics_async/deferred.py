@@ -8,8 +8,10 @@ host wait for the device at every step. A sync-free metric records the violation
   carries the flags of its unread siblings (other live metrics on that device, updated since their last read, that do
   not sync in ``compute()``): their next ``compute()`` reports from it unless their flags were written since;
 - ``forward()`` returns NaN as the batch value of a batch that violated a check (no host read);
-- ``reset()`` raises what ``compute()`` has not reported since the last update (one host read per reset), so a
-  window that is only logged per step (``forward`` then ``reset``) cannot lose an error;
+- ``reset()`` raises what ``compute()`` has not reported since the flags were last written (one host read per reset),
+  so a window that is only logged per step (``forward`` then ``reset``) cannot lose an error. The flags are written by
+  an update, and by every door through which states arrive (``merge_state``, ``load_state_dict``): a door counts as an
+  update here (see :func:`mark_unreported`), so what arrives is raised like what was recorded locally;
 - the message names the first offending update of the window: its index is recorded on the device, beside the flag,
   as a plain attribute (not a metric state: it is this process's own count and is neither synced nor saved).
 
@@ -48,12 +50,14 @@ __all__ = [
     "COMPILED_UPDATES",
     "DEFERRED_RAISE_OWNED",
     "FORWARD_INDEX",
+    "UNREPORTED",
     "DeferredChecks",
     "decode_violation",
     "deferred_message",
     "first_violations",
     "forget_preread",
     "mark_static_address",
+    "mark_unreported",
     "nan_where",
     "read_deferred_together",
     "report_deferred",
@@ -68,7 +72,9 @@ DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
 # Instance attributes (in ``__dict__``).
 _CHECKS = "_check_messages"  # check state name -> (message, "error" | "warn"), in registration order
 _FIRST = "_first_violation"  # check state name -> 0-dim int64: _INDEX_BASE - index of its first offending update
-_REPORTED_AT = "_deferred_reported_at"  # the update count at which the flags were last read (reported or clean)
+#: Instance attribute: the flags may have been written (an update, a merge, a load) since they were last read or handed
+#: over: ``reset()`` reads them then. A constant store (also in compiled code: no guard, no host read).
+UNREPORTED = "_deferred_unreported"
 _WARNED = "_nan_warned"  # a "warn" check has warned in this window
 #: While ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge), the index the
 #: batch's update has in the window (``None`` otherwise).
@@ -78,9 +84,8 @@ FORWARD_INDEX = "_forward_index"
 #: the window's count was last read (see :class:`~torchmetrics_async.metric.SyncFreeMixin`). Compiled code counts
 #: there, in place, instead of in the Python int ``_update_count``, which Dynamo would guard on (a recompile per step).
 COMPILED_UPDATES = "_compiled_updates"
-# Instance attributes beside it: compiled code stores True in both (a constant store: no guard, no host read).
+# Instance attribute beside it: compiled code stores True in it (a constant store: no guard, no host read).
 _COMPILED_DIRTY = "_compiled_dirty"  # COMPILED_UPDATES changed since it was last read on the host
-_COMPILED_UNREPORTED = "_compiled_unreported"  # compiled updates came since the flags were last read / handed over
 _COMPILED_SEEN = "_compiled_seen"  # COMPILED_UPDATES as last read on the host (an int)
 # Instance attribute: this metric's flag codes, read already by read_deferred_together(), with the stamp of the
 # states they were read from (see _stamp); the next read takes them if the stamp still holds.
@@ -111,7 +116,7 @@ class DeferredChecks:
         state = self.__dict__
         state.setdefault(_CHECKS, {})[name] = (message, action)
         state.setdefault(_FIRST, {})[name] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
-        state.setdefault(_REPORTED_AT, 0)
+        state.setdefault(UNREPORTED, False)
         state.setdefault(_WARNED, False)
         state.setdefault(FORWARD_INDEX, None)
         _LIVE.add(self)
@@ -195,10 +200,8 @@ class DeferredChecks:
         return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
 
     def _fold_compiled_count(self, seen: int) -> None:
-        """Record ``seen``, a host read of :data:`COMPILED_UPDATES`, keeping "reported" where it was."""
+        """Record ``seen``, a host read of :data:`COMPILED_UPDATES`."""
         state = self.__dict__
-        if not state.get(_COMPILED_UNREPORTED) and state.get(_REPORTED_AT, 0) == self._known_window_count():
-            state[_REPORTED_AT] = state[self._window_counter] + seen
         state[_COMPILED_SEEN] = seen
         state[_COMPILED_DIRTY] = False
 
@@ -222,7 +225,7 @@ class DeferredChecks:
         report_deferred(self, self._read_deferred())
 
     def _report_unreported_checks(self) -> Any:
-        """Read the flags if updates came since they were last reported; return the report to make after a reset.
+        """Read the flags if written since they were last reported; return the report to make after a reset.
 
         Called by ``reset()`` before the states are cleared (the flags die with them).
         """
@@ -231,7 +234,7 @@ class DeferredChecks:
         if (
             not checks
             or state.get(DEFERRED_RAISE_OWNED, False)
-            or (not state.get(_COMPILED_UNREPORTED) and self._known_window_count() == state.get(_REPORTED_AT, 0))
+            or not state.get(UNREPORTED, False)
             or getattr(self, next(iter(checks))).is_meta  # meta states hold no values to report
         ):
             return None
@@ -252,8 +255,7 @@ class DeferredChecks:
                 self._fold_compiled_count(codes.pop())
         elif dirty:  # that read carried the checks only: after compiled updates the count takes a read of its own
             self._fold_compiled_count(int(state[COMPILED_UPDATES]))
-        state[_REPORTED_AT] = self._known_window_count()
-        state[_COMPILED_UNREPORTED] = False
+        state[UNREPORTED] = False
         return [
             (name, message, action, *decode_violation(code))
             for (name, (message, action)), code in zip(checks.items(), codes, strict=True)
@@ -282,9 +284,8 @@ class DeferredChecks:
                     first.zero_()
                 else:
                     firsts[name] = mark_static_address(torch.zeros_like(first))
-        state[_REPORTED_AT] = 0
+        state[UNREPORTED] = False
         state[_WARNED] = False
-        state[_COMPILED_UNREPORTED] = False
 
     def _hand_over_deferred(self, taker: "DeferredChecks") -> None:
         """Give this window's first-violation indices to ``taker`` (a collector's copy, which reports the flags).
@@ -293,8 +294,7 @@ class DeferredChecks:
         """
         state = self.__dict__
         taker.__dict__[_FIRST] = dict(state.get(_FIRST, {}))
-        state[_REPORTED_AT] = self._known_window_count()
-        state[_COMPILED_UNREPORTED] = False
+        state[UNREPORTED] = False
 
     def _move_deferred(self, device: torch.device) -> None:
         firsts = self.__dict__.get(_FIRST)
@@ -375,7 +375,7 @@ def _stamp(metric: Any) -> tuple:
         tuple(tensors),
         tuple(None if t.is_inference() else t._version for t in tensors),  # inference tensors keep no version
         metric._known_window_count(),
-        state.get(_COMPILED_UNREPORTED, False),
+        state.get(UNREPORTED, False),
         state.get(_COMPILED_DIRTY, False),
     )
 
@@ -409,7 +409,7 @@ def _unread_siblings(metric: Any) -> list[Any]:
         flag = getattr(other, next(iter(checks)), None)
         if not isinstance(flag, Tensor) or flag.device != device or flag.is_inference() or _may_sync(other):
             continue
-        if state.get(_COMPILED_UNREPORTED) or other._known_window_count() != state.get(_REPORTED_AT, 0):
+        if state.get(UNREPORTED, False):
             siblings.append(other)
     return siblings
 
@@ -417,6 +417,34 @@ def _unread_siblings(metric: Any) -> list[Any]:
 def _may_sync(metric: Any) -> bool:
     available = getattr(metric, "distributed_available_fn", None)
     return not callable(available) or bool(available())
+
+
+def mark_unreported(metric: Any) -> None:
+    """Record that ``metric``'s states changed as an update changes them: cached result dropped, flags to report.
+
+    Every door through which states arrive (``merge_state``, ``load_state_dict``, a checkpoint) calls it, so a flag
+    that arrives is raised by the next ``compute()`` (which computes again instead of returning a cached value) or, if
+    none runs, by ``reset()``, exactly like a flag recorded by a local update. The update count is left alone:
+    torchmetrics' "compute called before update" warning depends on it, and a door does not count as an update there.
+
+    Args:
+        metric: any ``Metric`` (the flag attribute only matters for one with deferred checks).
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric
+        >>> metric = MeanMetric(nan_strategy="error")
+        >>> metric.nan_seen = torch.tensor(True)  # a flag set from outside: nothing says it is there
+        >>> mark_unreported(metric)
+        >>> try:
+        ...     metric.reset()
+        ... except RuntimeError as err:
+        ...     print(str(err)[:34])
+        Encountered `nan` values in tensor
+    """
+    state = metric.__dict__
+    state["_computed"] = None
+    state[UNREPORTED] = True
 
 
 def forget_preread(metrics: Any) -> None:

@@ -42,12 +42,13 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async.deferred import (
     _COMPILED_DIRTY,
     _COMPILED_SEEN,
-    _COMPILED_UNREPORTED,
     COMPILED_UPDATES,
     DEFERRED_RAISE_OWNED,
     FORWARD_INDEX,
+    UNREPORTED,
     DeferredChecks,
     mark_static_address,
+    mark_unreported,
     nan_where,
     report_deferred,
 )
@@ -130,6 +131,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         @functools.wraps(update)
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             state["_computed"] = None
+            state[UNREPORTED] = True
             if is_compiling():
                 self._count_traced_update()
             else:
@@ -227,7 +229,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state = self.__dict__
         state[COMPILED_UPDATES].add_(1)
         state[_COMPILED_DIRTY] = True
-        state[_COMPILED_UNREPORTED] = True
+        state[UNREPORTED] = True
 
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
         """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`).
@@ -272,8 +274,9 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         """Reset states to their defaults, raising first what the window recorded and nobody reported.
 
         A deferred error (a NaN under ``nan_strategy="error"``, a label out of range, ...) that ``compute()`` has not
-        raised since the last update is raised here, after the states are reset (one host read, only when updates
-        came since the flags were last read): an error is never dropped, even where only ``forward()``'s batch values
+        raised since the flags were last written (an update, or states arriving by ``merge_state`` or
+        ``load_state_dict``) is raised here, after the states are reset (one host read, only when the flags were
+        written since they were last read): an error is never dropped, even where only ``forward()``'s batch values
         are logged. Each state becomes a fresh device-side copy of its default (no host-to-device copy); whatever
         held the old tensor (a ``Running`` window slot, a compute-group sibling, a user's variable) keeps its value,
         as with torchmetrics. States in a state arena (a bound collector's metrics, an accelerated collection's
@@ -478,6 +481,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state = self.__dict__
         before = {attr: state[attr] for attr in self._defaults}
         super()._reduce_states(incoming_state)
+        mark_unreported(self)  # merged states count as an update: recomputed, and their flags raised
         # A reduction made a new tensor: this metric's own (a list result may hold the incoming tensors: not owned).
         owned = state[OWNED_STATES]
         for attr, previous in before.items():
@@ -545,6 +549,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         if count is not None:
             set_update_count(self, int(count))
+        mark_unreported(self)  # loaded states count as an update: recomputed, and their flags raised
 
     def _apply(self, fn: Callable, exclude_state: Any = "") -> Any:
         fixed = self._extra_states()
@@ -587,7 +592,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state.setdefault(FORWARD_INDEX, None)
         state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
         state[_COMPILED_DIRTY] = False
-        state[_COMPILED_UNREPORTED] = False
+        state.setdefault(UNREPORTED, False)
         state[_COMPILED_SEEN] = 0
         # Present from the start: a key added later (by a compiled forward) changes the dict Dynamo guards on.
         state[_COUNTS_ON_HOST] = False
@@ -785,6 +790,7 @@ class OnePassForward:
         """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
         state = self.__dict__
         state["_computed"] = None
+        state[UNREPORTED] = True
         if torch.compiler.is_compiling():
             self._count_compiled_update()
         else:
