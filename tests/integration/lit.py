@@ -4,7 +4,9 @@ One tiny LightningModule carries up to three *sets* of the same metrics, updated
 ``self.log``/``self.log_dict`` under their set's name: ``plain/...`` (torchmetrics' classes), ``explicit/...``
 (``torchmetrics_async`` classes, its fused ``MetricCollection``) and ``patched/...`` (torchmetrics' public names,
 created under ``torchmetrics_async.patch()``). The plain set is the reference: in one run, every value Lightning logs
-for an accelerated set must equal the plain set's value under the same name, at the same step.
+for an accelerated set must equal the plain set's value under the same name, at the same step. The reference metrics
+get private states in every process (:meth:`LitClassifier.setup`), so under ``ddp_spawn`` they are per-rank plain
+torchmetrics too, not both ranks writing into the launching process's shared-memory states.
 
 For :class:`~torchmetrics_async.lightning.AsyncMetricLogging` the module also carries ``cb_*`` metrics (accelerated,
 managed by the callback, never logged by the module) and ``ref_*`` metrics (plain torchmetrics, updated identically);
@@ -36,6 +38,8 @@ import torchmetrics_async.classification
 from torchmetrics_async.lightning import AsyncMetricLogging
 
 SETS = ("plain", "explicit", "patched")
+#: The attributes of the plain torchmetrics reference metrics (the ``plain`` set and the ``ref_*`` metrics).
+REFERENCE_PREFIXES = ("plain_", "ref_")
 NUM_CLASSES = 4
 BATCH = 4
 FEATURES = 8
@@ -135,6 +139,32 @@ class LitClassifier(L.LightningModule):
                 }
             )
 
+        # The positive control of the ddp_spawn test: plain torchmetrics, updated in place and never given private
+        # states, so spawned workers write into the launching process's copy (see `setup`).
+        self.shared_probe = torchmetrics.SumMetric()
+
+    def setup(self, stage: str) -> None:
+        """Give the plain torchmetrics reference metrics (``plain_*``, ``ref_*``) private states in this process.
+
+        Under ``ddp_spawn`` each stage's workers unpickle the launching process's module with its CPU tensors in
+        shared memory: both ranks' plain metrics would hold the same state tensors, and torchmetrics' in-place
+        ``update()`` would add both ranks' batches into them (twice the weight, a float sum in whatever order the two
+        processes happen to run, and a stage starting from the previous stage's leftovers). ``reset()`` gives each
+        process fresh copies of the defaults, so the reference is per-rank plain torchmetrics, as under ``ddp`` or in
+        one process. The accelerated metrics are left as received: that they copy before writing is under test.
+        """
+        for name, child in self.named_children():
+            if name.startswith(REFERENCE_PREFIXES):
+                child.reset()
+                members = child.values() if isinstance(child, torchmetrics.MetricCollection) else [child]
+                shared = [
+                    attr
+                    for member in members
+                    for attr in member._defaults
+                    if isinstance(getattr(member, attr), torch.Tensor) and getattr(member, attr).is_shared()
+                ]
+                assert not shared, f"{name}: states {shared} are still in shared memory"
+
     def metric(self, kind: str, name: str) -> Any:
         return getattr(self, f"{kind}_{name}")
 
@@ -161,6 +191,7 @@ class LitClassifier(L.LightningModule):
                 else:
                     check(torch.tensor(math.nan) if is_bad else loss.detach())
                 self.log(f"{kind}/check", check, on_step=True, on_epoch=False)
+        self.shared_probe.update(loss.detach())
         if self.with_callback_metrics:
             for loss_metric, collection in ((self.cb_loss, self.cb_metrics), (self.ref_loss, self.ref_metrics)):
                 loss_metric.update(loss.detach())
