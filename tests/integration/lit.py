@@ -28,6 +28,7 @@ import lightning as L
 import torch
 import torchmetrics
 import torchmetrics.classification
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from torch import nn
@@ -252,7 +253,7 @@ class RecordingLogger(Logger):
 
 class BlockingWindows(L.Callback):
     """The blocking path for :class:`AsyncMetricLogging`'s windows: ``compute()`` + ``reset()`` of the ``ref_*``
-    metrics at the same boundaries (every ``every_n_steps`` training batches and at each epoch's end)."""
+    metrics at the same boundaries (every ``every_n_steps`` training batches, unless ``0``, and at each epoch's end)."""
 
     def __init__(self, every_n_steps: int, prefix: str = "") -> None:
         self.every_n_steps = every_n_steps
@@ -266,7 +267,7 @@ class BlockingWindows(L.Callback):
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self._batches += 1
-        if self._batches - self._start >= self.every_n_steps:
+        if self.every_n_steps and self._batches - self._start >= self.every_n_steps:
             self._boundary(trainer, pl_module)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
@@ -288,6 +289,29 @@ class BlockingWindows(L.Callback):
             }
         )
         self._start = self._batches
+
+
+class MonitorProbe(Checkpoint):
+    """Records ``trainer.callback_metrics[monitor]`` where ``ModelCheckpoint`` and ``EarlyStopping`` read it.
+
+    Lightning runs the hooks of ``Checkpoint``/``EarlyStopping`` callbacks after the other callbacks' (for
+    ``on_train_epoch_end`` after the module's own hook too), so this probe, a ``Checkpoint`` that saves nothing, sees
+    what they see. ``seen``: ``(epoch, hook, value or None)`` per ``on_train_epoch_end`` and ``on_validation_end``.
+    """
+
+    def __init__(self, monitor: str) -> None:
+        self.monitor = monitor
+        self.seen: list[tuple[int, str, float | None]] = []
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._record(trainer, "train_epoch_end")
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self._record(trainer, "validation_end")
+
+    def _record(self, trainer: Any, hook: str) -> None:
+        value = trainer.callback_metrics.get(self.monitor)
+        self.seen.append((trainer.current_epoch, hook, None if value is None else float(value)))
 
 
 class Recorder(L.Callback):
@@ -383,8 +407,9 @@ def assert_logs_equal(records: list[tuple[int | None, dict[str, float]]], where:
     return names
 
 
-def assert_windows_equal(history: list[dict[str, Any]], blocking: list[dict[str, Any]], final_step: int) -> None:
-    """The callback's windows are the blocking path's: same batches, equal values, logged one window later."""
+def assert_windows_equal(history: list[dict[str, Any]], blocking: list[dict[str, Any]]) -> None:
+    """The callback's windows are the blocking path's: same batches, equal values, logged at the next boundary, except
+    an epoch's last window, logged at its own (the callback waits for it, so that monitors see the epoch's values)."""
     assert len(history) == len(blocking) > 1, (len(history), len(blocking))
     for index, (got, ref) in enumerate(zip(history, blocking, strict=True)):
         assert (got["epoch"], got["first_batch"], got["last_batch"]) == (
@@ -393,8 +418,9 @@ def assert_windows_equal(history: list[dict[str, Any]], blocking: list[dict[str,
             ref["last_batch"],
         ), (index, got, ref)
         assert got["values"] == ref["values"], (index, got["values"], ref["values"])
-        later = blocking[index + 1]["step"] if index + 1 < len(blocking) else final_step
-        assert got["step"] == later, (index, got["step"], later)
+        ends_epoch = index + 1 == len(blocking) or blocking[index + 1]["epoch"] != ref["epoch"]
+        logged_at = ref["step"] if ends_epoch else blocking[index + 1]["step"]
+        assert got["step"] == logged_at, (index, got["step"], logged_at)
 
 
 def changed_metric_states(module: nn.Module) -> list[str]:

@@ -22,7 +22,7 @@ import torch
 
 pytest.importorskip("lightning", reason="Lightning integration tests need `lightning` (pip install '.[lightning]')")
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
 from tests.distributed.harness import free_port
 from tests.integration import lit
@@ -176,7 +176,7 @@ def test_two_processes_async_metric_logging_equals_blocking_windows(
     results = _multi_process(request, strategy)
     for rank in (0, 1):
         fit = results[f"rank{rank}-fit"]
-        lit.assert_windows_equal(fit["async_history"], fit["blocking_windows"], fit["global_step"])
+        lit.assert_windows_equal(fit["async_history"], fit["blocking_windows"])
         # 5 batches per rank per epoch, windows of 3: [0-2], [3-4] (epoch end), [5-7], [8-9]
         assert [(w["first_batch"], w["last_batch"]) for w in fit["async_history"]] == [(0, 2), (3, 4), (5, 7), (8, 9)]
     assert results["rank0-fit"]["async_history"] == results["rank1-fit"]["async_history"]
@@ -209,10 +209,77 @@ def test_single_device_async_metric_logging_equals_blocking_windows() -> None:
     blocking = lit.BlockingWindows(2, prefix="async/")
     trainer = lit.trainer(max_epochs=2, log_every_n_steps=2, callbacks=[callback, blocking])
     trainer.fit(model, lit.loader(20, seed=1))
-    lit.assert_windows_equal(callback.history, blocking.windows, trainer.global_step)
+    lit.assert_windows_equal(callback.history, blocking.windows)
     # 5 batches per epoch, windows of 2, cut at epoch ends
     windows = [(w["first_batch"], w["last_batch"]) for w in callback.history]
     assert windows == [(0, 1), (2, 3), (4, 4), (5, 6), (7, 8), (9, 9)]
     _assert_sent_to_loggers(callback.history, lit.recorder(trainer).stages["fit"]["logged"])
     last = callback.history[-1]["values"]
     assert {key: float(trainer.callback_metrics[key]) for key in last} == last
+
+
+MONITOR = "async/cb_loss"
+
+
+def _fit_monitored(
+    tmp_path: Path, every: int, at: str, monitor: Any, **options: Any
+) -> tuple[list[float], lit.MonitorProbe]:
+    """3 epochs of 5 training batches with ``monitor`` (a ``ModelCheckpoint`` or ``EarlyStopping``) on :data:`MONITOR`,
+    a window of the callback every ``every`` batches (``0``: epoch ends only). ``at``: where the monitors run:
+    ``"train_epoch_end"`` (no validation) or ``"validation_end"`` (validation after each epoch, before Lightning's
+    ``on_train_epoch_end``). Returns each epoch's last window from the blocking path (plain torchmetrics) and the
+    probe of what the monitors saw. ``options``: more Trainer arguments."""
+    model = lit.LitClassifier(sets=(), callback_metrics=True)
+    callback = AsyncMetricLogging(metrics=["cb_loss", "cb_metrics"], every_n_steps=every, prefix="async/")
+    blocking = lit.BlockingWindows(every, prefix="async/")
+    probe = lit.MonitorProbe(MONITOR)
+    callbacks = [callback, blocking, monitor, probe]
+    options = {"max_epochs": 3, "enable_checkpointing": True, "default_root_dir": tmp_path, **options}
+    trainer = lit.trainer(callbacks=callbacks, **options)
+    trainer.fit(model, lit.loader(20, seed=1), lit.loader(8, seed=2) if at == "validation_end" else None)
+    last = {window["epoch"]: window["values"][MONITOR] for window in blocking.windows}
+    return [last[epoch] for epoch in sorted(last)], probe
+
+
+@pytest.mark.parametrize("at", ["train_epoch_end", "validation_end"])
+@pytest.mark.parametrize("every", [0, 2])
+def test_monitors_see_each_epochs_last_window(tmp_path: Path, every: int, at: str) -> None:
+    """``ModelCheckpoint`` and ``EarlyStopping`` monitoring a managed metric see, at each epoch's end, that epoch's last
+    window (``every=0``: the whole epoch; ``2``: its last batch), equal to plain torchmetrics' over the same batches:
+    the best epoch's checkpoint is kept, and early stopping stops at the epoch that crossed its threshold."""
+    on_train_epoch_end = at == "train_epoch_end"
+    checkpoint = ModelCheckpoint(
+        dirpath=tmp_path / "best",
+        filename="{epoch}",
+        monitor=MONITOR,
+        mode="min",
+        save_top_k=1,
+        save_on_train_epoch_end=on_train_epoch_end,
+    )
+    values, probe = _fit_monitored(tmp_path, every, at, checkpoint)
+    assert len(values) == 3, values
+    assert [(epoch, value) for epoch, hook, value in probe.seen if hook == at] == list(enumerate(values)), probe.seen
+    best = values.index(min(values))  # (the first of equal ones: ModelCheckpoint replaces only a worse one)
+    assert float(checkpoint.best_model_score) == values[best]
+    assert Path(checkpoint.best_model_path).name == f"epoch={best}.ckpt"
+
+    # The same fit (same seeds and batches: the same values) with EarlyStopping, its threshold between the first epoch
+    # that beats all earlier ones and the best before it: it must stop at that epoch.
+    stop = next(epoch for epoch in range(1, 3) if values[epoch] < min(values[:epoch]))
+    threshold = (values[stop] + min(values[:stop])) / 2
+    stopping = EarlyStopping(
+        MONITOR, mode="min", stopping_threshold=threshold, check_on_train_epoch_end=on_train_epoch_end
+    )
+    stopped_values, stopped_probe = _fit_monitored(tmp_path, every, at, stopping)
+    assert stopped_values == values[: stop + 1]
+    assert stopping.stopped_epoch == stop
+    assert [value for _, hook, value in stopped_probe.seen if hook == at] == values[: stop + 1]
+
+
+def test_monitors_see_the_window_of_an_epoch_cut_short(tmp_path: Path) -> None:
+    """``max_steps=7`` ends the second epoch after 2 of its 5 batches, none of them known to be the last: the window is
+    ended and collected at ``on_train_epoch_end``, before the monitors there read it."""
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "best", monitor=MONITOR, save_top_k=1, save_on_train_epoch_end=True)
+    values, probe = _fit_monitored(tmp_path, 0, "train_epoch_end", checkpoint, max_steps=7)
+    assert len(values) == 2, values
+    assert [(epoch, value) for epoch, hook, value in probe.seen] == list(enumerate(values)), probe.seen
