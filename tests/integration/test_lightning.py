@@ -29,6 +29,8 @@ from tests.integration import lit
 from torchmetrics_async.lightning import AsyncMetricLogging
 from torchmetrics_async.metric import SyncFreeMixin
 
+pytestmark = pytest.mark.slow  # every test here runs Lightning fits (some in 2 processes)
+
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_NAMES = {"loss_step", "loss_epoch", "acc_step", "acc_epoch", "train_f1", "train_prec", "val_acc", "val_loss"}
 TEST_NAMES = {"test_acc", "test_recall", "test_loss"}
