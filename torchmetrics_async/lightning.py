@@ -10,18 +10,26 @@ What it does, on every process, during ``fit`` only:
 1. ``on_train_start``: binds one :class:`~torchmetrics_async.AsyncMetricCollector` over the managed metrics (a dict
    attribute name -> metric), after Lightning has moved the module to its device.
 2. Every ``every_n_steps`` training batches (default: the trainer's ``log_every_n_steps``; counted in
-   ``on_train_batch_end``, so with gradient accumulation these are batches, not optimizer steps), and at the end of
-   each training epoch when ``on_epoch_end=True`` (so that no window spans two epochs; an empty tail is skipped): it
-   collects the window scheduled at the previous boundary, logs its values, then ``schedule_collection()`` for the
-   window that just ended (snapshot, in-place reset of the live metrics, fused sync launched without waiting).
-3. ``on_train_end``: collects and logs the last window still in flight.
+   ``on_train_batch_end``, so with gradient accumulation these are batches, not optimizer steps): it collects the
+   window scheduled at the previous boundary, logs its values, then ``schedule_collection()`` for the window that just
+   ended (snapshot, in-place reset of the live metrics, fused sync launched without waiting).
+3. At the end of each training epoch when ``on_epoch_end=True`` (so that no window spans two epochs), after the
+   epoch's last batch (``on_train_batch_end`` of the batch Lightning knows to be the last, else
+   ``on_train_epoch_end``): the same, then it waits for the window that just ended and logs it too. That is one
+   blocking collection per epoch, and it is what makes ``ModelCheckpoint``/``EarlyStopping`` monitoring a managed
+   metric see the epoch's own last window, whether they run at ``on_train_epoch_end`` (after the other callbacks) or
+   at the end of the validation that follows the epoch's last batch.
+4. ``on_train_end``: collects and logs the window still in flight, if any.
 
 So the values of a window are logged one interval later, at the next boundary, at ``trainer.global_step`` of that
-moment. They are the values ``compute()`` would have given for that window, synced over all processes (every rank
-holds the same values): they are written into ``trainer.callback_metrics`` and ``trainer.logged_metrics`` on every
-rank (so ``ModelCheckpoint``/``EarlyStopping`` can monitor them) and sent to ``trainer.loggers`` on global rank zero
-only. Names: a metric is logged under ``prefix + attribute name``; a ``MetricCollection`` under ``prefix`` + its own
-keys (as ``self.log_dict(collection)`` does). Only scalar values are sent to loggers; every collected value, scalars or
+moment; an epoch's last window at once, at the same step as the window before it. They are the values ``compute()``
+would have given for that window, synced over all processes (every rank holds the same values): they are written into
+``trainer.callback_metrics`` and ``trainer.logged_metrics`` on every rank (so ``ModelCheckpoint``/``EarlyStopping`` can
+monitor them) and sent to ``trainer.loggers`` on global rank zero only. With ``on_epoch_end=False`` windows span
+epochs and a monitor sees the last window collected, one interval old.
+
+Names: a metric is logged under ``prefix + attribute name``; a ``MetricCollection`` under ``prefix`` + its own keys (as
+``self.log_dict(collection)`` does). Only scalar values are sent to loggers; every collected value, scalars or
 not, is also appended to :attr:`AsyncMetricLogging.history`.
 
 Constraints:
@@ -33,7 +41,7 @@ Constraints:
 - Collection is collective: every process runs the same callbacks on the same number of training batches (as under
   Lightning's ``DistributedSampler``); a process with fewer batches would leave the others waiting in the sync.
 - A deferred error of a window (a label out of range, a NaN under ``nan_strategy="error"``) is raised when the window
-  is collected, one interval after it happened, and stops ``fit``.
+  is collected (one interval after it ended; an epoch's last window at once) and stops ``fit``.
 - Nothing of the collector is checkpointed: a window in flight when a checkpoint is saved is not in it, and after a
   resume the windows count from the resumed batch.
 
@@ -151,9 +159,10 @@ class AsyncMetricLogging:
     """A Lightning ``Callback`` that syncs, computes and logs training metrics off the critical path.
 
     See the module docstring for exactly what it does, when, and its constraints. In short: the module updates its
-    training metrics and does not log them; every ``every_n_steps`` training batches (and at each training epoch's
-    end) the callback schedules the window that ended and logs the one scheduled before it, through one
-    :class:`~torchmetrics_async.AsyncMetricCollector` (one fused sync per window, no host wait at the boundary).
+    training metrics and does not log them; every ``every_n_steps`` training batches the callback schedules the window
+    that ended and logs the one scheduled before it, through one :class:`~torchmetrics_async.AsyncMetricCollector`
+    (one fused sync per window, no host wait at the boundary). At each training epoch's end it also waits for the
+    epoch's last window and logs it, so that monitors see the epoch's own values.
 
     Args:
         metrics: attribute names (dotted paths allowed) of the LightningModule's ``Metric``/``MetricCollection``
@@ -161,7 +170,7 @@ class AsyncMetricLogging:
             ``test`` or ``predict``.
         every_n_steps: the window length in training batches; ``None``: ``trainer.log_every_n_steps``; ``0``: only
             at epoch ends.
-        on_epoch_end: also end a window at the end of every training epoch.
+        on_epoch_end: also end a window at the end of every training epoch, and collect it at once (blocking).
         prefix: prepended to every logged name.
         process_group: the group to sync over (``None``: each metric's own, else the world).
 
@@ -305,6 +314,10 @@ class AsyncMetricLogging:
     def on_train_batch_end(self, trainer: Any, pl_module: nn.Module, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Count the batch; at a window boundary log the previous window and schedule this one.
 
+        After the epoch's last batch (``on_epoch_end=True``) also wait for this one and log it: Lightning validates at
+        the end of an epoch after this hook of the epoch's last batch and before ``on_train_epoch_end``, so monitors
+        running at ``on_validation_end`` see the epoch's last window too.
+
         Args:
             trainer: the Trainer.
             pl_module: the LightningModule.
@@ -317,11 +330,17 @@ class AsyncMetricLogging:
             True
         """
         self._batches += 1
-        if self._interval and (self._batches - self._window_start) >= self._interval:
+        if self.on_epoch_end and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+            self._boundary(trainer, wait=True)
+        elif self._interval and (self._batches - self._window_start) >= self._interval:
             self._boundary(trainer)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: nn.Module) -> None:
-        """End the window at the epoch's end (``on_epoch_end=True``), unless it is empty.
+        """End the window at the epoch's end (``on_epoch_end=True``) and collect it, where no batch ended the epoch.
+
+        Lightning runs this hook of ``ModelCheckpoint``/``EarlyStopping`` after the other callbacks'. Usually the
+        epoch's last batch has ended and collected the window already (nothing left to do); not where the epoch
+        stopped early (``max_steps``, ``trainer.should_stop``) or the last batch was not known in advance.
 
         Args:
             trainer: the Trainer.
@@ -331,8 +350,8 @@ class AsyncMetricLogging:
             >>> callable(AsyncMetricLogging.on_train_epoch_end)
             True
         """
-        if self.on_epoch_end and self._batches > self._window_start:
-            self._boundary(trainer)
+        if self.on_epoch_end:
+            self._boundary(trainer, wait=True)
 
     def on_train_end(self, trainer: Any, pl_module: nn.Module) -> None:
         """Collect and log the window still in flight, then release the collector.
@@ -371,13 +390,17 @@ class AsyncMetricLogging:
     # windows
     # ----------------------------------------------------------------------------------------------------------------
 
-    def _boundary(self, trainer: Any) -> None:
+    def _boundary(self, trainer: Any, wait: bool = False) -> None:
+        """Log the window in flight, schedule the one that just ended (unless empty); ``wait``: collect it at once."""
         if self._collector is None:  # not in fit (should not happen: the hooks above run in fit only)
             return
         self._collect(trainer)
-        self._collector.schedule_collection(self.process_group)
-        self._pending = (trainer.current_epoch, self._window_start, self._batches - 1)
-        self._window_start = self._batches
+        if self._batches > self._window_start:
+            self._collector.schedule_collection(self.process_group)
+            self._pending = (trainer.current_epoch, self._window_start, self._batches - 1)
+            self._window_start = self._batches
+        if wait:
+            self._collect(trainer)
 
     def _collect(self, trainer: Any) -> None:
         if self._pending is None:

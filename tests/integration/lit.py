@@ -4,7 +4,9 @@ One tiny LightningModule carries up to three *sets* of the same metrics, updated
 ``self.log``/``self.log_dict`` under their set's name: ``plain/...`` (torchmetrics' classes), ``explicit/...``
 (``torchmetrics_async`` classes, its fused ``MetricCollection``) and ``patched/...`` (torchmetrics' public names,
 created under ``torchmetrics_async.patch()``). The plain set is the reference: in one run, every value Lightning logs
-for an accelerated set must equal the plain set's value under the same name, at the same step.
+for an accelerated set must equal the plain set's value under the same name, at the same step. The reference metrics
+get private states in every process (:meth:`LitClassifier.setup`), so under ``ddp_spawn`` they are per-rank plain
+torchmetrics too, not both ranks writing into the launching process's shared-memory states.
 
 For :class:`~torchmetrics_async.lightning.AsyncMetricLogging` the module also carries ``cb_*`` metrics (accelerated,
 managed by the callback, never logged by the module) and ``ref_*`` metrics (plain torchmetrics, updated identically);
@@ -26,6 +28,7 @@ import lightning as L
 import torch
 import torchmetrics
 import torchmetrics.classification
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from torch import nn
@@ -36,6 +39,8 @@ import torchmetrics_async.classification
 from torchmetrics_async.lightning import AsyncMetricLogging
 
 SETS = ("plain", "explicit", "patched")
+#: The attributes of the plain torchmetrics reference metrics (the ``plain`` set and the ``ref_*`` metrics).
+REFERENCE_PREFIXES = ("plain_", "ref_")
 NUM_CLASSES = 4
 BATCH = 4
 FEATURES = 8
@@ -135,6 +140,32 @@ class LitClassifier(L.LightningModule):
                 }
             )
 
+        # The positive control of the ddp_spawn test: plain torchmetrics, updated in place and never given private
+        # states, so spawned workers write into the launching process's copy (see `setup`).
+        self.shared_probe = torchmetrics.SumMetric()
+
+    def setup(self, stage: str) -> None:
+        """Give the plain torchmetrics reference metrics (``plain_*``, ``ref_*``) private states in this process.
+
+        Under ``ddp_spawn`` each stage's workers unpickle the launching process's module with its CPU tensors in
+        shared memory: both ranks' plain metrics would hold the same state tensors, and torchmetrics' in-place
+        ``update()`` would add both ranks' batches into them (twice the weight, a float sum in whatever order the two
+        processes happen to run, and a stage starting from the previous stage's leftovers). ``reset()`` gives each
+        process fresh copies of the defaults, so the reference is per-rank plain torchmetrics, as under ``ddp`` or in
+        one process. The accelerated metrics are left as received: that they copy before writing is under test.
+        """
+        for name, child in self.named_children():
+            if name.startswith(REFERENCE_PREFIXES):
+                child.reset()
+                members = child.values() if isinstance(child, torchmetrics.MetricCollection) else [child]
+                shared = [
+                    attr
+                    for member in members
+                    for attr in member._defaults
+                    if isinstance(getattr(member, attr), torch.Tensor) and getattr(member, attr).is_shared()
+                ]
+                assert not shared, f"{name}: states {shared} are still in shared memory"
+
     def metric(self, kind: str, name: str) -> Any:
         return getattr(self, f"{kind}_{name}")
 
@@ -161,6 +192,7 @@ class LitClassifier(L.LightningModule):
                 else:
                     check(torch.tensor(math.nan) if is_bad else loss.detach())
                 self.log(f"{kind}/check", check, on_step=True, on_epoch=False)
+        self.shared_probe.update(loss.detach())
         if self.with_callback_metrics:
             for loss_metric, collection in ((self.cb_loss, self.cb_metrics), (self.ref_loss, self.ref_metrics)):
                 loss_metric.update(loss.detach())
@@ -221,7 +253,7 @@ class RecordingLogger(Logger):
 
 class BlockingWindows(L.Callback):
     """The blocking path for :class:`AsyncMetricLogging`'s windows: ``compute()`` + ``reset()`` of the ``ref_*``
-    metrics at the same boundaries (every ``every_n_steps`` training batches and at each epoch's end)."""
+    metrics at the same boundaries (every ``every_n_steps`` training batches, unless ``0``, and at each epoch's end)."""
 
     def __init__(self, every_n_steps: int, prefix: str = "") -> None:
         self.every_n_steps = every_n_steps
@@ -235,7 +267,7 @@ class BlockingWindows(L.Callback):
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self._batches += 1
-        if self._batches - self._start >= self.every_n_steps:
+        if self.every_n_steps and self._batches - self._start >= self.every_n_steps:
             self._boundary(trainer, pl_module)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
@@ -257,6 +289,29 @@ class BlockingWindows(L.Callback):
             }
         )
         self._start = self._batches
+
+
+class MonitorProbe(Checkpoint):
+    """Records ``trainer.callback_metrics[monitor]`` where ``ModelCheckpoint`` and ``EarlyStopping`` read it.
+
+    Lightning runs the hooks of ``Checkpoint``/``EarlyStopping`` callbacks after the other callbacks' (for
+    ``on_train_epoch_end`` after the module's own hook too), so this probe, a ``Checkpoint`` that saves nothing, sees
+    what they see. ``seen``: ``(epoch, hook, value or None)`` per ``on_train_epoch_end`` and ``on_validation_end``.
+    """
+
+    def __init__(self, monitor: str) -> None:
+        self.monitor = monitor
+        self.seen: list[tuple[int, str, float | None]] = []
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._record(trainer, "train_epoch_end")
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        self._record(trainer, "validation_end")
+
+    def _record(self, trainer: Any, hook: str) -> None:
+        value = trainer.callback_metrics.get(self.monitor)
+        self.seen.append((trainer.current_epoch, hook, None if value is None else float(value)))
 
 
 class Recorder(L.Callback):
@@ -352,8 +407,9 @@ def assert_logs_equal(records: list[tuple[int | None, dict[str, float]]], where:
     return names
 
 
-def assert_windows_equal(history: list[dict[str, Any]], blocking: list[dict[str, Any]], final_step: int) -> None:
-    """The callback's windows are the blocking path's: same batches, equal values, logged one window later."""
+def assert_windows_equal(history: list[dict[str, Any]], blocking: list[dict[str, Any]]) -> None:
+    """The callback's windows are the blocking path's: same batches, equal values, logged at the next boundary, except
+    an epoch's last window, logged at its own (the callback waits for it, so that monitors see the epoch's values)."""
     assert len(history) == len(blocking) > 1, (len(history), len(blocking))
     for index, (got, ref) in enumerate(zip(history, blocking, strict=True)):
         assert (got["epoch"], got["first_batch"], got["last_batch"]) == (
@@ -362,8 +418,9 @@ def assert_windows_equal(history: list[dict[str, Any]], blocking: list[dict[str,
             ref["last_batch"],
         ), (index, got, ref)
         assert got["values"] == ref["values"], (index, got["values"], ref["values"])
-        later = blocking[index + 1]["step"] if index + 1 < len(blocking) else final_step
-        assert got["step"] == later, (index, got["step"], later)
+        ends_epoch = index + 1 == len(blocking) or blocking[index + 1]["epoch"] != ref["epoch"]
+        logged_at = ref["step"] if ends_epoch else blocking[index + 1]["step"]
+        assert got["step"] == logged_at, (index, got["step"], logged_at)
 
 
 def changed_metric_states(module: nn.Module) -> list[str]:
