@@ -23,9 +23,10 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
     BINARY_SAMPLEWISE_NDIM_MESSAGE,
+    MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE,
     MULTILABEL_SAMPLEWISE_NDIM_MESSAGE,
     _check_same_shape,
-    multiclass_shape_validation,
+    _multiclass_stat_scores_tensor_validation,
     num_labels_mismatch_message,
 )
 
@@ -64,7 +65,8 @@ def check_binary_shapes(preds: Tensor, target: Tensor, samplewise: bool, validat
         >>> import torch
         >>> check_binary_shapes(torch.rand(4), torch.tensor([0, 1, 1, 0]), samplewise=False, validate_args=False)
     """
-    _check_same_shape(preds, target)
+    if preds.shape != target.shape:  # the call only where it raises: the hot path stays one call long
+        _check_same_shape(preds, target)
     if validate_args and samplewise and preds.ndim < 2:
         raise ValueError(BINARY_SAMPLEWISE_NDIM_MESSAGE)
 
@@ -98,7 +100,8 @@ def check_multilabel_shapes(
         ...     print(err.args[0].split(" but ")[1])
         got 1 and expected 3
     """
-    _check_same_shape(preds, target)
+    if preds.shape != target.shape:
+        _check_same_shape(preds, target)
     # A 0-D or 1-D input has no label dimension (torchmetrics' validation fails reading it: IndexError, kept; its
     # unvalidated path broadcasts one count over every label).
     if preds.shape[1] != num_labels:
@@ -117,8 +120,9 @@ def check_multiclass_shapes(
 ) -> None:
     """Multiclass inputs: labels ``(N, ...)`` and ``(N, ...)``, or scores ``(N, C, ...)`` and labels ``(N, ...)``.
 
-    Under ``validate_args`` torchmetrics' whole shape validation runs first (its order and messages: float scores,
-    ``C = num_classes``, ``samplewise`` dimensions); then, always, how the two fit together, batch size included.
+    Under ``validate_args`` torchmetrics' tensor validation runs first without its value checks (same errors, same
+    order: float scores, ``C = num_classes``, ``samplewise`` dimensions); then, always, how the two fit together, batch
+    size included.
 
     Args:
         preds: the predictions.
@@ -134,10 +138,25 @@ def check_multiclass_shapes(
     Example:
         >>> import torch
         >>> check_multiclass_shapes(torch.rand(4, 3, 2), torch.zeros(4, 2), None, "global", validate_args=False)
+        >>> try:
+        ...     check_multiclass_shapes(torch.rand(4, 2), torch.tensor([0, 1, 2, 0]), 3, "global", validate_args=True)
+        ... except ValueError as err:
+        ...     print(err)
+        If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes.
     """
+    extra_dim = preds.ndim == target.ndim + 1
     if validate_args:
-        multiclass_shape_validation(preds, target, num_classes, multidim_average, confusion_matrix)
-    if preds.ndim == target.ndim + 1:
+        if extra_dim and preds.is_floating_point() and num_classes is not None and preds.shape[1] != num_classes:
+            raise ValueError(MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE)
+        if confusion_matrix and preds.ndim == target.ndim and preds.shape != target.shape:
+            # MulticlassConfusionMatrix gives ValueError two arguments (the message prints as a tuple); kept as it is.
+            raise ValueError(
+                "The `preds` and `target` should have the same shape,",
+                f" got `preds` with shape={preds.shape} and `target` with shape={target.shape}.",
+            )
+        # num_classes=None skips the unique-value counts (host reads): what is left are the shape checks.
+        _multiclass_stat_scores_tensor_validation(preds, target, None, multidim_average)
+    if extra_dim:
         if preds.shape[0] != target.shape[0] or preds.shape[2:] != target.shape[1:]:
             raise ValueError(f"{_EXTRA_DIM_MESSAGE} {_shapes(preds, target)}")
     elif preds.ndim == target.ndim:
