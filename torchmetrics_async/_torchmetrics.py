@@ -288,52 +288,12 @@ def label_preds_values_message(quoted: bool) -> str:
 
 
 # Restated from torchmetrics.functional.classification.stat_scores/confusion_matrix (multiclass tensor validation): the
-# shape checks, which stay eager (ValueError) because they read only metadata. The value checks behind them count the
-# unique values (a host read in update); multiclass_values_message words their deferred replacement.
+# shape checks (classification/shapes.py), which stay eager (ValueError) because they read only metadata. The value
+# checks behind them count the unique values (a host read in update); multiclass_values_message words their deferred
+# replacement.
 MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE = (
     "If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes."
 )
-
-
-def multiclass_shape_validation(
-    preds: Tensor,
-    target: Tensor,
-    num_classes: int | None,
-    multidim_average: str = "global",
-    confusion_matrix: bool = False,
-) -> None:
-    """Run torchmetrics' multiclass tensor validation without its value checks: same errors, same order.
-
-    Args:
-        preds: the predictions.
-        target: the targets.
-        num_classes: the metric's ``num_classes`` (``None``: not checked against ``preds.shape[1]``).
-        multidim_average: the metric's ``multidim_average`` (``"samplewise"`` needs extra dimensions).
-        confusion_matrix: word the errors as ``MulticlassConfusionMatrix`` does instead of the stat scores.
-
-    Raises:
-        ValueError: where torchmetrics raises it, with its message.
-
-    Example:
-        >>> import torch
-        >>> multiclass_shape_validation(torch.rand(4, 3), torch.tensor([0, 1, 2, 0]), num_classes=3)
-        >>> try:
-        ...     multiclass_shape_validation(torch.rand(4, 2), torch.tensor([0, 1, 2, 0]), num_classes=3)
-        ... except ValueError as err:
-        ...     print(err)
-        If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes.
-    """
-    extra_dim = preds.ndim == target.ndim + 1
-    if extra_dim and preds.is_floating_point() and num_classes is not None and preds.shape[1] != num_classes:
-        raise ValueError(MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE)
-    if confusion_matrix and preds.ndim == target.ndim and preds.shape != target.shape:
-        # MulticlassConfusionMatrix gives ValueError two arguments (the message prints as a tuple); kept as it is.
-        raise ValueError(
-            "The `preds` and `target` should have the same shape,",
-            f" got `preds` with shape={preds.shape} and `target` with shape={target.shape}.",
-        )
-    # num_classes=None skips the unique-value counts (host reads): what is left are the shape checks.
-    _multiclass_stat_scores_tensor_validation(preds, target, None, multidim_average)
 
 
 def multiclass_values_message(name: str, num_classes: int, ignore_index: int | None) -> str:
@@ -588,7 +548,6 @@ __all__ = [
     "label_preds_values_message",
     "multiclass_curve_tensor_validation",
     "multiclass_curve_values_message",
-    "multiclass_shape_validation",
     "multiclass_values_message",
     "num_labels_mismatch_message",
     "rank_zero_warn",

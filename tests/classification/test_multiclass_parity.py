@@ -93,11 +93,12 @@ def states(metric: Any) -> dict[str, torch.Tensor]:
 def invalid_values(kwargs: dict[str, Any], steps: list[tuple[str, torch.Tensor, torch.Tensor]]) -> bool:
     """Whether a counted target (or label prediction) lies outside ``[0, num_classes)``: what ours reports."""
     classes = kwargs.get("num_classes")
+    ignore = kwargs.get("ignore_index")
     if classes is None and kwargs.get("multidim_average") == "samplewise":
-        classes = 1  # torchmetrics' one-hot form over a single class
+        # torchmetrics' one-hot form over a single class, with label 1 as its sentinel for an ignore_index not 0
+        classes = 1 if ignore in (None, 0) else 2
     if classes is None:
         return False
-    ignore = kwargs.get("ignore_index")
     for _, preds, target in steps:
         keep = torch.ones_like(target, dtype=torch.bool) if ignore is None else target != ignore
         labels = [target, preds] if preds.shape == target.shape else [target]
@@ -361,6 +362,46 @@ def compare(name: str, kwargs: dict[str, Any], steps: list[tuple[str, torch.Tens
 
 def _three_steps(preds: torch.Tensor, target: torch.Tensor) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     return [("forward", preds, target), ("update", preds, target), ("forward", preds, target)]
+
+
+# torchmetrics validates num_classes=None only with average="micro"; unvalidated, it takes every average.
+@pytest.mark.parametrize(
+    ("average", "validate_args"),
+    [("micro", True), ("micro", False), ("macro", False), ("weighted", False), (None, False)],
+)
+@pytest.mark.parametrize("ignore_index", [-100, 1, 2])
+def test_samplewise_without_num_classes_takes_torchmetrics_sentinel_label(
+    average: str | None, ignore_index: int, validate_args: bool
+) -> None:
+    """num_classes=None, samplewise, ignore_index: torchmetrics' one-hot form over classes {0, 1} drops class 1.
+
+    Label 1 is its sentinel (a target there is ignored, a prediction there is no class): torchmetrics returns numbers,
+    which ours must give too, not a deferred error (issue 19, 9a).
+    """
+    kwargs = {"num_classes": None, "average": average, "multidim_average": "samplewise", "ignore_index": ignore_index}
+    kwargs["validate_args"] = validate_args
+    labels = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 0], [1, 1, 1, 1]])
+    target = torch.tensor([[0, ignore_index, 1, 0], [0, 0, ignore_index, 1], [1, 1, 1, 1]])
+    scores = torch.stack([1 - labels.float(), labels.float()], dim=1)  # argmax: the labels
+    for preds in (labels, scores):
+        assert compare("MulticlassStatScores", kwargs, _three_steps(preds, target)) == "ok"
+
+
+@pytest.mark.parametrize("multidim_average", ["global", "samplewise"])
+def test_sentinel_label_unvalidated_matches_torchmetrics(multidim_average: str) -> None:
+    """With num_classes given, label C is the same sentinel (top_k > 1 or samplewise, ignore_index outside [0, C)).
+
+    Validated, ours reports it as out of range (a listed deviation); unvalidated, it counts as torchmetrics counts it.
+    """
+    kwargs = {"num_classes": 3, "top_k": 2, "multidim_average": multidim_average, "ignore_index": -1}
+    target = torch.tensor([[0, 3, 1, -1], [2, 3, 3, 0]])
+    scores = torch.rand(2, 3, 4, generator=torch.Generator().manual_seed(3))
+    compare_kwargs = {**kwargs, "validate_args": False, "average": None}
+    assert compare("MulticlassStatScores", compare_kwargs, _three_steps(scores, target)) == "invalid"
+    reference, accelerated = make_pair("MulticlassStatScores", compare_kwargs)
+    for metric in (reference, accelerated):
+        metric.update(scores, target)
+    assert_same(accelerated.compute(), reference.compute())
 
 
 @pytest.mark.parametrize("config", EDGE_CONFIGS, ids=str)

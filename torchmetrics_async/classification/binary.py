@@ -23,13 +23,12 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
-    BINARY_SAMPLEWISE_NDIM_MESSAGE,
     Metric,
-    _check_same_shape,
     binary_target_values_message,
     label_preds_values_message,
 )
 from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
+from torchmetrics_async.classification.shapes import check_binary_shapes
 
 __all__ = [
     "BinaryAccuracy",
@@ -256,10 +255,7 @@ class _SyncFreeBinaryStatScores(CodedCounts):
         validate = self.validate_args
         samplewise = self.multidim_average == "samplewise"
         violations: dict[str, Tensor] = {}
-        if validate:
-            _check_same_shape(preds, target)
-            if samplewise and preds.ndim < 2:
-                raise ValueError(BINARY_SAMPLEWISE_NDIM_MESSAGE)
+        check_binary_shapes(preds, target, samplewise, validate)
         if preds.is_floating_point():
             preds = probs_to_labels(preds, self.threshold)
         elif validate and preds.dtype != torch.bool:
@@ -497,8 +493,7 @@ class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         validate = self.validate_args
-        if validate:
-            _check_same_shape(preds, target)
+        check_binary_shapes(preds, target, samplewise=False, validate_args=validate)
         if preds.is_floating_point() and self.ignore_index is None and coded_fast_path(preds, target):
             # Float preds give 0/1 labels and no entry is ignored: the bins are the four outcome counts, and an
             # entry whose target is neither 0 nor 1 counts nowhere (torchmetrics drops it).

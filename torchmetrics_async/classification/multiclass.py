@@ -42,11 +42,11 @@ from torchmetrics_async._torchmetrics import (
     _safe_divide,
     _specificity_reduce,
     confusion_matrix_nan_message,
-    multiclass_shape_validation,
     multiclass_values_message,
     rank_zero_warn,
 )
 from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
+from torchmetrics_async.classification.shapes import check_multiclass_shapes
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
 __all__ = [
@@ -336,8 +336,15 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
     def _checked_classes(self) -> int | None:
         if self.num_classes is not None:
             return self.num_classes
-        # num_classes=None counts as one class; only the one-hot (samplewise) form fails on other labels.
-        return 1 if self.multidim_average == "samplewise" else None
+        # num_classes=None counts as one class; only the one-hot (samplewise) form fails on other labels, and it takes
+        # label 1 too where that is its sentinel class (see _sentinel_class).
+        return 1 + self._sentinel_class() if self.multidim_average == "samplewise" else None
+
+    def _sentinel_class(self) -> bool:
+        """Whether torchmetrics' one-hot form counts label ``C`` (``num_classes``, or 1) as ignored/no class."""
+        ignore = self.ignore_index
+        one_hot = self.multidim_average == "samplewise" or self.top_k > 1
+        return one_hot and ignore is not None and not 0 <= ignore < (self.num_classes or 1)
 
     def _set_constants(self) -> None:
         super()._set_constants()
@@ -347,8 +354,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         top_k = self.top_k
-        if self.validate_args:
-            multiclass_shape_validation(preds, target, self.num_classes, self.multidim_average)
+        check_multiclass_shapes(preds, target, self.num_classes, self.multidim_average, self.validate_args)
         if (
             top_k == 1
             and not samplewise
@@ -356,7 +362,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             and self.ignore_index is None
             and preds.ndim == 2
             and target.ndim == 1
-            and preds.shape[0] == target.shape[0] > 0
+            and preds.shape[0] > 0
             and preds.shape[1] == self.num_classes
             and preds.is_floating_point()
         ):
@@ -390,16 +396,24 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
                 if label_preds:
                     violations[INVALID_PREDS] = outside(preds, as_index(preds, num_classes), num_classes, keep)
             return BatchStats(micro_counts(preds, target, keep, num_classes), violations)
+        # torchmetrics' one-hot form (samplewise, top_k > 1) gives an ignore_index outside [0, C) one more class, C: a
+        # target there is ignored and a prediction there is no class (the extra bin is dropped after counting).
+        sentinel = self._sentinel_class()
+        bins = num_classes + sentinel
+        target_index = as_index(target, bins)
+        preds_index = as_index(preds, bins) if clamp_preds or sentinel else preds
+        if check:
+            checked = self._checked_classes()
+            violations[INVALID_TARGET] = outside(target, target_index if checked == bins else None, checked, keep)
+            if label_preds:
+                violations[INVALID_PREDS] = outside(preds, preds_index if checked == bins else None, checked, keep)
+        if sentinel:
+            keep = keep & (target != num_classes)
         hit = preds == target
         if keep is not None:
             hit = hit & keep
-        target_index = as_index(target, num_classes)
-        preds_index = as_index(preds, num_classes) if clamp_preds else preds
-        if check:
-            violations[INVALID_TARGET] = outside(target, target_index, num_classes, keep)
-            if label_preds:
-                violations[INVALID_PREDS] = outside(preds, preds_index, num_classes, keep)
-        return BatchStats(class_counts(preds_index, target_index, hit, keep, num_classes, samplewise), violations)
+        counts = class_counts(preds_index, target_index, hit, keep, bins, samplewise)
+        return BatchStats(tuple(count[..., :num_classes] for count in counts) if sentinel else counts, violations)
 
     def _merge_stats(self, stats: BatchStats) -> None:
         (hits, *rest), violations = stats
@@ -734,8 +748,7 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
     _stat_states = ("correct", "total")
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        if self.validate_args:
-            multiclass_shape_validation(preds, target, self.num_classes, self.multidim_average)
+        check_multiclass_shapes(preds, target, self.num_classes, self.multidim_average, self.validate_args)
         label_preds = preds.ndim == target.ndim
         if preds.ndim == target.ndim + 1 and torch.compiler.is_compiling() and first_max_applies(preds):
             preds = first_max_index(preds, 1)
@@ -798,8 +811,7 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_classes = self.num_classes
-        if self.validate_args:
-            multiclass_shape_validation(preds, target, num_classes, confusion_matrix=True)
+        check_multiclass_shapes(preds, target, num_classes, "global", self.validate_args, confusion_matrix=True)
         label_preds = preds.ndim == target.ndim
         clamp_preds = label_preds or preds.shape[1] > num_classes
         # Argmax and flatten only: ignored entries are weighted out below instead of being dropped by a boolean mask.

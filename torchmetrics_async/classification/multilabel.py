@@ -19,11 +19,6 @@ import torch
 import torchmetrics.classification as tm
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import (
-    MULTILABEL_SAMPLEWISE_NDIM_MESSAGE,
-    _check_same_shape,
-    num_labels_mismatch_message,
-)
 from torchmetrics_async.classification.base import BatchStats
 from torchmetrics_async.classification.binary import (
     CODE_BINS,
@@ -40,6 +35,7 @@ from torchmetrics_async.classification.binary import (
     targets_outside,
     zero_one_checks,
 )
+from torchmetrics_async.classification.shapes import check_multilabel_shapes
 
 __all__ = [
     "MultilabelAccuracy",
@@ -64,13 +60,6 @@ class _MultilabelChecks(CodedCounts):
     def _deferred_checks(self) -> dict[str, str]:
         return zero_one_checks(self, quoted_preds=False)
 
-    def _check_shapes(self, preds: Tensor, target: Tensor, samplewise: bool) -> None:
-        _check_same_shape(preds, target)
-        if preds.shape[1] != self.num_labels:
-            raise ValueError(num_labels_mismatch_message(preds.shape[1], self.num_labels))
-        if samplewise and preds.ndim < 3:
-            raise ValueError(MULTILABEL_SAMPLEWISE_NDIM_MESSAGE)
-
     def _labels(self, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
         """Threshold float ``preds`` (sigmoid first if any is outside [0, 1]); record non-binary integer ``preds``."""
         if preds.is_floating_point():
@@ -80,10 +69,8 @@ class _MultilabelChecks(CodedCounts):
         return preds
 
     def _format(self, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
-        """Input format as in torchmetrics, without syncs: thresholded labels, ``(N, C, -1)``, ignored -> -1."""
+        """Input format as in torchmetrics (shapes checked), without syncs: labels, ``(N, C, -1)``, ignored -> -1."""
         violations: dict[str, Tensor] = {}
-        if self.validate_args:
-            self._check_shapes(preds, target, samplewise)
         preds = self._labels(preds, violations)
         preds = preds.reshape(*preds.shape[:2], -1)
         target = target.reshape(*target.shape[:2], -1)
@@ -100,7 +87,8 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
-        if not samplewise and preds.ndim >= 2 and coded_fast_path(preds, target) and preds.shape[1] == self.num_labels:
+        check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
+        if not samplewise and coded_fast_path(preds, target):
             return self._coded_batch_stats(preds, target)
         preds, target, ignored, violations = self._format(preds, target, samplewise)
         dim: int | tuple[int, int] = -1 if samplewise else (0, -1)
@@ -112,19 +100,12 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
             violations[INVALID_TARGET] = targets_outside(binary_count, target, ignored)
         if samplewise:  # torchmetrics squeezes: a batch of one sample gives (C,) statistics
             tp, fp, tn, fn = tp.squeeze(), fp.squeeze(), tn.squeeze(), fn.squeeze()
-        elif tp.shape != (self.num_labels,):
-            # Malformed input let through by validate_args=False: torchmetrics adds it to its (C,) states with
-            # broadcasting (or fails there), which forward's batch value must see too.
-            zeros = torch.zeros(self.num_labels, dtype=tp.dtype, device=tp.device)
-            tp, fp, tn, fn = zeros + tp, zeros + fp, zeros + tn, zeros + fn
         return BatchStats((tp, fp, tn, fn), violations)
 
     def _coded_batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         """Global counts of well-formed ``(N, C[, M])`` input: one code per entry, counted per label (3 ops)."""
         violations: dict[str, Tensor] = {}
         validate = self.validate_args
-        if validate:
-            self._check_shapes(preds, target, samplewise=False)
         preds = self._labels(preds, violations)
         ignored = None
         if self.ignore_index is not None:
@@ -351,6 +332,7 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
+        check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
         preds, target, ignored, violations = self._format(preds, target, samplewise)
         if self.validate_args:
             violations[INVALID_TARGET] = not_binary(target, ignored)
@@ -434,10 +416,7 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_labels = self.num_labels
         violations: dict[str, Tensor] = {}
-        if self.validate_args:
-            _check_same_shape(preds, target)
-            if preds.shape[1] != num_labels:
-                raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
+        check_multilabel_shapes(preds, target, num_labels, samplewise=False, validate_args=self.validate_args)
         preds_bad = None
         if not preds.is_floating_point() and preds.dtype != torch.bool:
             preds_bad = not_binary(preds)

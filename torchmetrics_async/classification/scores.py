@@ -20,16 +20,15 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
-    _check_same_shape,
     _multiclass_confusion_matrix_format,
     binary_target_values_message,
     float_preds_message,
-    multiclass_shape_validation,
     multiclass_values_message,
 )
 from torchmetrics_async.classification.base import SyncFreeClassification
 from torchmetrics_async.classification.binary import INVALID_TARGET, not_binary
 from torchmetrics_async.classification.multiclass import outside
+from torchmetrics_async.classification.shapes import check_binary_shapes, check_multiclass_shapes
 
 __all__ = ["BinaryScores", "MulticlassScores", "Scores", "normalize_logits"]
 
@@ -77,10 +76,9 @@ class BinaryScores(SyncFreeClassification):
 
     def _scores(self, preds: Tensor, target: Tensor) -> Scores:
         """Validate the shapes and dtype (eager), flatten, sigmoid the kept scores if any is a logit."""
-        if self.validate_args:
-            _check_same_shape(preds, target)
-            if not preds.is_floating_point():
-                raise ValueError(float_preds_message(preds.dtype))
+        check_binary_shapes(preds, target, samplewise=False, validate_args=self.validate_args)
+        if self.validate_args and not preds.is_floating_point():
+            raise ValueError(float_preds_message(preds.dtype))
         preds = preds.flatten()
         target = target.flatten()
         ignored = keep = None
@@ -103,10 +101,9 @@ class MulticlassScores(SyncFreeClassification):
 
     def _scores(self, preds: Tensor, target: Tensor) -> Scores:
         """Validate the shapes and dtype (eager), one row per entry, softmax the kept rows if any score is a logit."""
-        if self.validate_args:
-            multiclass_shape_validation(preds, target, self.num_classes, confusion_matrix=True)
-            if not preds.is_floating_point():
-                raise ValueError(float_preds_message(preds.dtype))
+        check_multiclass_shapes(preds, target, self.num_classes, "global", self.validate_args, confusion_matrix=True)
+        if self.validate_args and not preds.is_floating_point():
+            raise ValueError(float_preds_message(preds.dtype))
         # torchmetrics' own reshapes (ignore_index left to the keep mask), so malformed inputs fail the same way.
         preds, target = _multiclass_confusion_matrix_format(preds, target, None, convert_to_labels=False)
         keep = None if self.ignore_index is None else target != self.ignore_index
