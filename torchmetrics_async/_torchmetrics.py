@@ -501,8 +501,9 @@ def multiclass_curve_values_message(num_classes: int, ignore_index: int | None) 
     )
 
 
-# Restated from torch.nn.functional.one_hot, which torchmetrics' binned multiclass curves call on the targets (it
-# raises for a label outside [0, num_classes), whatever validate_args says).
+# Restated from torch.nn.functional.one_hot, which torchmetrics' binned and micro-averaged multiclass curves call on the
+# targets (it raises for a label outside [0, num_classes), whatever validate_args says; negative labels first).
+ONE_HOT_NEGATIVE_MESSAGE = "Class values must be non-negative."
 ONE_HOT_RANGE_MESSAGE = "Class values must be smaller than num_classes."
 
 
@@ -518,6 +519,7 @@ __all__ = [
     "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
     "NAN_ERROR_MESSAGE",
     "NAN_WARN_MESSAGE",
+    "ONE_HOT_NEGATIVE_MESSAGE",
     "ONE_HOT_RANGE_MESSAGE",
     "R2_ADJUSTED_DIVISION_MESSAGE",
     "R2_ADJUSTED_TOO_LARGE_MESSAGE",

@@ -19,7 +19,10 @@ CPU branch), ``bincount`` over ``4 * thresholds * classes`` bins (binned) and ``
   batch value is that computation on the batch: it makes exactly the host reads of ``compute()`` on the batch, and no
   other.
 - logits are detected with ``torch.where`` on the device (a NaN counts as outside [0, 1], as in torchmetrics' CPU
-  branch); the target checks are recorded on the device and raised by ``compute()``.
+  branch); the target checks are recorded on the device and raised by ``compute()`` (or ``reset()``). A batch that
+  violated one gets a NaN batch value from ``forward()``; unbinned, where torchmetrics' computation fails on such a
+  batch (an empty label after ``ignore_index``, a negative label in ``bincount``), the NaN value has the shape of the
+  batch's curve with every target valid.
 
 Example:
     >>> import torch
@@ -30,6 +33,7 @@ Example:
     tensor(0.8750)
 """
 
+import warnings
 from typing import Any, ClassVar
 
 import torch
@@ -37,6 +41,7 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
+    ONE_HOT_NEGATIVE_MESSAGE,
     ONE_HOT_RANGE_MESSAGE,
     Metric,
     _auc_compute_without_check,
@@ -102,7 +107,9 @@ CURVE_ORIGINS = tuple(
     for task in ("", "Binary", "Multiclass", "Multilabel")
 )
 
-# Deferred check of the binned multiclass curves: a label outside [0, num_classes) (torchmetrics' one_hot raises).
+# Deferred checks of a multiclass label outside [0, num_classes): below 0, and num_classes or more (torch's one_hot
+# messages, which torchmetrics' binned and micro-averaged curves raise).
+TARGET_NEGATIVE = "target_negative"
 TARGET_OUT_OF_RANGE = "target_out_of_range"
 # The target an ignored row gets in the one-hot targets of the unbinned micro-averaged multiclass curves.
 _IGNORED_ONE_HOT = -1
@@ -337,7 +344,21 @@ class _SyncFreeCurve(SyncFreeBatchStats):
     def _batch_value(self, stats: BatchStats) -> Any:
         if self.thresholds is not None:
             return self._binned_value(stats.values[0])
-        return self._torchmetrics_compute(*self._kept(*stats.values))
+        try:
+            return self._torchmetrics_compute(*self._kept(*stats.values))
+        except Exception:
+            # torchmetrics' computation can fail on a batch its update would have rejected (an empty label once
+            # ignored entries are dropped, a negative label in bincount). Such a batch's value is NaN and its error is
+            # compute()'s: whether it is one is a host read, on this failure path only (unbinned values read anyway).
+            violated = self._batch_violation(stats)
+            if violated is None or not bool(violated):
+                raise
+        preds, target = stats.values
+        # The batch's curve with every target a valid one (NaN-filled by forward(): the batch violated a check).
+        valid = torch.full_like(target, 1 if self.ignore_index == 0 else 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # no positives/negatives among the placeholders: not the user's data
+            return self._torchmetrics_compute(preds, valid)
 
     def compute(self) -> Any:
         """Raise deferred value errors, then compute as torchmetrics does (on the kept entries, unbinned).
@@ -388,11 +409,21 @@ class _BinaryCurve(_SyncFreeCurve):
 class _MulticlassCurve(_SyncFreeCurve):
     """Multiclass inputs ``(N, C, ...)`` / ``(N, ...)``: one-vs-rest per class, ignored rows weighted out."""
 
+    def _checks_range(self) -> bool:
+        """Whether labels outside [0, num_classes) are errors.
+
+        torchmetrics one-hot encodes the target of binned and micro-averaged curves, whatever ``validate_args`` says;
+        validated, a label out of range is an error for every average here (torchmetrics' count of distinct values
+        lets ``[0, 1, 3]`` through with 3 classes, and computes a curve from it).
+        """
+        return self.validate_args or self.thresholds is not None or self.average == "micro"
+
     def _deferred_checks(self) -> dict[str, str]:
         checks = {}
         if self.validate_args:
             checks[INVALID_TARGET] = multiclass_curve_values_message(self.num_classes, self.ignore_index)
-        if self.thresholds is not None:
+        if self._checks_range():
+            checks[TARGET_NEGATIVE] = ONE_HOT_NEGATIVE_MESSAGE
             checks[TARGET_OUT_OF_RANGE] = ONE_HOT_RANGE_MESSAGE
         return checks
 
@@ -409,9 +440,11 @@ class _MulticlassCurve(_SyncFreeCurve):
         keep = None if self.ignore_index is None else (target != self.ignore_index).unsqueeze(1)
         scores = normalize_scores(preds, "softmax", keep)
         positive = target.unsqueeze(1) == torch.arange(num_classes, device=target.device)
-        if self.thresholds is not None:
-            outside = (target < 0) | (target >= num_classes)
-            violations[TARGET_OUT_OF_RANGE] = outside if keep is None else outside & keep.squeeze(1)
+        if self._checks_range():
+            negative, large = target < 0, target >= num_classes
+            if keep is not None:
+                negative, large = negative & keep.squeeze(1), large & keep.squeeze(1)
+            violations[TARGET_NEGATIVE], violations[TARGET_OUT_OF_RANGE] = negative, large
         listed = (scores, target)
         if self.average == "micro" and self.thresholds is None:
             one_hot = positive.long()
