@@ -369,3 +369,54 @@ def test_multilabel_forward_on_invalid_target_with_ignore_index_gives_nan_not_in
         # torchmetrics prints the values it found (a host read); the deferred message names the allowed set instead.
         assert torchmetrics_text(err.value) == binary_target_values_message(-1)
         assert str(expected.value).startswith("Detected the following values in `target`")
+
+
+# Batch-size mismatches (issue 19.1): torchmetrics' validation rejects them; unvalidated (validate_args=False, and
+# BinaryAUROC, which never validates) it flattens and silently pairs, broadcasts or fails late (IndexError in compute).
+_MISMATCHED_SHAPES = {
+    "Binary": [((4,), (3,)), ((4,), (1,)), ((1,), (4,)), ((4, 2), (8,)), ((4, 2), (4, 1)), ((4, 2), (2, 4))],
+    "Multiclass": [((4, C), (3,)), ((4, C), (1,)), ((1, C), (4,)), ((4, C, 2), (8,)), ((4, C, 2), (4, 1))],
+    "Multilabel": [((4, C), (3, C)), ((4, C), (1, C)), ((1, C), (4, C)), ((4, C, 2), (4, C, 1)), ((4, C), (4, 1, C))],
+}
+# Shapes equal up to size-1 dimensions: torchmetrics' unvalidated path pairs them entry by entry, and so does this one.
+_PAIRED_SHAPES = {"Binary": ((4, 1), (4,)), "Multiclass": ((4, C), (4, 1)), "Multilabel": ((4, C, 1), (4, C))}
+
+
+def _shaped(name: str, preds_shape: tuple, target_shape: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    rng = torch.Generator().manual_seed(1)
+    preds = torch.rand(preds_shape, generator=rng)
+    high = C if name.startswith("Multiclass") else 2
+    return preds, torch.randint(0, high, target_shape, generator=rng)
+
+
+@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("ignore_index", [None, -1])
+@pytest.mark.parametrize("thresholds", [None, 5])
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_size_mismatch_raises_at_once(name: str, thresholds: Any, ignore_index: Any, validate_args: bool) -> None:
+    """Where torchmetrics' validation raises: the same exception and message; else torchmetrics' validated error."""
+    kwargs = _kwargs(name, thresholds, ignore_index, validate_args=validate_args)
+    task = next(task for task in TASKS if name.startswith(task))
+    for preds_shape, target_shape in _MISMATCHED_SHAPES[task]:
+        preds, target = _shaped(name, preds_shape, target_shape)
+        validated = getattr(tmc, name)(**{**kwargs, "validate_args": True})
+        with pytest.raises((ValueError, RuntimeError)) as expected:
+            # BinaryAUROC never validates: its siblings' validation is the reference.
+            (tmc.BinaryROC(thresholds=thresholds) if name == "BinaryAUROC" else validated).update(preds, target)
+        for call in ("update", "forward"):
+            ours = getattr(tac, name)(**kwargs)
+            with no_host_sync(), pytest.raises(type(expected.value)) as err:
+                (ours.update if call == "update" else ours)(preds, target)
+            assert str(err.value) == str(expected.value), (preds_shape, target_shape, call)
+            states = ours.metric_state.values()  # rejected before anything was accumulated or recorded
+            assert not any(len(state) if isinstance(state, list) else state.any() for state in states)
+
+
+@pytest.mark.parametrize("thresholds", [None, 5])
+@pytest.mark.parametrize("name", [*(n for n in NAMES if n.startswith(("Multiclass", "Multilabel"))), "BinaryAUROC"])
+def test_unvalidated_shapes_equal_up_to_size_one_dims_pair_as_torchmetrics(name: str, thresholds: Any) -> None:
+    kwargs = _kwargs(name, thresholds, None, validate_args=False)
+    preds, target = _shaped(name, *_PAIRED_SHAPES[next(task for task in TASKS if name.startswith(task))])
+    ours, theirs = getattr(tac, name)(**kwargs), getattr(tmc, name)(**kwargs)
+    _same(_quiet(ours, preds, target), _quiet(theirs, preds, target))
+    _same(_quiet(ours.compute), _quiet(theirs.compute))

@@ -48,6 +48,7 @@ from torchmetrics_async._torchmetrics import (
     _binary_auroc_compute,
     _binary_average_precision_compute,
     _binary_roc_compute,
+    _check_same_shape,
     _multiclass_precision_recall_curve_compute,
     _multiclass_roc_compute,
     _multilabel_precision_recall_curve_compute,
@@ -84,6 +85,7 @@ __all__ = [
     "binned_confmat",
     "nan_ignoring_average",
     "normalize_scores",
+    "paired_shapes",
 ]
 
 #: What ``forward()`` still reads on the host (the coverage listing's caveat for every class of the family).
@@ -113,6 +115,26 @@ TARGET_NEGATIVE = "target_negative"
 TARGET_OUT_OF_RANGE = "target_out_of_range"
 # The target an ignored row gets in the one-hot targets of the unbinned micro-averaged multiclass curves.
 _IGNORED_ONE_HOT = -1
+
+
+def paired_shapes(preds: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether ``preds`` and ``target`` of these shapes pair entry by entry: equal up to size-1 dimensions.
+
+    torchmetrics' curves flatten both and pair the entries in order; unvalidated (``validate_args=False``, and
+    ``BinaryAUROC``, which never validates) it does so whatever the shapes, and pairs, broadcasts or fails late on
+    batches of different sizes. Shapes are metadata: an unvalidated curve checks this, free, and raises torchmetrics'
+    validation error where it fails.
+
+    Example:
+        >>> paired_shapes((4, 1), (4,)), paired_shapes((4, 2), (8,)), paired_shapes((4,), (3,))
+        (True, False, False)
+    """
+    return [size for size in preds if size != 1] == [size for size in target if size != 1]
+
+
+def _rows(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A multiclass ``preds`` shape ``(N, C, ...)`` without its class dimension: the shape its target must pair with."""
+    return (shape[0], *shape[2:])
 
 
 def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | None = None) -> Tensor:
@@ -391,6 +413,8 @@ class _BinaryCurve(_SyncFreeCurve):
     ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
+        elif not paired_shapes(preds.shape, target.shape):
+            _check_same_shape(preds, target)
         preds, target = preds.flatten(), target.flatten()
         keep = None if self.ignore_index is None else target != self.ignore_index
         scores = normalize_scores(preds, getattr(self, "normalization", "sigmoid"), keep)
@@ -435,6 +459,8 @@ class _MulticlassCurve(_SyncFreeCurve):
             multiclass_curve_tensor_validation(preds, target, num_classes)
             allowed = num_classes if self.ignore_index is None else num_classes + 1
             violations[INVALID_TARGET] = distinct_values(target) > allowed
+        elif preds.ndim < 2 or preds.shape[1] != num_classes or not paired_shapes(_rows(preds.shape), target.shape):
+            multiclass_curve_tensor_validation(preds, target, num_classes, check_dtypes=False)
         preds = preds.transpose(0, 1).reshape(num_classes, -1).T
         target = target.flatten()
         keep = None if self.ignore_index is None else (target != self.ignore_index).unsqueeze(1)
@@ -479,8 +505,10 @@ class _MultilabelCurve(_SyncFreeCurve):
         num_labels = self.num_labels
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
-            if preds.shape[1] != num_labels:
-                raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
+        elif target.ndim < 2 or target.shape[1] != num_labels or not paired_shapes(preds.shape, target.shape):
+            _check_same_shape(preds, target)
+        if preds.shape[1] != num_labels:
+            raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
         preds = preds.transpose(0, 1).reshape(num_labels, -1).T
         target = target.transpose(0, 1).reshape(num_labels, -1).T
         scores = normalize_scores(preds, "sigmoid")  # torchmetrics normalizes before masking ignored entries
