@@ -396,13 +396,16 @@ def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
         )
 
 
-def multiclass_curve_tensor_validation(preds: Tensor, target: Tensor, num_classes: int) -> None:
+def multiclass_curve_tensor_validation(
+    preds: Tensor, target: Tensor, num_classes: int, check_dtypes: bool = True
+) -> None:
     """Run torchmetrics' multiclass curve tensor validation without its value check (same errors, same order).
 
     Args:
         preds: the scores ``(N, C, ...)``.
         target: the labels ``(N, ...)``.
         num_classes: the metric's ``num_classes``.
+        check_dtypes: ``False``: the shape checks alone (what stays on with ``validate_args=False``).
 
     Raises:
         ValueError: where torchmetrics raises it, with its message.
@@ -419,11 +422,11 @@ def multiclass_curve_tensor_validation(preds: Tensor, target: Tensor, num_classe
         raise ValueError(
             f"Expected `preds` to have one more dimension than `target` but got {preds.ndim} and {target.ndim}"
         )
-    if target.is_floating_point():
+    if check_dtypes and target.is_floating_point():
         raise ValueError(
             f"Expected argument `target` to be an int or long tensor, but got tensor with dtype {target.dtype}"
         )
-    if not preds.is_floating_point():
+    if check_dtypes and not preds.is_floating_point():
         raise ValueError(f"Expected `preds` to be a float tensor, but got {preds.dtype}")
     if preds.shape[1] != num_classes:
         raise ValueError(
@@ -461,8 +464,9 @@ def multiclass_curve_values_message(num_classes: int, ignore_index: int | None) 
     )
 
 
-# Restated from torch.nn.functional.one_hot, which torchmetrics' binned multiclass curves call on the targets (it
-# raises for a label outside [0, num_classes), whatever validate_args says).
+# Restated from torch.nn.functional.one_hot, which torchmetrics' binned and micro-averaged multiclass curves call on the
+# targets (it raises for a label outside [0, num_classes), whatever validate_args says; negative labels first).
+ONE_HOT_NEGATIVE_MESSAGE = "Class values must be non-negative."
 ONE_HOT_RANGE_MESSAGE = "Class values must be smaller than num_classes."
 
 
@@ -478,6 +482,7 @@ __all__ = [
     "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
     "NAN_ERROR_MESSAGE",
     "NAN_WARN_MESSAGE",
+    "ONE_HOT_NEGATIVE_MESSAGE",
     "ONE_HOT_RANGE_MESSAGE",
     "R2_ADJUSTED_DIVISION_MESSAGE",
     "R2_ADJUSTED_TOO_LARGE_MESSAGE",

@@ -150,10 +150,12 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
         """The torchmetrics class's own ``compute`` on the batch statistics alone (checks skipped)."""
         state = self.__dict__
         saved = {name: state[name] for name in self._stat_states}
+        defaults = self._defaults
         for name, value in zip(self._stat_states, stats[0], strict=True):
             # torchmetrics computes the batch value from a default state plus the batch: their promoted dtype
-            # (a float64 state after set_dtype with integer counts; float64 inputs into a float32 state).
-            default = saved[name]
+            # (a float64 default after set_dtype with integer counts; float64 inputs into a float32 default). The
+            # default, not the held state: a reassigned state promoted by an earlier float64 batch stays float64.
+            default = defaults[name]
             if isinstance(default, list):
                 state[name] = [value]
             elif isinstance(value, Tensor):

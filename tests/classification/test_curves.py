@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.classification as tac
+from tests.parity import torchmetrics_text
+from torchmetrics_async._torchmetrics import binary_target_values_message
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
@@ -275,3 +277,146 @@ def test_binned_max_fpr_auroc_whose_curve_ends_below_max_fpr() -> None:
     assert torch.isnan(value)
     with pytest.raises(IndexError):
         ours.compute()
+
+
+def _all_nan(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_all_nan(item) for item in value)
+    return bool(torch.isnan(value).all())
+
+
+_ONE_HOT_MESSAGES = {C: "Class values must be smaller than num_classes.", -1: "Class values must be non-negative."}
+_OUT_OF_RANGE_CASES = [
+    *(
+        (name, average, thresholds)
+        for name in ("MulticlassPrecisionRecallCurve", "MulticlassROC")
+        for average in ("micro", "macro", None)
+        # binned micro: torchmetrics' update fails unless thresholds == num_classes (test_binned_micro_fails_alike)
+        for thresholds in (None, C if average == "micro" else 5)
+    ),
+    *(
+        (name, average, thresholds)
+        for name in ("MulticlassAUROC", "MulticlassAveragePrecision")
+        for average in ("macro", "none")
+        for thresholds in (None, 5)
+    ),
+    *(("MulticlassRecallAtFixedPrecision", None, thresholds) for thresholds in (None, 5)),
+]
+
+
+@pytest.mark.parametrize("bad", [C, -1])
+@pytest.mark.parametrize(("name", "average", "thresholds"), _OUT_OF_RANGE_CASES)
+def test_multiclass_labels_out_of_range_raise_in_compute_and_reset(
+    name: str, average: Any, thresholds: Any, bad: int
+) -> None:
+    """Issue 19.3: a label C or -1 (no ignore_index) among C distinct values passes torchmetrics' unique count.
+
+    torchmetrics' one_hot then rejects it (binned and micro-averaged curves) with torch's message: here compute() and
+    reset() raise that message and forward()'s batch value is NaN. Unbinned macro/per-class curves, which torchmetrics
+    computes from such labels (or fails on in bincount), raise the same message (README, Deviations).
+    """
+    preds = torch.rand(6, C, generator=torch.Generator().manual_seed(0)).softmax(1)
+    target = torch.tensor([0, 1, bad, bad, 1, 0])
+    kwargs = _kwargs(name, thresholds, None, **({} if average is None else {"average": average}))
+    message = _ONE_HOT_MESSAGES[bad]
+    if thresholds is not None or average == "micro":
+        with pytest.raises(RuntimeError, match=message):
+            getattr(tmc, name)(**kwargs).update(preds, target)
+    for finish in ("compute", "reset"):
+        ours = getattr(tac, name)(**kwargs)
+        with no_host_sync() if thresholds is not None else count_host_syncs():
+            ours.update(preds, target)
+        with pytest.raises(RuntimeError) as err:
+            getattr(ours, finish)()
+        assert torchmetrics_text(err.value) == message
+    if average == "micro" and thresholds is not None:
+        return  # torchmetrics' binned micro compute fails on any batch (test_binned_micro_fails_alike)
+    ours = getattr(tac, name)(**kwargs)
+    assert _all_nan(_quiet(ours, preds, target))
+    with pytest.raises(RuntimeError) as err:
+        ours.compute()
+    assert torchmetrics_text(err.value) == message
+
+
+_IGNORED_LABEL_CASES = [
+    (name, average, thresholds)
+    for name in NAMES
+    if name.startswith("Multilabel")
+    for average in (["micro", "macro"] if name in ("MultilabelAUROC", "MultilabelAveragePrecision") else [None])
+    for thresholds in (None, 5)
+]
+
+
+@pytest.mark.parametrize(("name", "average", "thresholds"), _IGNORED_LABEL_CASES)
+def test_multilabel_forward_on_invalid_target_with_ignore_index_gives_nan_not_index_error(
+    name: str, average: Any, thresholds: Any
+) -> None:
+    """Issue 19.7: label 2 wholly ignored and a target 2 elsewhere; torchmetrics raises its target-values message.
+
+    torchmetrics' compute on such a batch fails on the empty label (IndexError); forward() must give the NaN batch
+    value of a violated batch and leave the target-values message to compute()/reset().
+    """
+    preds = torch.rand(4, C, generator=torch.Generator().manual_seed(0))
+    target = torch.tensor([[0, 1, -1], [1, 2, -1], [0, 0, -1], [1, 1, -1]])
+    kwargs = _kwargs(name, thresholds, -1, **({} if average is None else {"average": average}))
+    with pytest.raises(RuntimeError) as expected:
+        getattr(tmc, name)(**kwargs)(preds, target)
+    for finish in ("compute", "reset"):
+        ours = getattr(tac, name)(**kwargs)
+        assert _all_nan(_quiet(ours, preds, target))
+        with pytest.raises(RuntimeError) as err:
+            getattr(ours, finish)()
+        # torchmetrics prints the values it found (a host read); the deferred message names the allowed set instead.
+        assert torchmetrics_text(err.value) == binary_target_values_message(-1)
+        assert str(expected.value).startswith("Detected the following values in `target`")
+
+
+# Batch-size mismatches (issue 19.1): torchmetrics' validation rejects them; unvalidated (validate_args=False, and
+# BinaryAUROC, which never validates) it flattens and silently pairs, broadcasts or fails late (IndexError in compute).
+_MISMATCHED_SHAPES = {
+    "Binary": [((4,), (3,)), ((4,), (1,)), ((1,), (4,)), ((4, 2), (8,)), ((4, 2), (4, 1)), ((4, 2), (2, 4))],
+    "Multiclass": [((4, C), (3,)), ((4, C), (1,)), ((1, C), (4,)), ((4, C, 2), (8,)), ((4, C, 2), (4, 1))],
+    "Multilabel": [((4, C), (3, C)), ((4, C), (1, C)), ((1, C), (4, C)), ((4, C, 2), (4, C, 1)), ((4, C), (4, 1, C))],
+}
+# Shapes equal up to size-1 dimensions: torchmetrics' unvalidated path pairs them entry by entry, and so does this one.
+_PAIRED_SHAPES = {"Binary": ((4, 1), (4,)), "Multiclass": ((4, C), (4, 1)), "Multilabel": ((4, C, 1), (4, C))}
+
+
+def _shaped(name: str, preds_shape: tuple, target_shape: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    rng = torch.Generator().manual_seed(1)
+    preds = torch.rand(preds_shape, generator=rng)
+    high = C if name.startswith("Multiclass") else 2
+    return preds, torch.randint(0, high, target_shape, generator=rng)
+
+
+@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize("ignore_index", [None, -1])
+@pytest.mark.parametrize("thresholds", [None, 5])
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_size_mismatch_raises_at_once(name: str, thresholds: Any, ignore_index: Any, validate_args: bool) -> None:
+    """Where torchmetrics' validation raises: the same exception and message; else torchmetrics' validated error."""
+    kwargs = _kwargs(name, thresholds, ignore_index, validate_args=validate_args)
+    task = next(task for task in TASKS if name.startswith(task))
+    for preds_shape, target_shape in _MISMATCHED_SHAPES[task]:
+        preds, target = _shaped(name, preds_shape, target_shape)
+        validated = getattr(tmc, name)(**{**kwargs, "validate_args": True})
+        with pytest.raises((ValueError, RuntimeError)) as expected:
+            # BinaryAUROC never validates: its siblings' validation is the reference.
+            (tmc.BinaryROC(thresholds=thresholds) if name == "BinaryAUROC" else validated).update(preds, target)
+        for call in ("update", "forward"):
+            ours = getattr(tac, name)(**kwargs)
+            with no_host_sync(), pytest.raises(type(expected.value)) as err:
+                (ours.update if call == "update" else ours)(preds, target)
+            assert str(err.value) == str(expected.value), (preds_shape, target_shape, call)
+            states = ours.metric_state.values()  # rejected before anything was accumulated or recorded
+            assert not any(len(state) if isinstance(state, list) else state.any() for state in states)
+
+
+@pytest.mark.parametrize("thresholds", [None, 5])
+@pytest.mark.parametrize("name", [*(n for n in NAMES if n.startswith(("Multiclass", "Multilabel"))), "BinaryAUROC"])
+def test_unvalidated_shapes_equal_up_to_size_one_dims_pair_as_torchmetrics(name: str, thresholds: Any) -> None:
+    kwargs = _kwargs(name, thresholds, None, validate_args=False)
+    preds, target = _shaped(name, *_PAIRED_SHAPES[next(task for task in TASKS if name.startswith(task))])
+    ours, theirs = getattr(tac, name)(**kwargs), getattr(tmc, name)(**kwargs)
+    _same(_quiet(ours, preds, target), _quiet(theirs, preds, target))
+    _same(_quiet(ours.compute), _quiet(theirs.compute))

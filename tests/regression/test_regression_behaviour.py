@@ -1,6 +1,7 @@
 """The regression family beyond random parity: no host sync (CPU and ``meta``) under every configuration, the deferred
 Tweedie domain check, merged and stacked running moments, the eager R2 checks of ``forward``, near-zero variances."""
 
+import itertools
 import math
 import warnings
 from typing import Any
@@ -12,6 +13,7 @@ import torchmetrics.regression as tmr
 import torchmetrics_async.regression as ours
 from tests.examples import example_for
 from tests.parity import assert_rejected_alike, batch_mismatches, torchmetrics_text
+from tests.regression.test_regression_parity import _run
 from torchmetrics_async._torchmetrics import tweedie_domain_message
 from torchmetrics_async.testing import no_host_sync
 
@@ -231,6 +233,28 @@ def test_float64_inputs_keep_torchmetrics_state_dtypes() -> None:
         for state in reference._defaults:
             assert getattr(metric, state).dtype == getattr(reference, state).dtype, (name, state)
         assert not math.isnan(float(metric.compute().sum())) or name == "KLDivergence"
+
+
+_DTYPES = (torch.float16, torch.float32, torch.float64)
+_DTYPE_SEQUENCES = [*itertools.product(_DTYPES, repeat=2), (torch.float64, torch.float16, torch.float32)]
+
+
+@pytest.mark.parametrize("dtypes", _DTYPE_SEQUENCES)
+@pytest.mark.parametrize("log_prob", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name", ["KLDivergence", "JensenShannonDivergence"])
+def test_divergence_dtypes_follow_torchmetrics_over_mixed_dtype_batches(
+    name: str, reduction: str, log_prob: bool, dtypes: tuple[torch.dtype, ...]
+) -> None:
+    """forward() after a float64 batch was accumulated: torchmetrics' batch value has the batch's dtype (issue 19.8)."""
+    init = {"reduction": reduction, "log_prob": log_prob}
+    metric, reference = getattr(ours, name)(**init), getattr(tmr, name)(**init)
+    steps = []
+    for seed, dtype in enumerate(dtypes):
+        p, q = (x.to(dtype) for x in _inputs((N, 3), seed))
+        steps.append(("forward", (p.log(), q.log()) if log_prob else (p, q)))
+        steps.append(("update", steps[-1][1]))
+    assert _run(reference, metric, steps)  # forward values, states and compute(): values and dtypes
 
 
 @pytest.mark.parametrize(("name", "init", "shape"), CONFIGS, ids=[f"{n}-{i}" for n, i, _ in CONFIGS])

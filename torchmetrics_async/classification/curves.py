@@ -19,7 +19,10 @@ CPU branch), ``bincount`` over ``4 * thresholds * classes`` bins (binned) and ``
   batch value is that computation on the batch: it makes exactly the host reads of ``compute()`` on the batch, and no
   other.
 - logits are detected with ``torch.where`` on the device (a NaN counts as outside [0, 1], as in torchmetrics' CPU
-  branch); the target checks are recorded on the device and raised by ``compute()``.
+  branch); the target checks are recorded on the device and raised by ``compute()`` (or ``reset()``). A batch that
+  violated one gets a NaN batch value from ``forward()``; unbinned, where torchmetrics' computation fails on such a
+  batch (an empty label after ``ignore_index``, a negative label in ``bincount``), the NaN value has the shape of the
+  batch's curve with every target valid.
 
 Example:
     >>> import torch
@@ -30,6 +33,7 @@ Example:
     tensor(0.8750)
 """
 
+import warnings
 from typing import Any, ClassVar
 
 import torch
@@ -37,12 +41,14 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
+    ONE_HOT_NEGATIVE_MESSAGE,
     ONE_HOT_RANGE_MESSAGE,
     Metric,
     _auc_compute_without_check,
     _binary_auroc_compute,
     _binary_average_precision_compute,
     _binary_roc_compute,
+    _check_same_shape,
     _multiclass_precision_recall_curve_compute,
     _multiclass_roc_compute,
     _multilabel_precision_recall_curve_compute,
@@ -79,6 +85,7 @@ __all__ = [
     "binned_confmat",
     "nan_ignoring_average",
     "normalize_scores",
+    "paired_shapes",
 ]
 
 #: What ``forward()`` still reads on the host (the coverage listing's caveat for every class of the family).
@@ -102,10 +109,32 @@ CURVE_ORIGINS = tuple(
     for task in ("", "Binary", "Multiclass", "Multilabel")
 )
 
-# Deferred check of the binned multiclass curves: a label outside [0, num_classes) (torchmetrics' one_hot raises).
+# Deferred checks of a multiclass label outside [0, num_classes): below 0, and num_classes or more (torch's one_hot
+# messages, which torchmetrics' binned and micro-averaged curves raise).
+TARGET_NEGATIVE = "target_negative"
 TARGET_OUT_OF_RANGE = "target_out_of_range"
 # The target an ignored row gets in the one-hot targets of the unbinned micro-averaged multiclass curves.
 _IGNORED_ONE_HOT = -1
+
+
+def paired_shapes(preds: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether ``preds`` and ``target`` of these shapes pair entry by entry: equal up to size-1 dimensions.
+
+    torchmetrics' curves flatten both and pair the entries in order; unvalidated (``validate_args=False``, and
+    ``BinaryAUROC``, which never validates) it does so whatever the shapes, and pairs, broadcasts or fails late on
+    batches of different sizes. Shapes are metadata: an unvalidated curve checks this, free, and raises torchmetrics'
+    validation error where it fails.
+
+    Example:
+        >>> paired_shapes((4, 1), (4,)), paired_shapes((4, 2), (8,)), paired_shapes((4,), (3,))
+        (True, False, False)
+    """
+    return [size for size in preds if size != 1] == [size for size in target if size != 1]
+
+
+def _rows(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A multiclass ``preds`` shape ``(N, C, ...)`` without its class dimension: the shape its target must pair with."""
+    return (shape[0], *shape[2:])
 
 
 def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | None = None) -> Tensor:
@@ -337,7 +366,21 @@ class _SyncFreeCurve(SyncFreeBatchStats):
     def _batch_value(self, stats: BatchStats) -> Any:
         if self.thresholds is not None:
             return self._binned_value(stats.values[0])
-        return self._torchmetrics_compute(*self._kept(*stats.values))
+        try:
+            return self._torchmetrics_compute(*self._kept(*stats.values))
+        except Exception:
+            # torchmetrics' computation can fail on a batch its update would have rejected (an empty label once
+            # ignored entries are dropped, a negative label in bincount). Such a batch's value is NaN and its error is
+            # compute()'s: whether it is one is a host read, on this failure path only (unbinned values read anyway).
+            violated = self._batch_violation(stats)
+            if violated is None or not bool(violated):
+                raise
+        preds, target = stats.values
+        # The batch's curve with every target a valid one (NaN-filled by forward(): the batch violated a check).
+        valid = torch.full_like(target, 1 if self.ignore_index == 0 else 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # no positives/negatives among the placeholders: not the user's data
+            return self._torchmetrics_compute(preds, valid)
 
     def compute(self) -> Any:
         """Raise deferred value errors, then compute as torchmetrics does (on the kept entries, unbinned).
@@ -370,6 +413,8 @@ class _BinaryCurve(_SyncFreeCurve):
     ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
+        elif not paired_shapes(preds.shape, target.shape):
+            _check_same_shape(preds, target)
         preds, target = preds.flatten(), target.flatten()
         keep = None if self.ignore_index is None else target != self.ignore_index
         scores = normalize_scores(preds, getattr(self, "normalization", "sigmoid"), keep)
@@ -388,11 +433,21 @@ class _BinaryCurve(_SyncFreeCurve):
 class _MulticlassCurve(_SyncFreeCurve):
     """Multiclass inputs ``(N, C, ...)`` / ``(N, ...)``: one-vs-rest per class, ignored rows weighted out."""
 
+    def _checks_range(self) -> bool:
+        """Whether labels outside [0, num_classes) are errors.
+
+        torchmetrics one-hot encodes the target of binned and micro-averaged curves, whatever ``validate_args`` says;
+        validated, a label out of range is an error for every average here (torchmetrics' count of distinct values
+        lets ``[0, 1, 3]`` through with 3 classes, and computes a curve from it).
+        """
+        return self.validate_args or self.thresholds is not None or self.average == "micro"
+
     def _deferred_checks(self) -> dict[str, str]:
         checks = {}
         if self.validate_args:
             checks[INVALID_TARGET] = multiclass_curve_values_message(self.num_classes, self.ignore_index)
-        if self.thresholds is not None:
+        if self._checks_range():
+            checks[TARGET_NEGATIVE] = ONE_HOT_NEGATIVE_MESSAGE
             checks[TARGET_OUT_OF_RANGE] = ONE_HOT_RANGE_MESSAGE
         return checks
 
@@ -404,14 +459,18 @@ class _MulticlassCurve(_SyncFreeCurve):
             multiclass_curve_tensor_validation(preds, target, num_classes)
             allowed = num_classes if self.ignore_index is None else num_classes + 1
             violations[INVALID_TARGET] = distinct_values(target) > allowed
+        elif preds.ndim < 2 or preds.shape[1] != num_classes or not paired_shapes(_rows(preds.shape), target.shape):
+            multiclass_curve_tensor_validation(preds, target, num_classes, check_dtypes=False)
         preds = preds.transpose(0, 1).reshape(num_classes, -1).T
         target = target.flatten()
         keep = None if self.ignore_index is None else (target != self.ignore_index).unsqueeze(1)
         scores = normalize_scores(preds, "softmax", keep)
         positive = target.unsqueeze(1) == torch.arange(num_classes, device=target.device)
-        if self.thresholds is not None:
-            outside = (target < 0) | (target >= num_classes)
-            violations[TARGET_OUT_OF_RANGE] = outside if keep is None else outside & keep.squeeze(1)
+        if self._checks_range():
+            negative, large = target < 0, target >= num_classes
+            if keep is not None:
+                negative, large = negative & keep.squeeze(1), large & keep.squeeze(1)
+            violations[TARGET_NEGATIVE], violations[TARGET_OUT_OF_RANGE] = negative, large
         listed = (scores, target)
         if self.average == "micro" and self.thresholds is None:
             one_hot = positive.long()
@@ -446,8 +505,10 @@ class _MultilabelCurve(_SyncFreeCurve):
         num_labels = self.num_labels
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
-            if preds.shape[1] != num_labels:
-                raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
+        elif target.ndim < 2 or target.shape[1] != num_labels or not paired_shapes(preds.shape, target.shape):
+            _check_same_shape(preds, target)
+        if preds.shape[1] != num_labels:
+            raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
         preds = preds.transpose(0, 1).reshape(num_labels, -1).T
         target = target.transpose(0, 1).reshape(num_labels, -1).T
         scores = normalize_scores(preds, "sigmoid")  # torchmetrics normalizes before masking ignored entries
