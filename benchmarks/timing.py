@@ -11,6 +11,7 @@ Example:
     2
 """
 
+import gc
 import os
 import sys
 import time
@@ -123,12 +124,19 @@ def count_python_calls(fn: Callable[[], Any]) -> int:
         if event == "call":
             calls += 1
 
+    # A garbage collection during fn() would run finalizers (a generator closed, a __del__) as Python calls of its
+    # own, depending on what earlier code left as garbage: collected before and held off during the count.
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:
         fn()
     finally:
         sys.setprofile(previous)
+        if gc_was_enabled:
+            gc.enable()
     return calls - 1  # fn's own frame
 
 

@@ -158,3 +158,23 @@ def test_subclasses_defined_after_patch_inherit_the_accelerated_class_and_its_se
         torch.testing.assert_close(ours(preds, target), theirs(preds, target))
     torch.testing.assert_close(ours.compute(), theirs.compute())
     assert not math.isnan(ours.compute().item())
+
+
+def test_a_raising_forward_of_an_overriding_subclass_keeps_what_the_metric_held() -> None:
+    """A batch-size mismatch in ``forward`` raises and changes nothing (torchmetrics' forward had reset first)."""
+
+    class Checked(ta.MeanSquaredError):
+        def update(self, preds: Tensor, target: Tensor) -> None:
+            super().update(preds, target)
+
+    good = [(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([0.0, 2.0, 1.0])), (torch.tensor([3.0]), torch.tensor([5.0]))]
+    metric, reference = Checked(), torchmetrics.MeanSquaredError()
+    metric(*good[0])
+    reference.update(*good[0])
+    compute_on_cpu, enable_grad = metric.compute_on_cpu, metric._enable_grad
+    with pytest.raises(RuntimeError, match="same shape"):
+        metric(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0, 3.0]))
+    assert (metric.update_count, metric.compute_on_cpu, metric._enable_grad) == (1, compute_on_cpu, enable_grad)
+    metric(*good[1])
+    reference.update(*good[1])
+    torch.testing.assert_close(metric.compute(), reference.compute())

@@ -12,7 +12,9 @@ A change that adds ops fails here; one that removes ops from an :data:`OVER_TARG
 The Python path of a few hot updates is bounded the same way (:data:`PYTHON_CALLS`, functions entered per update).
 """
 
+import gc
 import warnings
+from typing import Any
 
 import pytest
 
@@ -118,3 +120,36 @@ def test_every_accelerated_class_with_a_torcheval_counterpart_has_a_pair() -> No
     expected |= {f"{task}{m}" for task in ("Binary", "Multiclass") for m in ("Accuracy", "Precision", "Recall")}
     expected |= {"BinaryF1Score", "MulticlassF1Score", "MulticlassConfusionMatrix"}
     assert expected <= names
+
+
+def test_python_call_count_does_not_depend_on_earlier_garbage() -> None:
+    """Garbage left by earlier code (here an unfinished generator in a reference cycle) is not counted.
+
+    A garbage collection during the counted call closes such a generator, a Python call of its own: the count then
+    depended on which tests ran before (``test_python_path_stays_short`` counted pytest's ``-k`` parser's generator).
+    """
+
+    def leave_garbage() -> None:
+        def pending() -> Any:
+            yield 1
+            yield 2
+
+        cycle: list[Any] = [pending()]
+        next(cycle[0])
+        cycle.append(cycle)
+
+    def allocating() -> list[list[int]]:
+        gc.enable()  # a collection due now runs inside the counted call (builtins are not counted)
+        return list(map(list, zip(range(100))))  # lists, which the collector tracks; no Python call
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.disable()  # the garbage stays until the counted call: no collection in between, whatever allocates
+    gc.set_threshold(1)
+    try:
+        leave_garbage()
+        calls = count_python_calls(allocating)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.enable()
+    assert calls == 0

@@ -1,6 +1,8 @@
 """accelerate() and patch() with torchmetrics' wrappers (issue 13, point 4): the metrics a wrapper holds are
 accelerated, the wrapper stays torchmetrics' own, and every value equals plain torchmetrics'."""
 
+import copy
+import pickle
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +15,7 @@ from torchmetrics.classification import BinaryAccuracy, MulticlassAccuracy
 
 import torchmetrics_async as ta
 from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.testing import count_host_syncs
 
 
 def _binary(n: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
@@ -165,12 +168,107 @@ def test_metric_tracker() -> None:
     torch.testing.assert_close(results[1], results[0])
 
 
-def test_generic_running_wrapper_is_left_unchanged() -> None:
-    """torchmetrics' generic Running made slots for its base's states when built; converting the base would break it."""
-    running = wrappers.Running(torchmetrics.SumMetric(), window=2)
-    with pytest.warns(UserWarning, match="cannot accelerate Running"):
+# Base metrics for the generic Running: (builder, batch maker). The builders look torchmetrics' names up when called,
+# so under patch() they build the accelerated classes.
+RUNNING_BASES: dict[str, tuple[Callable[[], Any], Callable[[], tuple]]] = {
+    "MeanMetric": (lambda: torchmetrics.MeanMetric(), lambda: (torch.randn(6),)),  # noqa: PLW0108
+    "SumMetric": (lambda: torchmetrics.SumMetric(), lambda: (torch.randn(6),)),  # noqa: PLW0108
+    "MulticlassAccuracy": (
+        lambda: torchmetrics.classification.MulticlassAccuracy(num_classes=3),
+        lambda: (torch.randn(6, 3), torch.randint(0, 3, (6,))),
+    ),
+    "MeanSquaredError": (lambda: torchmetrics.MeanSquaredError(), lambda: (torch.randn(6), torch.randn(6))),  # noqa: PLW0108
+}
+
+
+def _running_steps(running: Any, steps: list[tuple]) -> list:
+    """update/forward/compute through two window lengths, a reset, and again."""
+    out = []
+    for i, batch in enumerate(steps):
+        out.append(running(*batch) if i % 2 else running.update(*batch))
+        out.append(running.compute())
+    running.reset()
+    running.update(*steps[0])
+    out.append(running.compute())
+    return out
+
+
+def _generic_running_three_ways(name: str) -> tuple[Any, list[Any]]:
+    """torchmetrics' Running over torchmetrics' base; ours built directly, under patch() and by accelerate()."""
+    build, _ = RUNNING_BASES[name]
+    with ta.patch():
+        direct = ta.wrappers.Running(build(), window=3)
+        patched = wrappers.Running(build(), window=3)
+    converted = ta.accelerate(wrappers.Running(build(), window=3))
+    return wrappers.Running(build(), window=3), [direct, patched, converted]
+
+
+@pytest.mark.parametrize("name", list(RUNNING_BASES))
+def test_generic_running_around_an_accelerated_metric_equals_torchmetrics(name: str) -> None:
+    """Issue 19 item 14: every path gives the accelerated Running, with torchmetrics' values, states and pickles."""
+    torch.manual_seed(0)
+    steps = [RUNNING_BASES[name][1]() for _ in range(5)]
+    reference, ours = _generic_running_three_ways(name)
+    expected = _running_steps(reference, steps)
+    for running in ours:
+        assert type(running) is ta.wrappers.Running
+        assert isinstance(running.base_metric, SyncFreeMixin)
+        torch.testing.assert_close(_running_steps(running, steps), expected)
+    for running in (reference, *ours):
+        running.persistent(True)
+        for batch in steps[1:]:
+            running.update(*batch)
+    saved = ours[0].state_dict()
+    assert {key for key in reference.state_dict()} <= set(saved)
+    loaded = _generic_running_three_ways(name)[1][0]
+    loaded.persistent(True)
+    loaded.load_state_dict(saved)
+    for other in (*ours, loaded, pickle.loads(pickle.dumps(ours[0])), copy.deepcopy(ours[1])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a loaded window's count is torchmetrics' warning case, both sides
+            torch.testing.assert_close(other.compute(), reference.compute())
+
+
+@pytest.mark.parametrize("name", list(RUNNING_BASES))
+def test_generic_running_update_and_forward_make_no_host_sync(name: str) -> None:
+    build, make = RUNNING_BASES[name]
+    running = ta.accelerate(wrappers.Running(build(), window=2))
+    running.update(*make())
+    running(*make())
+    with count_host_syncs() as syncs:
+        for _ in range(3):
+            running.update(*make())
+            running(*make())
+    assert syncs.total == 0, syncs
+
+
+def test_generic_running_around_an_unaccelerated_metric_is_left_unchanged() -> None:
+    """A base that stays torchmetrics' keeps torchmetrics' Running (its window slots mirror that base's states)."""
+    running = wrappers.Running(torchmetrics.text.CharErrorRate(), window=2)
+    with pytest.warns(UserWarning, match="cannot accelerate") as record:
         ta.accelerate(running)
-    assert type(running.base_metric) is torchmetrics.SumMetric
+    cannot = "torchmetrics_async cannot accelerate"
+    assert [str(w.message).split(":")[0] for w in record] == [f"{cannot} CharErrorRate", f"{cannot} Running"]
+    assert type(running) is wrappers.Running
+    assert type(running.base_metric) is torchmetrics.text.CharErrorRate
+    with pytest.raises(TypeError, match="Running: its base metric CharErrorRate is not accelerated"):
+        ta.accelerate(wrappers.Running(torchmetrics.text.CharErrorRate(), window=2), strict=True)
+    with pytest.warns(UserWarning, match="torchmetrics' own Running is used"):
+        fallback = ta.wrappers.Running(torchmetrics.text.CharErrorRate(), window=2)
+    assert type(fallback) is wrappers.Running
+
+
+@pytest.mark.parametrize("read", ["compute", "reset"])
+def test_generic_running_keeps_an_error_that_has_left_the_window(read: str) -> None:
+    """As RunningMean: the window's checks are the wrapper's since its last reset, raised by compute() or reset()."""
+    running = ta.accelerate(wrappers.Running(torchmetrics.MeanMetric(nan_strategy="error"), window=2))
+    for value in (1.0, float("nan"), 2.0, 3.0):  # at the last step the bad one has left the window
+        running(torch.tensor(value))
+    with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
+        getattr(running, read)()
+    running.reset()  # the error was reported: the window starts clean
+    running(torch.tensor(4.0))
+    torch.testing.assert_close(running.compute(), torch.tensor(4.0))
 
 
 def test_wrapper_of_an_unaccelerated_metric_names_it() -> None:

@@ -11,7 +11,7 @@ Example:
 """
 
 # --- segmentation, text, retrieval families
-from torchmetrics_async import retrieval
+from torchmetrics_async import retrieval, wrappers  # noqa: F401 - wrappers: registers the accelerated Running
 from torchmetrics_async.accelerate import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.aggregation import (
     CatMetric,

@@ -115,7 +115,11 @@ def _why_not(obj: Any) -> str:
     if isinstance(obj, type) and issubclass(obj, Metric):
         return f"{obj.__name__}: {why_not_accelerated(obj)}"
     if isinstance(obj, Metric):
-        return f"{type(obj).__name__}: {why_not_accelerated(type(obj))}"
+        reason = why_not_accelerated(type(obj))
+        base = getattr(obj, "base_metric", None)
+        if not reason and isinstance(base, Metric):
+            reason = f"its base metric {type(base).__name__} is not accelerated, so the wrapper is left as it is too"
+        return f"{type(obj).__name__}: {reason}"
     return f"{obj!r:.200} is not a torchmetrics Metric, MetricCollection or a container of them"
 
 
@@ -123,8 +127,8 @@ def _holds_convertible_metrics(obj: Any) -> bool:
     """A torchmetrics wrapper or composition whose inner metrics ``accelerate()`` converts (it stays as it is).
 
     A composition (``acc + f1``) updates, computes and resets its members through their own methods. torchmetrics'
-    generic ``Running`` is not one: it made window slots for its base metric's states when it was built, and the
-    accelerated base metric has more states (its deferred flags).
+    generic ``Running`` is not one: it is converted itself (:class:`torchmetrics_async.wrappers.Running`), after its
+    base metric, as its window slots must mirror the accelerated base's states (its deferred flags too).
     """
     return (
         isinstance(obj, (WrapperMetric, MetricTracker, CompositionalMetric))
@@ -162,7 +166,10 @@ def _plan(obj: Any, steps: list[_Step]) -> None:
         target = accelerated_class_for(type(obj))
         base = getattr(obj, "base_metric", None)
         if target is not None and isinstance(base, Metric):
+            planned = len(steps)
             _plan(base, steps)
+            if any(to is None for _, to in steps[planned:]):
+                target = None  # a window over a base that stays torchmetrics' stays torchmetrics' too
         steps.append((obj, target))
     elif isinstance(obj, dict):
         for value in obj.values():

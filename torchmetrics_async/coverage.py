@@ -23,7 +23,7 @@ import torchmetrics.regression
 import torchmetrics.retrieval
 import torchmetrics.segmentation
 
-from torchmetrics_async._torchmetrics import BaseAggregator, Metric, Running
+from torchmetrics_async._torchmetrics import BaseAggregator, Metric
 from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
@@ -246,11 +246,6 @@ def _torchmetrics_reason(cls: type) -> str:
         return "a base class: torchmetrics' metrics subclass it; it computes nothing itself"
     if _is_task_wrapper(cls):
         return "a task wrapper whose task-specific classes are not accelerated (the wrapper builds torchmetrics' own)"
-    if cls.__module__.startswith("torchmetrics.wrappers.") and issubclass(cls, Running):
-        return (
-            "a wrapper: its own update() and forward() are torchmetrics' and accelerate() does not convert the metric"
-            " it wraps (its window slots mirror that metric's states when built; use RunningMean/RunningSum)"
-        )
     if cls.__module__.startswith("torchmetrics.wrappers."):
         return (
             "a wrapper: its own update() and forward() are torchmetrics'; accelerate() converts the metrics it wraps"

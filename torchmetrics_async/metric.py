@@ -85,6 +85,16 @@ _SYNCING_OPTIONS = (
 _ANNOUNCED: set[tuple[str, str]] = set()
 # Instance attribute: while true (torchmetrics' forward inside compiled code), updates count in the Python int.
 _COUNTS_ON_HOST = "_counts_on_host"
+# What torchmetrics' forward switches for the batch and puts back only when the batch's update succeeds.
+_FORWARD_SWITCHES = (
+    "_to_sync",
+    "_should_unsync",
+    "compute_on_cpu",
+    "_enable_grad",
+    "_is_synced",
+    "_computed",
+    "_forward_cache",
+)
 # state_dict key of the update count (persisted with the states: "mean" merges and compute's warning depend on it).
 _UPDATE_COUNT_KEY = "_update_count"
 
@@ -423,10 +433,37 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state[FORWARD_INDEX] = self._update_count + 1
         state[DEFERRED_RAISE_OWNED] = True
         try:
-            return super().forward(*args, **kwargs)
+            return self._forward_keeping_states_on_error(super().forward, args, kwargs)
         finally:
             state[FORWARD_INDEX] = None
             state[DEFERRED_RAISE_OWNED] = previous
+
+    def _forward_keeping_states_on_error(self, forward: Callable, args: tuple, kwargs: dict) -> Any:
+        """Run torchmetrics' ``forward``; on an error the metric is put back as it was, and it raises.
+
+        torchmetrics' forward resets before updating on the batch, and its copy of the accumulated states is local to
+        it: a batch that raises (a shape error) would leave the metric emptied. The states before the call are held
+        here by reference (``reset()`` assigns fresh tensors) and list states by their items (``reset()`` empties
+        lists in place, which a compute-group sibling sharing the list sees: they are refilled in place), with the
+        options torchmetrics' forward switches for the batch and the update count.
+        """
+        state = self.__dict__
+        held = {attr: state[attr] for attr in self._defaults}
+        items = {attr: list(value) for attr, value in held.items() if isinstance(value, list)}
+        options = {key: state[key] for key in _FORWARD_SWITCHES}
+        owned = dict(state[OWNED_STATES])
+        count = self._update_count
+        try:
+            return forward(*args, **kwargs)
+        except BaseException:
+            for attr, value in held.items():
+                if attr in items:
+                    value[:] = items[attr]
+                setattr(self, attr, value)
+            state[OWNED_STATES] = owned
+            state.update(options)
+            set_update_count(self, count)
+            raise
 
     def _forward_generic_compiled(self, *args: Any, **kwargs: Any) -> Any:
         """Run torchmetrics' forward inside traced code, the update count kept on the device.

@@ -266,20 +266,7 @@ def test_jit_script_works_where_torchmetrics_scripts(name: str, init: dict[str, 
     torch.jit.script(getattr(ours, name)(**init))
 
 
-# torchmetrics' generic forward (reset, update, merge back: these classes' own, full_state_update=False) loses what the
-# metric held when the batch's update raises, in torchmetrics and here alike (the shared forward, not this family).
-_FORWARD_LOSES_STATE = pytest.mark.xfail(
-    strict=True, raises=ValueError, reason="a raising forward() empties the list states (metric.py generic forward)"
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=_FORWARD_LOSES_STATE) if name in ("CosineSimilarity", "SpearmanCorrCoef") else name
-        for name in ours.__all__
-    ],
-)
+@pytest.mark.parametrize("name", ours.__all__)
 def test_batch_size_mismatches_are_rejected_at_once_as_torchmetrics_rejects_them(name: str) -> None:
     """Every input cut to another batch size (shapes are metadata: no read), in ``update`` and ``forward``."""
     example = example_for(getattr(tmr, name))

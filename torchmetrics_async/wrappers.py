@@ -1,0 +1,75 @@
+"""torchmetrics' wrappers over sync-free metrics: ``Running`` around any accelerated base metric.
+
+torchmetrics' ``Running`` stores its base metric's states in window slots and resets the base after every
+``update``/``forward``; around an accelerated base, that ``reset()`` reads the base's deferred flags (one host read per
+step) because torchmetrics' ``Running.reset()`` never reaches the base and an error must not be lost. This ``Running``
+copies the base's states, flags included, into owned window slots and keeps the base's deferred checks as its own over
+the whole window since its last reset (as :class:`~torchmetrics_async.RunningMean` does): ``update``/``forward`` make
+no host read, and a recorded error is raised by ``compute()`` or ``reset()`` even after its step has left the window.
+
+Example:
+    >>> import torch
+    >>> from torchmetrics_async import SumMetric
+    >>> from torchmetrics_async.wrappers import Running
+    >>> metric = Running(SumMetric(), window=2)
+    >>> for x in (1.0, 2.0, 3.0):
+    ...     _ = metric(torch.tensor(x))
+    >>> metric.compute()
+    tensor(5.)
+"""
+
+from typing import Any
+
+from torchmetrics_async._torchmetrics import Metric, rank_zero_warn
+from torchmetrics_async._torchmetrics import Running as _TorchmetricsRunning
+from torchmetrics_async.accelerate import accelerate, accelerated_class_for
+from torchmetrics_async.aggregation import _SyncFreeRunning
+from torchmetrics_async.metric import SyncFreeMixin
+
+__all__ = ["Running"]
+
+
+class Running(_SyncFreeRunning, _TorchmetricsRunning):
+    """``torchmetrics.wrappers.Running`` over an accelerated base metric, without a host read per step.
+
+    Args:
+        base_metric: an accelerated metric, or a torchmetrics metric of an accelerated class (converted in place).
+            Any other metric gets torchmetrics' own ``Running`` (with its host read per step), after one warning.
+        window: number of updates in the window.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric
+        >>> metric = Running(MeanMetric(), window=2)
+        >>> metric.update(torch.tensor(1.0)), metric.update(torch.tensor(3.0)), metric.update(torch.tensor(5.0))
+        (None, None, None)
+        >>> metric.compute()
+        tensor(4.)
+    """
+
+    def __new__(cls, base_metric: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """This class around an accelerated base, torchmetrics' ``Running`` around any other (said once per class).
+
+        A torchmetrics base of an accelerated class is converted in place first, as
+        :func:`~torchmetrics_async.accelerate` converts the metrics a wrapper holds.
+        """
+        # Anything but a metric (unpickling passes torchmetrics' __getnewargs__) is left to __init__ to judge.
+        if not isinstance(base_metric, Metric) or isinstance(base_metric, SyncFreeMixin):
+            return super().__new__(cls)
+        if accelerated_class_for(type(base_metric)) is not None:
+            accelerate(base_metric)
+            return super().__new__(cls)
+        key = type(base_metric).__qualname__
+        if key not in _FELL_BACK:
+            _FELL_BACK.add(key)
+            rank_zero_warn(
+                f"Running({key}): the base metric is not accelerated, so torchmetrics' own Running is used (a host"
+                " read per update where the base has deferred checks).",
+                UserWarning,
+            )
+        fallback = _TorchmetricsRunning.__new__(_TorchmetricsRunning)
+        fallback.__init__(base_metric, *args, **kwargs)
+        return fallback
+
+
+_FELL_BACK: set[str] = set()
