@@ -1121,16 +1121,14 @@ class Lockstep:
         situation = {"op": method, "tags": batch.tags, "ours": ours.error, "theirs": theirs.error}
         if isinstance(ours.error, HostSyncError):
             raise Finding(f"host sync in {method}()", _short(str(ours.error), 600))
-        if _batch_size_mismatch(batch, _family(self.case.origin)) and ours.error is None:
+        if _batch_size_mismatch(batch, _family(self.case.origin)) and not isinstance(ours.error, ValueError):
             raise Finding(
-                "batch-size mismatch not rejected at once",
-                f"shapes {[tuple(a.shape) for a in self.ns['args'] if isinstance(a, Tensor)]}: ours accepts them; "
-                f"torchmetrics {theirs.describe()}",
+                "batch-size mismatch without a ValueError at once",
+                f"shapes {[tuple(a.shape) for a in self.ns['args'] if isinstance(a, Tensor)]}: ours "
+                f"{ours.describe() if ours.error else 'accepts them'}; torchmetrics {theirs.describe()}",
             )
         if theirs.error is not None and ours.error is not None:
-            different = type(ours.error) is not type(theirs.error) and not isinstance(ours.error, ValueError)
-            if different and not self._allowed(kind="error", **situation):
-                raise Finding(f"{method}() error type", f"ours {ours.describe()}; torchmetrics {theirs.describe()}")
+            # Both reject the batch at once: the types may differ (the order of checks differs), the contract holds.
             # torchmetrics may have changed its state before raising (forward() raises between its reset and restore)
             torchmetrics_may_have_changed = method == "forward" or self.case.origin.full_state_update is not False
             if (torchmetrics_may_have_changed or _list_states(self.ns[t])) and not self.pendings.get(o):
@@ -1218,10 +1216,11 @@ class Lockstep:
             return
         owed = self.owed | set(theirs.warnings)
         given = self.given | set(ours.warnings)
-        # README: NaN warnings come once per window (since the last reset), in compute()
+        # README: NaN warnings come once per window (since the last reset), in compute(): one given earlier in the
+        # window answers a NaN torchmetrics warned about since
         self.window_given |= set(ours.warnings)
-        given |= {text for text in self.window_given if _is_nan_warning(text)}
-        for text in sorted(owed - given):
+        answered = given | {text for text in self.window_given if _is_nan_warning(text)}
+        for text in sorted(owed - answered):
             if not self._allowed(kind="warning", op="compute", text=text):
                 raise Finding("warning missing", f"torchmetrics warns {text!r}; ours does not (by compute())")
         for text in sorted(given - owed):
