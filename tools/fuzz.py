@@ -255,7 +255,6 @@ ALLOWED: tuple[Allowance, ...] = (
             and s["op"] in ("compute", "reset")
             and case.origin in CURVE_ORIGINS
             and _name(case).startswith("Multiclass")
-            and s["theirs"] is None
             and "range" in s["history"]
             and "Class values must be" in str(s["ours"])
         ),
@@ -1137,7 +1136,7 @@ def _batch_size_mismatch(batch: Batch, family: str) -> bool:
     An aggregator's weight of one element (or a number) is a broadcast weight, not a mismatch.
     """
     args = batch.args[:1] if family == "aggregation" and batch.args[1:] and batch.args[1].rows() <= 1 else batch.args
-    rows = {max(arg.rows(), 1) for arg in args if isinstance(arg.base, Tensor)}  # a 0-dim tensor: one sample
+    rows = {1 if arg.rows() < 0 else arg.rows() for arg in args if isinstance(arg.base, Tensor)}  # 0-dim: one sample
     return len(rows) > 1
 
 
@@ -1216,6 +1215,8 @@ class Lockstep:
             self.history.add("layout")
         if len(batch.args) > 1 and _family(self.case.origin) == "aggregation":
             self.weighted = True
+            if batch.args[1].rows() <= 1:  # a broadcast weight
+                self.history.add("layout")
         self.ns["args"] = batch.make()
         self._note(f"args = ({batch.code()},)")
         call = "{}.update(*args)" if method == "update" else "{}(*args)"
