@@ -50,11 +50,13 @@ from torchmetrics_async.testing import HostSyncError, no_host_sync
 
 __all__ = [
     "ALLOWED",
+    "BASE_METRICS",
     "NAMED_SPACES",
     "OP_WEIGHTS",
     "PATHS",
     "Allowance",
     "Case",
+    "Code",
     "Finding",
     "Lockstep",
     "argument_space",
@@ -324,7 +326,12 @@ ALLOWED: tuple[Allowance, ...] = (
     ),
     Allowance(
         "`MulticlassRecallAtFixedPrecision` & co. with `min_precision=0` and a class without positives",
-        lambda case, s: s["kind"] == "error" and s["op"] == "forward" and isinstance(s["theirs"], IndexError),
+        lambda case, s: (
+            s["kind"] == "error"
+            and s["op"] == "forward"
+            and isinstance(s["theirs"], IndexError)
+            and any(_init(case, f"min_{name}") == 0 for name in ("precision", "recall", "sensitivity", "specificity"))
+        ),
     ),
     Allowance(
         "`MultilabelConfusionMatrix` with float targets / `uint8` targets + `ignore_index`",
@@ -441,6 +448,24 @@ def _wrapper_accepts(origin: type, init: dict[str, Any]) -> bool:
 #: Construction paths: how ``ours`` is built (``theirs`` is always the plain torchmetrics class or wrapper).
 PATHS = ("direct", "wrapper", "accelerate", "patch", "patch-wrapper")
 
+
+class Code(str):
+    """A constructor argument given as Python code (evaluated afresh for every metric built), e.g. a base metric."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+#: Base metrics for a wrapper's ``base_metric`` argument (``Running``).
+BASE_METRICS = (
+    Code("torchmetrics.MeanMetric()"),
+    Code("torchmetrics.SumMetric()"),
+    Code("torchmetrics.MaxMetric()"),
+    Code("torchmetrics.MeanMetric(nan_strategy='error')"),
+    Code("torchmetrics.SumMetric(nan_strategy='ignore')"),
+)
+
+
 # Values for options the annotations do not enumerate (ints, floats, strings): each class's documented ranges.
 NAMED_SPACES: dict[str, list[Any]] = {
     "ignore_index": [None, -1, 0, 1, -100],
@@ -466,6 +491,7 @@ NAMED_SPACES: dict[str, list[Any]] = {
     "max_k": [None, 1, 3],
     "validate_args": [True, True, True, True, False],
     "log_prob": [False, False, True],
+    "base_metric": list(BASE_METRICS),
 }
 # Options left at the example's value: they change what a valid batch looks like.
 _KEPT = frozenset(
@@ -515,7 +541,9 @@ def argument_space(origin: type) -> dict[str, list[Any]]:
 
 
 def _draw_init(rng: random.Random, origin: type) -> dict[str, Any]:
-    init = dict(example_for(origin).init)
+    example = example_for(origin).init
+    # a wrapper's base metric is code, built afresh for each metric (the examples build one per ``**init``)
+    init = {k: (BASE_METRICS[0] if k == "base_metric" else example[k]) for k in example}
     for name, values in argument_space(origin).items():
         if rng.random() < 0.5:
             value = rng.choice(values)
@@ -748,6 +776,7 @@ _FAMILIES: dict[str, Callable[..., _Roles]] = {
     "segmentation": _segmentation,
     "text": _text,
     "aggregation": _aggregation,
+    "wrappers": _aggregation,  # Running(base_metric=an aggregator): the aggregators' inputs
 }
 
 #: Edge cases a batch may get (several may combine), with their weights.
@@ -934,17 +963,17 @@ def _ours_code(case: Case) -> str:
     public, name = _public(case.origin), case.origin.__name__
     mirror = "torchmetrics_async" + public.removeprefix("torchmetrics")
     if case.path == "direct":
-        return f"{mirror}.{name}(**init)"
+        return f"{mirror}.{name}(**init())"
     if case.path == "accelerate":
-        return f"torchmetrics_async.accelerate({public}.{name}(**init))"
+        return f"torchmetrics_async.accelerate({public}.{name}(**init()))"
     wrapper = _wrapper(case.origin)
     if case.path == "wrapper":
         assert wrapper is not None
-        return f"torchmetrics_async.{wrapper[0].__name__}(task={wrapper[1]!r}, **init)"
+        return f"torchmetrics_async.{wrapper[0].__name__}(task={wrapper[1]!r}, **init())"
     if case.path == "patch":
-        return f"_patched(lambda: {public}.{name}(**init))"
+        return f"_patched(lambda: {public}.{name}(**init()))"
     assert wrapper is not None
-    return f"_patched(lambda: torchmetrics.{wrapper[0].__name__}(task={wrapper[1]!r}, **init))"
+    return f"_patched(lambda: torchmetrics.{wrapper[0].__name__}(task={wrapper[1]!r}, **init()))"
 
 
 def _theirs_code(case: Case) -> str:
@@ -952,8 +981,8 @@ def _theirs_code(case: Case) -> str:
     if "wrapper" in case.path:
         wrapper = _wrapper(case.origin)
         assert wrapper is not None
-        return f"torchmetrics.{wrapper[0].__name__}(task={wrapper[1]!r}, **init)"
-    return f"{public}.{name}(**init)"
+        return f"torchmetrics.{wrapper[0].__name__}(task={wrapper[1]!r}, **init())"
+    return f"{public}.{name}(**init())"
 
 
 def _patched(build: Callable[[], Any]) -> Any:
@@ -989,9 +1018,16 @@ nan, inf = float("nan"), float("inf")
 """
 
 
+def _imports(case: Case) -> str:
+    public = _public(case.origin)
+    return f"import {public}\nimport torchmetrics_async{public.removeprefix('torchmetrics')}\n"
+
+
 def _namespace(case: Case) -> dict[str, Any]:
-    namespace: dict[str, Any] = {"_patched": _patched, "noncontig": _noncontig, "init": case.init}
-    exec(_PREAMBLE, namespace)
+    namespace: dict[str, Any] = {"_patched": _patched, "noncontig": _noncontig}
+    exec(_PREAMBLE + _imports(case), namespace)
+    init_code = repr(case.init)
+    namespace["init"] = lambda: eval(init_code, namespace)  # fresh objects (a wrapper's base metric) at every build
     ours_code, theirs_code = _ours_code(case), _theirs_code(case)
     namespace["make_ours"] = lambda: eval(ours_code, namespace)
     namespace["make_theirs"] = lambda: eval(theirs_code, namespace)
@@ -1556,7 +1592,7 @@ def reproducer(case: Case, finding: Finding) -> str:
     lines = [
         f"# fuzz finding: {finding.kind}: {finding.detail}",
         f"# class {case.origin.__name__}, path {case.path}",
-        _PREAMBLE.rstrip(),
+        (_PREAMBLE + _imports(case)).rstrip(),
         "",
         "",
         "def noncontig(x):",
@@ -1587,7 +1623,7 @@ def reproducer(case: Case, finding: Finding) -> str:
         "        return build()",
         "",
         "",
-        f"init = {case.init!r}",
+        f"init = lambda: {case.init!r}  # a fresh dict (and base metric) for every metric built",
         f"make_ours = lambda: {_ours_code(case)}",
         f"make_theirs = lambda: {_theirs_code(case)}",
         "ours, theirs = make_ours(), make_theirs()",
