@@ -1,0 +1,86 @@
+"""The differential fuzzer (tools/fuzz.py) as a test: a fixed seed and a fixed number of sequences, no findings.
+
+A fixed count, not a time budget, so what is covered does not depend on the machine's speed. ``scripts/fuzz`` runs the
+same fuzzer longer by hand (``--seconds N --seed S``).
+"""
+
+import pathlib
+import random
+
+import pytest
+import torch
+
+from tools import fuzz
+
+README = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+SEED = 0
+CASES = 300  # 20 s to 50 s on 2 shared cores (7 agents); every registered class at least once
+
+
+def test_fuzzer_finds_nothing_outside_the_readme_deviations() -> None:
+    report = fuzz.fuzz(SEED, cases=CASES, shrink_seconds=2.0)
+    assert report.cases == CASES
+    assert report.classes == {origin.__name__ for origin in fuzz.targets()}  # every registered class
+    assert not report.findings, "\n\n".join(text for _, _, text in report.findings)
+
+
+@pytest.mark.parametrize("allowance", fuzz.ALLOWED, ids=[a.what[:40] for a in fuzz.ALLOWED])
+def test_every_allowance_quotes_a_readme_deviation_row(allowance: fuzz.Allowance) -> None:
+    assert f"| {allowance.what} |" in README, f"not a README deviation row's 'what' cell: {allowance.what!r}"
+
+
+def test_every_registered_class_has_arguments_and_inputs() -> None:
+    rng = random.Random(0)
+    for origin in fuzz.targets():
+        case = fuzz.draw_case(rng, origin)
+        assert case.ops[-1].kind == "compute"
+        fuzz.draw_batch(rng, origin, case.init)  # LookupError for a family without an input generator
+
+
+def test_a_planted_wrong_value_is_found_and_reproduced(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmetrics_async import MeanMetric
+
+    original = MeanMetric.compute
+    monkeypatch.setattr(MeanMetric, "compute", lambda self: original(self) + 1e-3)
+    report = fuzz.fuzz(1, cases=20, pattern="^MeanMetric$", shrink_seconds=5.0)
+    assert report.findings
+    case, finding, text = report.findings[0]
+    assert "value" in finding.kind
+    assert "torchmetrics_async.MeanMetric" in text or "torchmetrics_async.aggregation.MeanMetric" in text
+    # the shrunk case still fails, and its reproducer is Python that runs
+    assert fuzz.run_case(case)[0] is not None
+    compile(text, "<reproducer>", "exec")
+
+
+def test_a_planted_host_sync_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmetrics_async import SumMetric
+
+    original = SumMetric.update
+    monkeypatch.setattr(SumMetric, "update", lambda self, value: (original(self, value), torch.zeros(1).item()))
+    report = fuzz.fuzz(1, cases=10, pattern="^SumMetric$", shrink_seconds=1.0)
+    assert any("host sync" in finding.kind for _, finding, _ in report.findings)
+
+
+def test_a_lost_deferred_error_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmetrics_async.classification import BinaryAccuracy
+
+    original = BinaryAccuracy.compute
+
+    def forgetful(self: BinaryAccuracy) -> torch.Tensor:
+        self.invalid_target.zero_()
+        return original(self)
+
+    monkeypatch.setattr(BinaryAccuracy, "compute", forgetful)
+    monkeypatch.setattr(BinaryAccuracy, "reset", lambda self: None)
+    case = fuzz.Case(
+        fuzz.targets("^BinaryAccuracy$")[0],
+        {},
+        "direct",
+        (
+            fuzz.Op("update", (fuzz.Batch((fuzz.Arg(torch.tensor([0.2, 0.9])), fuzz.Arg(torch.tensor([0, 5])))),)),
+            fuzz.Op("compute"),
+        ),
+    )
+    finding, _ = fuzz.run_case(case)
+    assert finding is not None
+    assert finding.kind == "deferred error lost"

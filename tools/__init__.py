@@ -1,0 +1,1 @@
+"""Developer tools of torchmetrics-async (not in the wheel): the differential fuzzer (``python -m tools.fuzz``)."""
