@@ -416,6 +416,15 @@ ALLOWED: tuple[Allowance, ...] = (
         ),
     ),
     Allowance(
+        "`MulticlassExactMatch` with a `uint8` target and a negative `ignore_index` (`-1` stored as `255`)",
+        lambda case, s: (
+            s["kind"] == "value"
+            and _name(case) == "MulticlassExactMatch"
+            and (_init(case, "ignore_index") or 0) < 0
+            and "dtype" in s["history"] | s["tags"]
+        ),
+    ),
+    Allowance(
         '`MulticlassExactMatch(multidim_average="samplewise")` after `merge_state()` of an empty state',
         lambda case, s: (
             s["kind"] == "value"
