@@ -258,8 +258,10 @@ def binary_target_values_message(ignore_index: int | None) -> str:
     Example:
         >>> binary_target_values_message(None).split(": ")[1]
         'values outside {0, 1} but expected only the following values [0, 1].'
+        >>> binary_target_values_message(1).split(": ")[1]
+        'values outside {0, 1} but expected only the following values [1].'
     """
-    allowed = "{0, 1}" if ignore_index is None else f"{{0, 1, {ignore_index}}}"
+    allowed = "{0, 1}" if ignore_index in (None, 0, 1) else f"{{0, 1, {ignore_index}}}"  # not {0, 1, 0}
     expected = [0, 1] if ignore_index is None else [ignore_index]
     return (
         f"Detected the following values in `target`: values outside {allowed} but expected only"
