@@ -408,6 +408,7 @@ def test_batch_size_mismatch_raises_at_once(name: str, thresholds: Any, ignore_i
             with no_host_sync(), pytest.raises(type(expected.value)) as err:
                 (ours.update if call == "update" else ours)(preds, target)
             assert str(err.value) == str(expected.value), (preds_shape, target_shape, call)
+            assert isinstance(err.value, ValueError), (preds_shape, target_shape, call)  # ShapeMismatchError too
             states = ours.metric_state.values()  # rejected before anything was accumulated or recorded
             assert not any(len(state) if isinstance(state, list) else state.any() for state in states)
 

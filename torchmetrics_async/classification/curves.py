@@ -48,7 +48,6 @@ from torchmetrics_async._torchmetrics import (
     _binary_auroc_compute,
     _binary_average_precision_compute,
     _binary_roc_compute,
-    _check_same_shape,
     _multiclass_precision_recall_curve_compute,
     _multiclass_roc_compute,
     _multilabel_precision_recall_curve_compute,
@@ -58,6 +57,7 @@ from torchmetrics_async._torchmetrics import (
     _safe_divide,
     binary_curve_tensor_validation,
     binary_target_values_message,
+    check_same_shape,
     dim_zero_cat,
     multiclass_curve_tensor_validation,
     multiclass_curve_values_message,
@@ -442,7 +442,7 @@ class _BinaryCurve(_SyncFreeCurve):
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
         elif not paired_shapes(preds.shape, target.shape):
-            _check_same_shape(preds, target)
+            check_same_shape(preds, target)
         preds, target = preds.flatten(), target.flatten()
         keep = None if self.ignore_index is None else target != self.ignore_index
         normalization = getattr(self, "normalization", "sigmoid")
@@ -541,7 +541,7 @@ class _MultilabelCurve(_SyncFreeCurve):
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
         elif target.ndim < 2 or target.shape[1] != num_labels or not paired_shapes(preds.shape, target.shape):
-            _check_same_shape(preds, target)
+            check_same_shape(preds, target)
         if preds.shape[1] != num_labels:
             raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
         preds = preds.transpose(0, 1).reshape(num_labels, -1).T
