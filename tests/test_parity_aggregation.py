@@ -5,6 +5,7 @@ a different summation order (masking instead of compaction) cannot hide or fake 
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -272,3 +273,5 @@ def test_a_weight_that_does_not_broadcast_to_the_value_is_rejected_at_once(
         good,
         bad,
     )
+    with pytest.raises(ValueError, match=rf"`weight` of shape {re.escape(str(weight_shape))} does not broadcast"):
+        getattr(ta, name)(nan_strategy=nan_strategy).update(*bad)

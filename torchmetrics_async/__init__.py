@@ -52,6 +52,7 @@ from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
+from torchmetrics_async.errors import ShapeMismatchError
 from torchmetrics_async.regression import (
     ConcordanceCorrCoef,
     ContinuousRankedProbabilityScore,
@@ -130,6 +131,7 @@ __all__ = [
     "RunningMean",
     "RunningSum",
     "SensitivityAtSpecificity",
+    "ShapeMismatchError",
     "SpearmanCorrCoef",
     "Specificity",
     "SpecificityAtSensitivity",

@@ -75,6 +75,8 @@ from torchmetrics.wrappers.abstract import WrapperMetric
 from torchmetrics.wrappers.running import Running
 from torchmetrics.wrappers.tracker import MetricTracker
 
+from torchmetrics_async.errors import ShapeMismatchError
+
 # The private attributes and methods of torchmetrics' Metric, MetricCollection and BaseAggregator that this package
 # reads, sets or overrides, by name. tests/test_torchmetrics_seam.py checks that each exists on the installed
 # torchmetrics and that the package's source uses no other private torchmetrics name: an upgrade that renames one
@@ -258,8 +260,10 @@ def binary_target_values_message(ignore_index: int | None) -> str:
     Example:
         >>> binary_target_values_message(None).split(": ")[1]
         'values outside {0, 1} but expected only the following values [0, 1].'
+        >>> binary_target_values_message(1).split(": ")[1]
+        'values outside {0, 1} but expected only the following values [1].'
     """
-    allowed = "{0, 1}" if ignore_index is None else f"{{0, 1, {ignore_index}}}"
+    allowed = "{0, 1}" if ignore_index in (None, 0, 1) else f"{{0, 1, {ignore_index}}}"  # not {0, 1, 0}
     expected = [0, 1] if ignore_index is None else [ignore_index]
     return (
         f"Detected the following values in `target`: values outside {allowed} but expected only"
@@ -365,6 +369,32 @@ def float_preds_message(dtype: object) -> str:
 # (``torch.unique`` of the target, a host read) are deferred; their messages are worded below.
 
 
+def check_same_shape(preds: Tensor, target: Tensor) -> None:
+    """Torchmetrics' ``_check_same_shape``, raising :class:`~torchmetrics_async.errors.ShapeMismatchError` instead.
+
+    The same message, and an exception that is torchmetrics' ``RuntimeError`` and a ``ValueError`` (bad input).
+
+    Args:
+        preds: the predictions.
+        target: the targets.
+
+    Raises:
+        ShapeMismatchError: for different shapes.
+
+    Example:
+        >>> import torch
+        >>> try:
+        ...     check_same_shape(torch.zeros(2), torch.zeros(3))
+        ... except ValueError as err:
+        ...     print(isinstance(err, RuntimeError), err)
+        True Predictions and targets are expected to have the same shape, but got torch.Size([2]) and torch.Size([3]).
+    """
+    try:
+        _check_same_shape(preds, target)
+    except RuntimeError as err:
+        raise ShapeMismatchError(*err.args) from None
+
+
 def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
     """Run torchmetrics' binary (and multilabel) curve tensor validation without its value check.
 
@@ -383,7 +413,7 @@ def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
         ...     print(str(err)[:52])
         Expected argument `preds` to be an floating tensor w
     """
-    _check_same_shape(preds, target)
+    check_same_shape(preds, target)
     if target.is_floating_point():
         raise ValueError(
             "Expected argument `target` to be an int or long tensor with ground truth labels"
@@ -538,6 +568,7 @@ __all__ = [
     "_weighted_mean_absolute_percentage_error_update",
     "binary_curve_tensor_validation",
     "binary_target_values_message",
+    "check_same_shape",
     "confusion_matrix_nan_message",
     "device_mismatch_message",
     "dim_zero_cat",

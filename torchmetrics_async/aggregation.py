@@ -36,6 +36,7 @@ from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     UNREPORTED,
 )
+from torchmetrics_async.errors import ShapeMismatchError
 from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin, clear_compiled_count
 from torchmetrics_async.nan import (
     NAN_KEPT_STATE,
@@ -242,7 +243,13 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
                 )
             # A 0-dim weight on another device (a CPU scalar) stays a scalar operand: a kernel argument, not a copy.
             if weight.dim() or weight.device == value.device:
-                weight = torch.broadcast_to(weight, value.shape)
+                try:
+                    weight = torch.broadcast_to(weight, value.shape)
+                except RuntimeError as err:  # torchmetrics' own broadcast_to raises torch's kernel message
+                    raise ShapeMismatchError(
+                        f"`weight` of shape {tuple(weight.shape)} does not broadcast to `value` of shape"
+                        f" {tuple(value.shape)}: {err}"
+                    ) from None
         if value.numel() == 0:
             return None
         value, weight, seen = apply_nan_strategy(strategy, value, weight, neutral=0.0)

@@ -190,6 +190,19 @@ def test_bool_targets_match_torchmetrics(name):
         run_side_by_side(*make_pair(name), [("forward", preds, target), ("update", preds, target)])
 
 
+@pytest.mark.parametrize("ignore_index", [0, 1])
+@pytest.mark.parametrize("name", NAMES)
+def test_bool_targets_with_ignore_index_match_torchmetrics(name, ignore_index):
+    """An ignored bool target is valid (torchmetrics writes its -1 into the bool target: True, and counts it)."""
+    # The deferred message's allowed set lists each value once (not "{0, 1, 0}").
+    assert "values outside {0, 1} but" in seam.binary_target_values_message(ignore_index)
+    for preds in (_lift(name, [0.2, 0.7, 0.9, 0.4]), _lift(name, [4.1, -2.0, 0.0, 3.0]), _lift(name, [0, 1, 1, 0])):
+        for target in (_lift(name, [0, 1, 0, 1]).bool(), _lift(name, [0, 0, 0, 0]).bool()):
+            run_side_by_side(
+                *make_pair(name, ignore_index=ignore_index), [("forward", preds, target), ("update", preds, target)]
+            )
+
+
 @pytest.mark.parametrize("name", [n for n in NAMES if not is_confmat(n)])
 def test_unvalidated_targets_that_wrap_when_doubled_count_nowhere(name):
     # 2 * target wraps to 0 or 2 for these values; torchmetrics counts them in no outcome, and so must the codes.

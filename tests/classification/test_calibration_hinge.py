@@ -207,3 +207,33 @@ def test_reset_and_metric_collection_match_torchmetrics() -> None:
             assert_same_value(ours.compute()[key], value, key)
         ours.reset()
         theirs.reset()
+
+
+@pytest.mark.parametrize("multiclass_mode", ["crammer-singer", "one-vs-all"])
+@pytest.mark.parametrize("validate_args", [True, False])
+@pytest.mark.parametrize(("preds_shape", "target_shape"), [((2, 1), (2, 1)), ((2, 3), (2, 3)), ((4, 3, 2), (4, 3, 2))])
+def test_multiclass_hinge_rejects_preds_without_a_class_dimension_at_once(
+    preds_shape: tuple, target_shape: tuple, validate_args: bool, multiclass_mode: str
+) -> None:
+    """Same-shape ``preds``/``target``: torchmetrics fails indexing (``IndexError``); ours says why, at once."""
+    preds, target = torch.rand(preds_shape), torch.zeros(target_shape, dtype=torch.long)
+    kwargs = {"num_classes": 3, "validate_args": validate_args, "multiclass_mode": multiclass_mode}
+    with pytest.raises(IndexError):
+        tmc.MulticlassHingeLoss(**kwargs).update(preds, target)
+    for call in ("update", "forward"):
+        metric = tac.MulticlassHingeLoss(**kwargs)
+        with pytest.raises(ValueError, match=r"`preds` should have the shape \(N, C, ...\) with C = num_classes = 3"):
+            (metric.update if call == "update" else metric)(preds, target)
+        assert int(metric.total) == 0  # nothing accumulated
+
+
+def test_multiclass_hinge_rejects_another_class_count_without_validation() -> None:
+    """``C != num_classes`` is rejected under ``validate_args`` by torchmetrics' own check, and always here."""
+    preds, target = torch.rand(4, 4), torch.tensor([0, 1, 2, 0])
+    with pytest.raises(ValueError, match="should be equal to number of classes") as expected:
+        tmc.MulticlassHingeLoss(num_classes=3).update(preds, target)
+    with pytest.raises(ValueError, match="should be equal to number of classes") as err:
+        tac.MulticlassHingeLoss(num_classes=3).update(preds, target)
+    assert str(err.value) == str(expected.value)
+    with pytest.raises(ValueError, match="C = num_classes = 3"):
+        tac.MulticlassHingeLoss(num_classes=3, validate_args=False).update(preds, target)

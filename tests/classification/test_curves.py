@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.classification as tac
-from tests.parity import torchmetrics_text
+from tests.parity import Step, run_side_by_side, torchmetrics_text
 from torchmetrics_async._torchmetrics import binary_target_values_message
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
@@ -408,6 +408,7 @@ def test_batch_size_mismatch_raises_at_once(name: str, thresholds: Any, ignore_i
             with no_host_sync(), pytest.raises(type(expected.value)) as err:
                 (ours.update if call == "update" else ours)(preds, target)
             assert str(err.value) == str(expected.value), (preds_shape, target_shape, call)
+            assert isinstance(err.value, ValueError), (preds_shape, target_shape, call)  # ShapeMismatchError too
             states = ours.metric_state.values()  # rejected before anything was accumulated or recorded
             assert not any(len(state) if isinstance(state, list) else state.any() for state in states)
 
@@ -420,3 +421,45 @@ def test_unvalidated_shapes_equal_up_to_size_one_dims_pair_as_torchmetrics(name:
     ours, theirs = getattr(tac, name)(**kwargs), getattr(tmc, name)(**kwargs)
     _same(_quiet(ours, preds, target), _quiet(theirs, preds, target))
     _same(_quiet(ours.compute), _quiet(theirs.compute))
+
+
+@pytest.mark.parametrize("kind", ["update", "forward"])
+@pytest.mark.parametrize("thresholds", [None, 5])
+@pytest.mark.parametrize("name", ["BinaryPrecisionRecallCurve", "BinaryROC", "BinaryAveragePrecision"])
+def test_binary_softmax_normalization_accepts_empty_and_probability_batches(
+    name: str, thresholds: Any, kind: str
+) -> None:
+    """torchmetrics' softmax over dim 1 of the flattened binary scores runs only for logits: an empty batch is fine."""
+    batches = [
+        (torch.empty(0), torch.empty(0, dtype=torch.long)),
+        (torch.tensor([0.1, 0.8, 0.4, 0.6]), torch.tensor([0, 1, 1, 0])),
+    ]
+    if kind == "forward" and thresholds is None:
+        # torchmetrics' unbinned forward() of an empty batch fails computing its curve, whatever the normalization.
+        for module in (tmc, tac):
+            with pytest.raises(IndexError, match="out of bounds"):
+                getattr(module, name)(normalization="softmax")(*batches[0])
+    steps = [Step("update" if i == 0 and thresholds is None else kind, batch) for i, batch in enumerate(batches)]
+    run_side_by_side(
+        getattr(tmc, name)(thresholds=thresholds, normalization="softmax"),
+        getattr(tac, name)(thresholds=thresholds, normalization="softmax"),
+        steps,
+    )
+    ours = getattr(tac, name)(thresholds=thresholds, normalization="softmax")
+    with no_host_sync():
+        for preds, target in batches:
+            ours.update(preds, target)
+
+
+@pytest.mark.parametrize("thresholds", [None, 5])
+@pytest.mark.parametrize("name", ["BinaryPrecisionRecallCurve", "BinaryROC", "BinaryAveragePrecision"])
+def test_binary_softmax_normalization_of_logits_raises_in_compute(name: str, thresholds: Any) -> None:
+    """Logits need the softmax torchmetrics cannot apply to ``(N,)`` scores (``IndexError``): a deferred error."""
+    preds, target = torch.tensor([2.0, -1.0]), torch.tensor([1, 0])
+    with pytest.raises(IndexError):
+        getattr(tmc, name)(thresholds=thresholds, normalization="softmax").update(preds, target)
+    ours = getattr(tac, name)(thresholds=thresholds, normalization="softmax")
+    with no_host_sync():
+        ours.update(preds, target)
+    with pytest.raises(RuntimeError, match="normalization='softmax'"):
+        ours.compute()

@@ -183,9 +183,19 @@ def outcomes(counts: Tensor, bool_preds: bool) -> tuple[Tensor, Tensor, Tensor, 
 
 
 def targets_outside(binary_count: Tensor, target: Tensor, ignored: Tensor | None) -> Tensor:
-    """0-dim flag: some target is neither 0, 1 nor ignored, from the count of 0/1 targets (no extra full-size mask)."""
+    """0-dim flag: some target is neither 0, 1 nor ignored, from the count of 0/1 targets (no extra full-size mask).
+
+    ``target`` is the one counted, its ignored entries set to -1: a bool target then holds True there (as in
+    torchmetrics, which counts them as positives), so an ignored entry adds to the count only where it was not counted.
+
+    Example:
+        >>> target = torch.tensor([False, True])
+        >>> counts = coded_counts(torch.tensor([True, True]), target, code_bins(torch.device("cpu"))[1, False], True)
+        >>> bool(targets_outside(counts, target, torch.tensor([True, False])))
+        False
+    """
     counted = binary_count.sum() if binary_count.dim() else binary_count
-    if ignored is not None:
+    if ignored is not None and target.dtype != torch.bool:
         counted = counted + ignored.sum()
     return counted != target.numel()
 

@@ -48,7 +48,6 @@ from torchmetrics_async._torchmetrics import (
     _binary_auroc_compute,
     _binary_average_precision_compute,
     _binary_roc_compute,
-    _check_same_shape,
     _multiclass_precision_recall_curve_compute,
     _multiclass_roc_compute,
     _multilabel_precision_recall_curve_compute,
@@ -58,6 +57,7 @@ from torchmetrics_async._torchmetrics import (
     _safe_divide,
     binary_curve_tensor_validation,
     binary_target_values_message,
+    check_same_shape,
     dim_zero_cat,
     multiclass_curve_tensor_validation,
     multiclass_curve_values_message,
@@ -113,6 +113,12 @@ CURVE_ORIGINS = tuple(
 # messages, which torchmetrics' binned and micro-averaged curves raise).
 TARGET_NEGATIVE = "target_negative"
 TARGET_OUT_OF_RANGE = "target_out_of_range"
+SOFTMAX_LOGITS = "softmax_logits"
+SOFTMAX_LOGITS_MESSAGE = (
+    "Binary curve with `normalization='softmax'` got scores outside [0, 1] (logits): torchmetrics applies a softmax "
+    "over dim 1 of the flattened `(N,)` scores, which raises IndexError (Dimension out of range); pass probabilities "
+    "or use `normalization='sigmoid'`."
+)
 # The target an ignored row gets in the one-hot targets of the unbinned micro-averaged multiclass curves.
 _IGNORED_ONE_HOT = -1
 
@@ -137,6 +143,24 @@ def _rows(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], *shape[2:])
 
 
+def outside_unit_interval(preds: Tensor, keep: Tensor | None = None) -> Tensor:
+    """Where a (kept) score lies outside [0, 1]: a logit, by torchmetrics' rule (a NaN counts as outside).
+
+    Args:
+        preds: the scores.
+        keep: entries that take part in the decision, broadcastable; ``None``: all.
+
+    Returns:
+        A bool tensor of the broadcast shape.
+
+    Example:
+        >>> outside_unit_interval(torch.tensor([0.5, 2.0, float("nan")]), torch.tensor([True, False, True]))
+        tensor([False, False,  True])
+    """
+    outside = preds.clamp(0, 1) != preds  # NaN != NaN
+    return outside if keep is None else outside & keep
+
+
 def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | None = None) -> Tensor:
     """Sigmoid/softmax (over dim 1) of ``preds`` iff any (kept) score lies outside [0, 1], decided on the device.
 
@@ -157,9 +181,7 @@ def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | No
     """
     if not normalization:
         return preds
-    outside = preds.clamp(0, 1) != preds  # NaN != NaN: a NaN counts as outside
-    if keep is not None:
-        outside = outside & keep
+    outside = outside_unit_interval(preds, keep)
     normalized = preds.sigmoid() if normalization == "sigmoid" else torch.softmax(preds, dim=1)
     return torch.where(outside.any(), normalized, preds)
 
@@ -408,16 +430,29 @@ class _SyncFreeCurve(SyncFreeBatchStats):
 class _BinaryCurve(_SyncFreeCurve):
     """Binary inputs ``(N, ...)``: flattened, ignored and non-binary targets weighted out."""
 
+    def _deferred_checks(self) -> dict[str, str]:
+        checks = super()._deferred_checks()
+        if getattr(self, "normalization", "sigmoid") == "softmax":
+            checks[SOFTMAX_LOGITS] = SOFTMAX_LOGITS_MESSAGE
+        return checks
+
     def _curve_inputs(
         self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
     ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
         elif not paired_shapes(preds.shape, target.shape):
-            _check_same_shape(preds, target)
+            check_same_shape(preds, target)
         preds, target = preds.flatten(), target.flatten()
         keep = None if self.ignore_index is None else target != self.ignore_index
-        scores = normalize_scores(preds, getattr(self, "normalization", "sigmoid"), keep)
+        normalization = getattr(self, "normalization", "sigmoid")
+        if normalization == "softmax":
+            # torchmetrics normalizes the flattened (N,) scores with a softmax over dim 1: an IndexError where it
+            # normalizes (logits), none where it does not (probabilities, an empty batch). Which is data: deferred.
+            violations[SOFTMAX_LOGITS] = outside_unit_interval(preds, keep)
+            scores = preds
+        else:
+            scores = normalize_scores(preds, normalization, keep)
         positive = target == 1
         counted = positive | (target == 0)
         if self._checks_values():
@@ -506,7 +541,7 @@ class _MultilabelCurve(_SyncFreeCurve):
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
         elif target.ndim < 2 or target.shape[1] != num_labels or not paired_shapes(preds.shape, target.shape):
-            _check_same_shape(preds, target)
+            check_same_shape(preds, target)
         if preds.shape[1] != num_labels:
             raise ValueError(num_labels_mismatch_message(preds.shape[1], num_labels))
         preds = preds.transpose(0, 1).reshape(num_labels, -1).T

@@ -84,7 +84,14 @@ class MulticlassHingeLoss(_SyncFreeHingeLoss, MulticlassScores, tm.MulticlassHin
     """
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        scores = self._scores(preds, target)
+        scores = self._scores(preds, target)  # torchmetrics' shape errors first, with its types and messages
+        if preds.ndim != target.ndim + 1 or preds.shape[1] != self.num_classes:
+            # One row of num_classes scores per target, whatever validate_args: torchmetrics' one-hot mask of the
+            # target fails to index other scores (IndexError), or its per-class sums broadcast into the state.
+            raise ValueError(
+                f"`preds` should have the shape (N, C, ...) with C = num_classes = {self.num_classes} and `target` the"
+                f" shape (N, ...); got `preds` with shape={preds.shape} and `target` with shape={target.shape}."
+            )
         preds = scores.preds
         index = as_index(scores.target, preds.shape[1]).unsqueeze(1)
         is_target = torch.zeros(preds.shape, dtype=torch.bool, device=preds.device).scatter_(1, index, True)

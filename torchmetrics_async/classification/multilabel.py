@@ -429,8 +429,13 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
         valid = torch.logical_not(target_bad)
         if self.ignore_index is not None:
             ignored = target == self.ignore_index
-            target_bad &= torch.logical_not(ignored)
-            valid &= torch.logical_not(ignored)
+            if target.dtype == torch.bool and preds.dtype == torch.bool:
+                # torchmetrics writes its negative sentinel into both: True in a bool tensor, so it counts an ignored
+                # entry as a true positive (with integer labels the sentinel keeps the bin negative: dropped).
+                target, preds = target | ignored, preds | ignored
+            else:
+                target_bad &= torch.logical_not(ignored)
+                valid &= torch.logical_not(ignored)
         if self.validate_args:
             violations[INVALID_TARGET] = target_bad
         if preds_bad is not None:

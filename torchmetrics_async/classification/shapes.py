@@ -6,8 +6,9 @@ fail in a kernel with a message about its internals, or broadcast silently (scor
 labels) into a wrong number. A shape is metadata, so checking it costs no host sync: here how ``preds`` and ``target``
 fit together is checked always, whatever ``validate_args``; the checks against the metric's arguments (``num_classes``,
 ``multidim_average``) and the dtypes stay behind ``validate_args``, as in torchmetrics. The messages are torchmetrics'
-own, raised with torchmetrics' exception types (``RuntimeError`` from ``_check_same_shape`` for binary and
-multilabel inputs, ``ValueError`` for multiclass ones).
+own, raised with torchmetrics' exception types: ``ValueError`` for multiclass inputs, and for binary and multilabel
+inputs of different shapes a :class:`~torchmetrics_async.errors.ShapeMismatchError`, both torchmetrics'
+``RuntimeError`` (``_check_same_shape``) and a ``ValueError``.
 
 Example:
     >>> import torch
@@ -25,8 +26,8 @@ from torchmetrics_async._torchmetrics import (
     BINARY_SAMPLEWISE_NDIM_MESSAGE,
     MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE,
     MULTILABEL_SAMPLEWISE_NDIM_MESSAGE,
-    _check_same_shape,
     _multiclass_stat_scores_tensor_validation,
+    check_same_shape,
     num_labels_mismatch_message,
 )
 
@@ -58,7 +59,7 @@ def check_binary_shapes(preds: Tensor, target: Tensor, samplewise: bool, validat
         validate_args: the metric's ``validate_args``.
 
     Raises:
-        RuntimeError: for different shapes (torchmetrics' ``_check_same_shape``).
+        ShapeMismatchError: for different shapes (torchmetrics' ``_check_same_shape`` message; a ``RuntimeError``).
         ValueError: for 1-D ``samplewise`` inputs, under ``validate_args``.
 
     Example:
@@ -66,7 +67,7 @@ def check_binary_shapes(preds: Tensor, target: Tensor, samplewise: bool, validat
         >>> check_binary_shapes(torch.rand(4), torch.tensor([0, 1, 1, 0]), samplewise=False, validate_args=False)
     """
     if preds.shape != target.shape:  # the call only where it raises: the hot path stays one call long
-        _check_same_shape(preds, target)
+        check_same_shape(preds, target)
     if validate_args and samplewise and preds.ndim < 2:
         raise ValueError(BINARY_SAMPLEWISE_NDIM_MESSAGE)
 
@@ -87,7 +88,7 @@ def check_multilabel_shapes(
         validate_args: the metric's ``validate_args``.
 
     Raises:
-        RuntimeError: for different shapes (torchmetrics' ``_check_same_shape``).
+        ShapeMismatchError: for different shapes (torchmetrics' ``_check_same_shape`` message; a ``RuntimeError``).
         IndexError: for inputs of fewer than 2 dimensions (as torchmetrics' validation).
         ValueError: for ``preds.shape[1] != num_labels``, and for ``samplewise`` inputs of fewer than 3 dimensions under
             ``validate_args`` (torchmetrics' messages).
@@ -101,7 +102,7 @@ def check_multilabel_shapes(
         got 1 and expected 3
     """
     if preds.shape != target.shape:
-        _check_same_shape(preds, target)
+        check_same_shape(preds, target)
     # A 0-D or 1-D input has no label dimension (torchmetrics' validation fails reading it: IndexError, kept; its
     # unvalidated path broadcasts one count over every label).
     if preds.shape[1] != num_labels:
