@@ -237,3 +237,16 @@ def test_multiclass_hinge_rejects_another_class_count_without_validation() -> No
     assert str(err.value) == str(expected.value)
     with pytest.raises(ValueError, match="C = num_classes = 3"):
         tac.MulticlassHingeLoss(num_classes=3, validate_args=False).update(preds, target)
+
+
+def test_multiclass_hinge_without_num_classes_takes_the_batch_class_count_as_torchmetrics() -> None:
+    """``num_classes=None`` (crammer-singer, unvalidated: torchmetrics builds it): C is the batch's, no shape error."""
+    generator = torch.Generator().manual_seed(0)
+    kwargs = {"num_classes": None, "validate_args": False}
+    ours, theirs = tac.MulticlassHingeLoss(**kwargs), tmc.MulticlassHingeLoss(**kwargs)
+    for _ in range(2):
+        preds, target = torch.rand(5, 3, generator=generator), torch.randint(0, 3, (5,), generator=generator)
+        assert_same_value(ours(preds, target), theirs(preds, target), "forward")
+    assert_same_value(ours.compute(), theirs.compute(), "compute")
+    with pytest.raises(ValueError, match=r"Got `preds` with shape=torch.Size\(\[4, 3\]\)"):
+        ours.update(torch.rand(4, 3), torch.zeros(3, dtype=torch.long))  # a batch-size mismatch still raises

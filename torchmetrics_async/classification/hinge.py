@@ -85,9 +85,11 @@ class MulticlassHingeLoss(_SyncFreeHingeLoss, MulticlassScores, tm.MulticlassHin
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         scores = self._scores(preds, target)  # torchmetrics' shape errors first, with its types and messages
-        if preds.ndim != target.ndim + 1 or preds.shape[1] != self.num_classes:
+        classes = preds.shape[1] if self.num_classes is None and preds.ndim > 1 else self.num_classes
+        if preds.ndim != target.ndim + 1 or preds.shape[1] != classes:
             # One row of num_classes scores per target, whatever validate_args: torchmetrics' one-hot mask of the
             # target fails to index other scores (IndexError), or its per-class sums broadcast into the state.
+            # num_classes=None (crammer-singer, validate_args=False, as torchmetrics allows): the batch's C.
             raise ValueError(
                 f"`preds` should have the shape (N, C, ...) with C = num_classes = {self.num_classes} and `target` the"
                 f" shape (N, ...); got `preds` with shape={preds.shape} and `target` with shape={target.shape}."
