@@ -114,6 +114,15 @@ def _registered() -> list[tuple[str, type, type]]:
     )
 
 
+def _local(metric: torchmetrics.Metric) -> torchmetrics.Metric:
+    """``metric`` with ``sync_on_compute=False`` on it and every metric it holds (a wrapper's ``__init__``, such as
+    ``Running``'s, does not take the keyword: its base metric computes, and would sync, inside its ``compute()``)."""
+    for module in metric.modules():
+        if isinstance(module, torchmetrics.Metric):
+            module.sync_on_compute = module._to_sync = False
+    return metric
+
+
 def zero_updates_every_family(rank: int, world_size: int) -> dict[str, Any]:
     """Every registered class: rank 0 never updates; alone (its own compute) and all together in one collection.
 
@@ -126,9 +135,9 @@ def zero_updates_every_family(rank: int, world_size: int) -> dict[str, Any]:
     theirs_all, ours_all = {}, {}
     for name, origin, accelerated in _registered():
         example = example_for(origin, seed=1)  # rank 1's batch; rank 0 has none
-        theirs = origin(**example.init, sync_on_compute=False)
+        theirs = _local(origin(**example.init))
         ours = accelerated(**example.init)
-        theirs_all[name], ours_all[name] = origin(**example.init, sync_on_compute=False), origin(**example.init)
+        theirs_all[name], ours_all[name] = _local(origin(**example.init)), origin(**example.init)
         theirs.update(*example.inputs)
         theirs_all[name].update(*example.inputs)
         if rank == 1:
