@@ -432,6 +432,17 @@ ALLOWED: tuple[Allowance, ...] = (
         ),
     ),
     Allowance(
+        "binned multilabel curves with a `bool` target and `ignore_index`",
+        lambda case, s: (
+            s["kind"] == "value"
+            and case.origin in CURVE_ORIGINS
+            and _name(case).startswith("Multilabel")
+            and _init(case, "thresholds") is not None
+            and _init(case, "ignore_index") is not None
+            and "bool_target" in s["history"]
+        ),
+    ),
+    Allowance(
         "a `uint8` target and a negative `ignore_index` (`-1` stored as `255`)",
         lambda case, s: (
             (_init(case, "ignore_index") is not None)
@@ -1361,6 +1372,8 @@ class Lockstep:
             if batch.args[1].rows() <= 1:  # a broadcast weight
                 self.history.add("layout")
         self.ns["args"] = batch.make()
+        if any(isinstance(arg, Tensor) and arg.dtype == torch.bool for arg in self.ns["args"][1:]):
+            self.history.add("bool_target")
         self._note(f"args = ({batch.code()},)")
         call = "{}.update(*args)" if method == "update" else "{}(*args)"
         guard = method == "update" or not _forward_may_sync(self.case)
