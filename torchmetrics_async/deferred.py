@@ -303,7 +303,7 @@ class DeferredChecks:
                 firsts[name] = mark_static_address(first.to(device))
 
 
-def read_deferred_together(metrics: Any, also: list[Tensor] = ()) -> tuple[list[Any], list[int]]:
+def read_deferred_together(metrics: Any) -> list[Any]:
     """Read the deferred flags of many metrics in one host read (per device); each metric's next flag read uses it.
 
     A collection's ``compute()`` calls this once, after its sync and before its members compute: each member's
@@ -314,17 +314,16 @@ def read_deferred_together(metrics: Any, also: list[Tensor] = ()) -> tuple[list[
     Args:
         metrics: the metrics (any; those without deferred checks, with the collector's ownership flag, or on the
             ``meta`` device are skipped).
-        also: other 0-dim integer or bool device tensors to read in the same read (a plan check).
 
     Returns:
-        The metrics that received read values, and the values of ``also`` (as ints).
+        The metrics that received read values.
 
     Example:
         >>> import torch
         >>> from torchmetrics_async import MeanMetric
         >>> metrics = [MeanMetric(nan_strategy="error"), MeanMetric(nan_strategy="error")]
         >>> metrics[1].update(torch.tensor(float("nan")))
-        >>> read, _ = read_deferred_together(metrics)  # one read for both
+        >>> read = read_deferred_together(metrics)  # one read for both
         >>> metrics[0].compute()
         tensor(nan)
         >>> try:
@@ -345,22 +344,16 @@ def read_deferred_together(metrics: Any, also: list[Tensor] = ()) -> tuple[list[
         if codes[0].is_meta:  # no values to read
             continue
         taken.setdefault(codes[0].device, []).append((metric, codes))
-    extra = [value.to(torch.int64) for value in also]
-    if extra:
-        taken.setdefault(extra[0].device, []).append((None, extra))
-    out, values = [], []
+    out = []
     for members in taken.values():
         flat = torch.stack([code for _, codes in members for code in codes]).tolist()  # the one read
         offset = 0
         for metric, codes in members:
             read = flat[offset : offset + len(codes)]
             offset += len(codes)
-            if metric is None:
-                values = read
-            else:
-                metric.__dict__[_PREREAD] = (_stamp(metric), read)
-                out.append(metric)
-    return out, values
+            metric.__dict__[_PREREAD] = (_stamp(metric), read)
+            out.append(metric)
+    return out
 
 
 def _stamp(metric: Any) -> tuple:

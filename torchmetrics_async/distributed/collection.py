@@ -201,7 +201,7 @@ class _FusedSyncCollection:
             groups, self._groups = self._groups, {}
             # Every member's deferred flags in one host read, not one per member: those whose compute() reads them
             # from the states they hold now (synced above, or not syncing at all).
-            read, _ = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])
+            read = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])
             try:
                 return super().compute()
             finally:
