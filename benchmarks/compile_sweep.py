@@ -6,7 +6,7 @@ classification metrics), and both ``update()`` and ``forward()``, a step is comp
 ``error_on_recompile`` and run on ``--steps`` batches of new values with the same shapes (``tests/_compile.py``).
 A case passes when Dynamo hands over exactly one graph and the outputs, ``compute()`` and ``update_count`` equal an
 eager twin's. Growing states (list states: ``CatMetric``, samplewise multilabel/multiclass/binary scores; the running
-window of ``RunningMean``/``RunningSum``) are expected to fail here: see README, "Using with torch.compile".
+window of ``RunningMean``/``RunningSum``) are expected to fail here: see docs/compile.md.
 
 Run: ``python -m benchmarks.compile_sweep [--steps 20] [--backend eager] [-k NAME]``.
 """

@@ -2,8 +2,8 @@
 
 ``scripts/coverage-table`` runs it (``--all``: one row per torchmetrics class, with the reason where it is not
 accelerated; ``--compile``: the classes that a compiled step cannot keep in one graph, from
-``torchmetrics_async.coverage.COMPILE_CAVEATS``). The README's table and its compile caveats are this script's output,
-pasted (``tests/test_readme.py`` checks both are current).
+``torchmetrics_async.coverage.COMPILE_CAVEATS``). docs/coverage.md's two tables and docs/compile.md's caveats are this
+script's output, pasted (``tests/test_readme.py`` checks all three are current).
 
 Example:
     >>> "Binary" in compress(["BinaryAccuracy", "MulticlassAccuracy"])
@@ -120,7 +120,7 @@ def full() -> str:
 
 
 def compile_caveats() -> str:
-    """The README's statement of what compiles to one graph: every registered class but those of ``COMPILE_CAVEATS``.
+    """docs/compile.md's list of what compiles to one graph: every registered class but those of ``COMPILE_CAVEATS``.
 
     Returns:
         Markdown: a sentence and one bullet per caveat (classes sharing one share its bullet).

@@ -172,7 +172,7 @@ LIST_STATES = {
 def test_growing_states_recompile_up_to_the_limit_then_run_eagerly(case: str) -> None:
     """List states grow: Dynamo guards on their lengths, so every step recompiles.
 
-    Documented (README, "Using with torch.compile"): with ``fullgraph=False`` each step compiles a new graph until
+    Documented (docs/compile.md): with ``fullgraph=False`` each step compiles a new graph until
     Dynamo's ``recompile_limit``, then the step runs eagerly, with eager's values; ``fullgraph=True`` fails there.
     """
     import torch._dynamo

@@ -7,7 +7,7 @@ values with the same shapes; ``compute()``, ``update_count`` and the ``forward()
 
 The classes listed in :data:`torchmetrics_async.coverage.COMPILE_CAVEATS` are checked the other way: under their
 examples' arguments the listed calls must still fail to stay in one graph, so a caveat that no longer holds fails here
-and is removed from the table (and so from the README). The curves listed there for ``thresholds=None`` must compile
+and is removed from the table (and docs/compile.md). The curves listed there for ``thresholds=None`` must compile
 to one graph with binned thresholds.
 """
 

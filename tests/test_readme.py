@@ -1,4 +1,5 @@
-"""The README's promises that code can check: its examples run, its coverage table is current, it is self-contained."""
+"""The README's and docs' promises that code can check: examples run, generated tables are current, links resolve,
+the README is a short guide and nothing refers to files outside the repository."""
 
 from __future__ import annotations
 
@@ -6,14 +7,20 @@ import contextlib
 import importlib.util
 import io
 import re
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from torchmetrics_async import accelerated_coverage
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+#: Markdown files a user reads: the README, the benchmark results and every page of docs/.
+PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *DOCS]
 
 
 def _python_block_after(heading: str) -> str:
@@ -73,19 +80,103 @@ def _coverage_table() -> Any:
     return module
 
 
-def test_the_coverage_table_is_current() -> None:
-    table = _coverage_table().summary()
-    assert table in README, "the README's table is stale: paste the output of scripts/coverage-table"
-
-
-def test_the_compile_caveats_are_current() -> None:
-    assert _coverage_table().compile_caveats() in README, (
-        "the README's compile caveats are stale: paste the output of scripts/coverage-table --compile"
+def test_the_coverage_tables_are_current() -> None:
+    coverage = (ROOT / "docs" / "coverage.md").read_text()
+    assert _coverage_table().summary() in coverage, (
+        "docs/coverage.md's summary is stale: paste the output of scripts/coverage-table"
+    )
+    assert _coverage_table().full() in coverage, (
+        "docs/coverage.md's per-class table is stale: paste the output of scripts/coverage-table --all"
     )
 
 
-@pytest.mark.parametrize("path", ["README.md", "benchmarks/README.md"])
-def test_refers_to_nothing_outside_the_repository(path: str) -> None:
-    text = (ROOT / path).read_text()
-    for pattern in (r"shared/", r"\bseeds?\b", r"\.\./(?!README\.md)"):
-        assert not re.search(pattern, text), (path, pattern, re.search(pattern, text))
+def test_the_compile_caveats_are_current() -> None:
+    assert _coverage_table().compile_caveats() in (ROOT / "docs" / "compile.md").read_text(), (
+        "docs/compile.md's caveats are stale: paste the output of scripts/coverage-table --compile"
+    )
+
+
+def _coverage_counts() -> str:
+    """The README's one-line summary of docs/coverage.md: accelerated classes per torchmetrics module."""
+    rows = accelerated_coverage()
+    modules: dict[str, list[bool]] = defaultdict(list)
+    for row in rows:
+        modules[row.module].append(row.accelerated)
+    some, none = [], []
+    for module in sorted(modules, key=lambda name: (name == "torchmetrics", name)):
+        flags = modules[module]
+        name = f"`{module.removeprefix('torchmetrics.')}`" if module != "torchmetrics" else "top-level `torchmetrics`"
+        if any(flags):
+            some.append(f"{name} {sum(flags)} of {len(flags)}")
+        else:
+            none.append(f"{name} ({len(flags)})")
+    total = sum(row.accelerated for row in rows)
+    line = f"{total} of {len(rows)} torchmetrics classes are accelerated: {', '.join(some)}"
+    return line + (f"; none yet of {', '.join(none)}." if none else ".")
+
+
+def test_the_coverage_counts_are_current() -> None:
+    expected = _coverage_counts()
+    assert expected in README, f"the README's coverage counts are stale; the current line is:\n{expected}"
+
+
+def test_the_readme_is_a_short_guide() -> None:
+    lines = README.count("\n")
+    assert lines <= 300, f"README.md has {lines} lines: move details to docs/"
+    for section in (
+        "## Install",
+        "## In 30 seconds",
+        "## Use",
+        "## Lightning",
+        "## torch.compile",
+        "## Distributed",
+        "## What is accelerated",
+        "## Deviations from torchmetrics",
+        "## Results",
+    ):
+        assert f"\n{section}\n" in README, section
+
+
+def _outside_code(text: str) -> str:
+    """The Markdown text without its fenced code blocks (a ``#`` comment there is not a heading)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file."""
+    headings = re.findall(r"^#+ (.+)$", _outside_code(path.read_text()), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_link_resolves(path: Path) -> None:
+    """Relative links point at a file of the repository, and an anchor at one of that file's headings."""
+    links = re.findall(r"\]\(([^)\s]+)\)", _outside_code(path.read_text()))
+    for link in links:
+        if re.match(r"[a-z]+:", link):  # https:, mailto:
+            continue
+        target, _, anchor = link.partition("#")
+        resolved = (path.parent / target).resolve() if target else path
+        assert resolved.is_relative_to(ROOT), (path.name, link)
+        assert resolved.exists(), (path.name, link)
+        if anchor and resolved.suffix == ".md":
+            assert anchor in _anchors(resolved), (path.name, link, sorted(_anchors(resolved)))
+
+
+def test_the_layout_names_every_module() -> None:
+    """docs/design.md's Layout section names every module of the package (by file name)."""
+    layout = (ROOT / "docs" / "design.md").read_text().split("## Layout", 1)[1]
+    modules = sorted(p for p in (ROOT / "torchmetrics_async").rglob("*.py") if p.name != "__init__.py")
+    missing = [str(p.relative_to(ROOT)) for p in modules if not re.search(rf"\b{re.escape(p.name)}\b", layout)]
+    assert not missing, f"docs/design.md's Layout does not name {missing}"
+
+
+#: docs/fuzz_findings.md names the fuzzer's ``--seed`` option and the seeds of its runs: random seeds, not a file.
+@pytest.mark.parametrize(
+    "path", [p for p in PAGES if p.name != "fuzz_findings.md"], ids=lambda path: str(path.relative_to(ROOT))
+)
+def test_refers_to_nothing_outside_the_repository(path: Path) -> None:
+    text = path.read_text()
+    above_root = rf"(\.\./){{{len(path.relative_to(ROOT).parts)}}}"  # a ../ chain that climbs out of the repository
+    for pattern in (r"shared/", r"\bseeds?\b", above_root):
+        assert not re.search(pattern, text), (path.name, pattern, re.search(pattern, text))

@@ -1,6 +1,6 @@
 """Clean exits of 2-rank gloo runs (issue 14, point 5: "terminate called without an active exception", SIGABRT).
 
-The cause (README, "Distributed: exiting cleanly"): gloo's worker threads still running when the interpreter
+The cause (docs/exit-crash.md): gloo's worker threads still running when the interpreter
 finalizes can abort the process, and ``destroy_process_group()`` stops them only if nothing else references the
 group. This package used to import ``torch.distributed.checkpoint``, whose import chain reaches
 ``torch.distributed.nn.functional``, whose functions take ``group=group.WORLD`` as a default argument: imported after
