@@ -37,7 +37,6 @@ from torchmetrics_async._torchmetrics import (
     device_mismatch_message,
     gather_all_tensors,
     rank_zero_warn,
-    torchmetrics_origin,
 )
 from torchmetrics_async.deferred import (
     _COMPILED_DIRTY,
@@ -54,7 +53,7 @@ from torchmetrics_async.deferred import (
 )
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
-from torchmetrics_async.registry import AutoRegistered, defined_in_package
+from torchmetrics_async.registry import AutoRegistered, defined_in_package, torchmetrics_origin
 from torchmetrics_async.state_arena import ARENA, ARENA_RESET, compact_state
 
 __all__ = [
