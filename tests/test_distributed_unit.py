@@ -14,11 +14,11 @@ from torchmetrics.metric import Metric
 import torchmetrics_async as tma
 from torchmetrics_async import _torchmetrics as seam
 from torchmetrics_async import distributed as fused
-from torchmetrics_async.distributed import buckets as fused_buckets
-from torchmetrics_async.distributed import sync as fused_sync
-from torchmetrics_async.distributed.buckets import _plan_buckets
 from torchmetrics_async.distributed.collection import _FusedSyncCollection
-from torchmetrics_async.distributed.gather import (
+from torchmetrics_async.sync import buckets as fused_buckets
+from torchmetrics_async.sync import metrics as fused_sync
+from torchmetrics_async.sync.buckets import _plan_buckets
+from torchmetrics_async.sync.gather import (
     _ALIGN,
     _EMPTY,
     _ROW,
@@ -29,7 +29,7 @@ from torchmetrics_async.distributed.gather import (
     _layout,
     _row,
 )
-from torchmetrics_async.distributed.plan import CHECK_WORDS, _check_row, _fingerprint, _mismatch
+from torchmetrics_async.sync.plan import CHECK_WORDS, _check_row, _fingerprint, _mismatch
 
 
 class UserCollection(torchmetrics.MetricCollection):

@@ -261,7 +261,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         if dist_sync_fn is not gather_all_tensors:
             super()._sync_dist(dist_sync_fn, process_group=process_group)
             return
-        from torchmetrics_async.distributed.sync import sync_states  # distributed/ looks this method up: import late
+        from torchmetrics_async.sync.metrics import sync_states  # distributed/ looks this method up: import late
 
         sync_states(self, process_group=process_group or self.process_group)
 

@@ -28,11 +28,11 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
-from torchmetrics_async.distributed.buckets import _fusable, _plan_buckets, bucket_layout
-from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
-from torchmetrics_async.distributed.gather import _CatPieces, _Gather, _gather_device
-from torchmetrics_async.distributed.plan import _fingerprint, _label, _plan_entry, _PlanCheck
-from torchmetrics_async.distributed.states import (
+from torchmetrics_async.sync.buckets import _fusable, _plan_buckets, bucket_layout
+from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
+from torchmetrics_async.sync.gather import _CatPieces, _Gather, _gather_device
+from torchmetrics_async.sync.plan import _fingerprint, _label, _plan_entry, _PlanCheck
+from torchmetrics_async.sync.states import (
     _STATE_OPS,
     _announce_fallback,
     _collect_metrics,

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torchmetrics_async.distributed.collectives import _to, collective_device
+from torchmetrics_async.sync.collectives import _to, collective_device
 
 __all__ = ["OPS", "bucket_layout", "ride_value"]
 

@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 
 from torchmetrics_async._torchmetrics import Metric, dim_zero_cat
-from torchmetrics_async.distributed.collectives import _all_gather_single, _host_to_device
-from torchmetrics_async.distributed.states import _STATE_OPS, _Entry
+from torchmetrics_async.sync.collectives import _all_gather_single, _host_to_device
+from torchmetrics_async.sync.states import _STATE_OPS, _Entry
 
 __all__ = ["CHECK_WORDS", "PlanMismatchError"]
 

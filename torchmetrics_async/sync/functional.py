@@ -20,9 +20,9 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import jit_distributed_available
-from torchmetrics_async.distributed.buckets import OPS, _fusable, _plan_buckets
-from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
-from torchmetrics_async.distributed.gather import _Gather, _gather_device
+from torchmetrics_async.sync.buckets import OPS, _fusable, _plan_buckets
+from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
+from torchmetrics_async.sync.gather import _Gather, _gather_device
 
 __all__ = ["all_gather", "reduce_custom", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum"]
 
