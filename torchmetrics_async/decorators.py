@@ -27,23 +27,16 @@ Example:
 """
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import (
-    BaseAggregator,
-    Metric,
-    dim_zero_cat,
-    dim_zero_max,
-    dim_zero_min,
-    rank_zero_warn,
-)
+from torchmetrics_async._torchmetrics import BaseAggregator, Metric, rank_zero_warn
 from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.nan import DeferredNanFlag, apply_nan_strategy
+from torchmetrics_async.reductions import neutral_element
 from torchmetrics_async.registry import accelerated_class_for, derive
 from torchmetrics_async.scalars import is_number
 
@@ -72,14 +65,7 @@ def _number_to_tensor(metric: Metric, x: Any) -> Any:
 
 def _neutral_element(metric: BaseAggregator) -> float | None:
     """What a dropped value becomes for this aggregator's reduction; ``None`` when dropping needs a shape change."""
-    reduction = metric._reductions[metric.state_name]
-    if reduction is dim_zero_cat:
-        return None
-    if reduction is dim_zero_max:
-        return -math.inf
-    if reduction is dim_zero_min:
-        return math.inf
-    return 0.0
+    return neutral_element(metric._reductions[metric.state_name])
 
 
 def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:

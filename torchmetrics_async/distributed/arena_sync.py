@@ -28,8 +28,9 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, jit_distributed_available
+from torchmetrics_async.reductions import REDUCE_OPS as _REDUCE_OPS
 from torchmetrics_async.state_arena import StateArena
-from torchmetrics_async.sync.buckets import _REDUCE_OPS, _Bucket, _plan_buckets, ride_value
+from torchmetrics_async.sync.buckets import _Bucket, _plan_buckets, ride_value
 from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
 from torchmetrics_async.sync.metrics import _plan_fingerprint, _plan_states, _resolve_group
 from torchmetrics_async.sync.plan import _label, _PlanCheck
