@@ -43,8 +43,9 @@ def _absolute(node: ast.ImportFrom, importer: str) -> str:
 
 
 def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> list[str]:
-    """Our modules an import statement runs: the named module (or the submodule a ``from`` names) and the packages
-    above it that ``importer`` is not inside (importing ``a.b.c`` runs ``a/b/__init__.py`` first)."""
+    """Our modules an import statement runs: the module it names (the submodule a ``from`` names, else the module
+    itself, the root package included), and the packages above it that ``importer`` is not inside (importing ``a.b.c``
+    runs ``a/b/__init__.py`` first; the root package always runs before any of its modules)."""
     if isinstance(node, ast.Import):
         named = [alias.name for alias in node.names]
     else:
@@ -55,16 +56,16 @@ def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> list[str]:
         if name.split(".")[0] != PACKAGE:
             continue
         parts = name.split(".")
-        for end in range(2, len(parts) + 1):  # the root package is always running first: it is no dependency
-            target = ".".join(parts[:end])
-            if target in MODULES and not (importer + ".").startswith(target + ".") and target not in targets:
+        above = [".".join(parts[:end]) for end in range(2, len(parts))]
+        for target in [*(p for p in above if not (importer + ".").startswith(p + ".")), name]:
+            if target in MODULES and target not in targets:
                 targets.append(target)
     return targets
 
 
-def _imports(name: str) -> tuple[set[str], dict[str, set[str]]]:
+def _imports(name: str, source: str | None = None) -> tuple[set[str], dict[str, set[str]]]:
     """(our modules ``name`` imports at module level, ``line: statement`` -> our modules imported inside functions)."""
-    tree = ast.parse(MODULES[name].read_text(), filename=str(MODULES[name]))
+    tree = ast.parse(MODULES[name].read_text() if source is None else source)
     module_level: set[str] = set()
     lazy: dict[str, set[str]] = {}
 
@@ -126,6 +127,24 @@ def test_the_graph_sees_the_package() -> None:
     """The graph is read from real files: a known edge is in it (so an empty graph cannot pass the tests below)."""
     assert len(MODULES) > 30
     assert "torchmetrics_async.metric" in GRAPH["torchmetrics_async.aggregation"]
+
+
+def test_lazy_imports_and_implied_packages_are_seen() -> None:
+    source = (
+        "from torchmetrics_async.classification.shapes import x\n"
+        "class A:\n"
+        "    from torchmetrics_async import errors\n"
+        "    def f(self):\n"
+        "        from torchmetrics_async import MeanMetric\n"
+        "        import torch\n"
+    )
+    module_level, lazy = _imports("torchmetrics_async.metric", source)
+    assert module_level == {
+        "torchmetrics_async.classification",
+        "torchmetrics_async.classification.shapes",
+        "torchmetrics_async.errors",
+    }
+    assert lazy == {"5: from torchmetrics_async import MeanMetric": {"torchmetrics_async"}}
 
 
 def test_cycle_finder_finds_a_cycle() -> None:
