@@ -25,8 +25,8 @@ import torch
 
 from tests._compile import check_metric
 from tests.example_families import is_task_wrapper as _is_task_wrapper
-from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import registry
+from torchmetrics_async.registry import torchmetrics_origin
 
 STRATEGIES: list[Any] = ["warn", "error", "ignore", "disable", 0.5]
 NUM_CLASSES = 4

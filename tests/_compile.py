@@ -104,7 +104,7 @@ def check_metric(
 
 def task_origin(origin: type, make: Callable[[], Any]) -> type | None:
     """For a task wrapper (``AUROC(task="multiclass")``), the task class it builds: its own case covers it."""
-    from torchmetrics_async._torchmetrics import torchmetrics_origin
+    from torchmetrics_async.registry import torchmetrics_origin
 
     built = torchmetrics_origin(type(make()))
     return built if built is not origin else None

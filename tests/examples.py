@@ -15,7 +15,7 @@ from types import ModuleType
 import torch
 
 from tests.example_families import BATCH, NUM_CLASSES, Example
-from torchmetrics_async._torchmetrics import torchmetrics_origin
+from torchmetrics_async.registry import torchmetrics_origin
 
 __all__ = ["BATCH", "NUM_CLASSES", "Example", "example_for", "violating_example_for"]
 

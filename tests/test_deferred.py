@@ -19,10 +19,10 @@ from torch import Tensor
 import torchmetrics_async as ta
 from tests.example_families import is_task_wrapper as _is_task_wrapper
 from tests.examples import example_for, violating_example_for
-from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.coverage import FORWARD_CAVEATS
 from torchmetrics_async.nan import NAN_FLAG_STATE
+from torchmetrics_async.registry import torchmetrics_origin
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 

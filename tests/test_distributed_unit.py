@@ -14,11 +14,11 @@ from torchmetrics.metric import Metric
 import torchmetrics_async as tma
 from torchmetrics_async import _torchmetrics as seam
 from torchmetrics_async import distributed as fused
-from torchmetrics_async.distributed import buckets as fused_buckets
-from torchmetrics_async.distributed import sync as fused_sync
-from torchmetrics_async.distributed.buckets import _plan_buckets
+from torchmetrics_async import metric as metric_base
 from torchmetrics_async.distributed.collection import _FusedSyncCollection
-from torchmetrics_async.distributed.gather import (
+from torchmetrics_async.sync import buckets as fused_buckets
+from torchmetrics_async.sync.buckets import _plan_buckets
+from torchmetrics_async.sync.gather import (
     _ALIGN,
     _EMPTY,
     _ROW,
@@ -29,7 +29,7 @@ from torchmetrics_async.distributed.gather import (
     _layout,
     _row,
 )
-from torchmetrics_async.distributed.plan import CHECK_WORDS, _check_row, _fingerprint, _mismatch
+from torchmetrics_async.sync.plan import CHECK_WORDS, _check_row, _fingerprint, _mismatch
 
 
 class UserCollection(torchmetrics.MetricCollection):
@@ -282,7 +282,7 @@ def test_gather_rows_and_layout_round_trip():
 
 def test_sync_free_metrics_fuse_the_default_gather_and_keep_a_users_own(monkeypatch):
     calls = []
-    monkeypatch.setattr(fused_sync, "sync_states", lambda metrics, process_group=None, async_op=False: calls.append(1))
+    monkeypatch.setattr(metric_base, "sync_states", lambda metrics, process_group=None, async_op=False: calls.append(1))
     metric = tma.SumMetric()
     metric.update(torch.tensor(2.0))
     metric._sync_dist(seam.gather_all_tensors)

@@ -18,10 +18,10 @@ from torch import Tensor
 import torchmetrics_async as ta
 from tests.example_families import is_task_wrapper as _is_task_wrapper
 from tests.examples import example_for
-from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import patch, registry
 from torchmetrics_async.coverage import FORWARD_CAVEATS
 from torchmetrics_async.metric import OnePassForward, uses_one_pass_forward
+from torchmetrics_async.registry import torchmetrics_origin
 from torchmetrics_async.testing import no_host_sync
 
 # Task wrappers (Accuracy(task=...)) build another class in __new__: a subclass of one is not a subclass of what it

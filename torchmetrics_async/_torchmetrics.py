@@ -136,67 +136,6 @@ ALREADY_SYNCED_MESSAGE = "The Metric has already been synced."
 DEVICE_MISMATCH_MARKER = "Expected all tensors to be on"
 
 
-def torchmetrics_origin(cls: type) -> type | None:
-    """The torchmetrics class of the same name that ``cls`` subclasses (what an accelerated class stands in for).
-
-    Args:
-        cls: a class.
-
-    Returns:
-        The torchmetrics base class, or ``None``.
-
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> torchmetrics_origin(MeanMetric).__module__
-        'torchmetrics.aggregation'
-    """
-    return next(
-        (
-            base
-            for base in cls.__mro__[1:]
-            if base.__module__.split(".")[0] == "torchmetrics" and base.__name__ == cls.__name__
-        ),
-        None,
-    )
-
-
-def is_torchmetrics_class(cls: type) -> bool:
-    """Whether ``cls`` is torchmetrics' own (defined in the ``torchmetrics`` package, not a decorator's subclass).
-
-    Args:
-        cls: a class.
-
-    Returns:
-        ``True`` for torchmetrics' classes.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import MeanMetric
-        >>> is_torchmetrics_class(torchmetrics.MeanMetric), is_torchmetrics_class(MeanMetric)
-        (True, False)
-    """
-    return cls.__module__.split(".")[0] == "torchmetrics" and "_decorator" not in vars(cls)
-
-
-def torchmetrics_base(cls: type) -> type | None:
-    """The nearest torchmetrics class in the MRO of ``cls`` (``cls`` itself if it is one), or ``None``.
-
-    Args:
-        cls: a class.
-
-    Returns:
-        The class or ``None``.
-
-    Example:
-        >>> import torchmetrics
-        >>> class Doubled(torchmetrics.MeanMetric):
-        ...     pass
-        >>> torchmetrics_base(Doubled) is torchmetrics.MeanMetric
-        True
-    """
-    return next((base for base in cls.__mro__ if is_torchmetrics_class(base)), None)
-
-
 def device_mismatch_message(class_name: str) -> str:
     """Return the message torchmetrics raises when an update mixes devices.
 
@@ -579,7 +518,6 @@ __all__ = [
     "equal_metric_states",
     "float_preds_message",
     "gather_all_tensors",
-    "is_torchmetrics_class",
     "jit_distributed_available",
     "label_preds_values_message",
     "multiclass_curve_tensor_validation",
@@ -587,8 +525,6 @@ __all__ = [
     "multiclass_values_message",
     "num_labels_mismatch_message",
     "rank_zero_warn",
-    "torchmetrics_base",
-    "torchmetrics_origin",
     "tweedie_domain_message",
 ]
 

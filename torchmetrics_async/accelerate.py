@@ -1,4 +1,4 @@
-"""``accelerate()``, ``patch()``/``unpatch()`` and the registry torchmetrics class -> accelerated class.
+"""``accelerate()`` and ``patch()``/``unpatch()``, over the classes :mod:`torchmetrics_async.registry` resolves.
 
 Example:
     >>> import torch, torchmetrics
@@ -18,19 +18,18 @@ from typing import Any, TypeVar
 from torch import nn
 from torchmetrics import MetricCollection
 
-from torchmetrics_async._torchmetrics import (
-    CompositionalMetric,
-    Metric,
-    MetricTracker,
-    Running,
-    WrapperMetric,
-    is_torchmetrics_class,
-    torchmetrics_base,
-)
+from torchmetrics_async._torchmetrics import CompositionalMetric, Metric, MetricTracker, Running, WrapperMetric
 from torchmetrics_async.compute_groups import equal_metric_states
-from torchmetrics_async.decorators import _DECORATORS, _derive
 from torchmetrics_async.distributed.collection import fused_collection_class
-from torchmetrics_async.registry import _REGISTRY, register, registry
+from torchmetrics_async.registry import (
+    _REGISTRY,
+    accelerated_class_for,
+    is_torchmetrics_class,
+    register,
+    registry,
+    torchmetrics_base,
+    why_not_accelerated,
+)
 
 __all__ = [
     "accelerate",
@@ -47,71 +46,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-def _rebase_or_raise(cls: type) -> type:
-    """What unpickling an instance of a rebased user subclass calls (see ``decorators._rebuild``)."""
-    rebased = _rebased(cls)
-    if rebased is None:
-        raise TypeError(f"{cls.__qualname__} no longer subclasses an accelerated torchmetrics class.")
-    return rebased
-
-
-_DECORATORS["accelerate"] = _rebase_or_raise
-
-
-def _is_accelerated(cls: type) -> bool:
-    """Whether ``cls`` is, or subclasses, a registered accelerated class (a rebased user subclass included)."""
-    accelerated = set(_REGISTRY.values())
-    return any(base in accelerated for base in cls.__mro__)
-
-
-def _rebased(cls: type) -> type | None:
-    """A user subclass of a registered torchmetrics class, rebased on its accelerated class; else ``None``.
-
-    ``type(name, (cls, accelerated), ...)``: C3 puts the user's classes first and the accelerated class before the
-    torchmetrics class both subclass, so the user's overrides win and ``super()`` reaches the sync-free methods.
-    Only when the nearest torchmetrics class is registered: a torchmetrics subclass in between (say
-    ``MulticlassLogAUC`` over ``MulticlassROC``) has methods of its own that are not sync-free.
-    """
-    if is_torchmetrics_class(cls) or "_decorator" in vars(cls):
-        return None
-    origin = torchmetrics_base(cls)
-    if origin not in _REGISTRY:
-        return None
-    try:
-        return _derive("accelerate", cls, (cls, _REGISTRY[origin]), {})
-    except TypeError:  # no consistent MRO (a user's multiple inheritance): not accelerated
-        return None
-
-
-def accelerated_class_for(cls: type) -> type | None:
-    """The accelerated class for ``cls``: registered, ``cls`` if accelerated, a rebased user subclass, or ``None``.
-
-    A user's subclass of an accelerated torchmetrics class gets a derived class with the same name whose bases are the
-    user's class and the accelerated class: the user's methods first, the sync-free ones in place of torchmetrics'.
-
-    Args:
-        cls: a ``Metric`` subclass.
-
-    Returns:
-        The class or ``None``.
-
-    Example:
-        >>> import torchmetrics
-        >>> accelerated_class_for(torchmetrics.MaxMetric).__module__
-        'torchmetrics_async.aggregation'
-        >>> accelerated_class_for(torchmetrics.classification.MulticlassLogAUC) is None
-        True
-    """
-    if cls in _REGISTRY:
-        return _REGISTRY[cls]
-    if _is_accelerated(cls):
-        return cls
-    return _rebased(cls)
-
-
 def _why_not(obj: Any) -> str:
-    from torchmetrics_async.coverage import why_not_accelerated
-
     if isinstance(obj, type) and issubclass(obj, Metric):
         return f"{obj.__name__}: {why_not_accelerated(obj)}"
     if isinstance(obj, Metric):

@@ -31,7 +31,7 @@ that sync inside their own ``compute()`` (wrappers) are therefore computed at sc
 A window restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
 
 Host syncs: ``schedule_collection()`` has none in a single process, and in a distributed run one: the plan check
-(:mod:`~torchmetrics_async.distributed.plan`), a fixed-size all_gather of each rank's plan fingerprint that must be
+(:mod:`~torchmetrics_async.sync.plan`), a fixed-size all_gather of each rank's plan fingerprint that must be
 read before any collective whose size depends on the plan (ranks whose metrics differ raise ``PlanMismatchError``
 there instead of aborting or hanging in a collective of another size). It returns once every rank has scheduled the
 window: the cost is waiting for the slowest rank to reach ``schedule_collection()`` plus one tiny all_gather's round
@@ -114,10 +114,10 @@ from torchmetrics_async.deferred import (
     violation_code,
 )
 from torchmetrics_async.distributed.arena_sync import ArenaAllReduce, arena_sync
-from torchmetrics_async.distributed.collectives import SyncHandle
-from torchmetrics_async.distributed.sync import sync_metrics
 from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
 from torchmetrics_async.state_arena import StateArena
+from torchmetrics_async.sync.collectives import SyncHandle
+from torchmetrics_async.sync.metrics import sync_metrics
 
 __all__ = ["AsyncMetricCollector", "CudaStreamOps", "StreamOps"]
 

@@ -1,9 +1,9 @@
 """What is accelerated: every torchmetrics ``Metric`` class, accelerated or not, and why not.
 
-A class counts as accelerated only if it is in the registry (:func:`torchmetrics_async.accelerate.registry`), whose
+A class counts as accelerated only if it is in the registry (:func:`torchmetrics_async.registry.registry`), whose
 classes make no host sync in ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
-Everything else is listed with the reason, and :func:`~torchmetrics_async.accelerate` names the same reason when it
-leaves a metric unchanged.
+Everything else is listed with the reason (:func:`torchmetrics_async.registry.why_not_accelerated`), the one
+:func:`~torchmetrics_async.accelerate` names when it leaves a metric unchanged.
 
 Example:
     >>> from torchmetrics_async.coverage import accelerated_coverage
@@ -13,7 +13,6 @@ Example:
 """
 
 import importlib
-import inspect
 import warnings
 from dataclasses import dataclass
 
@@ -23,9 +22,9 @@ import torchmetrics.regression
 import torchmetrics.retrieval
 import torchmetrics.segmentation
 
-from torchmetrics_async._torchmetrics import BaseAggregator, Metric
-from torchmetrics_async.accelerate import is_torchmetrics_class, registry, torchmetrics_base
+from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
+from torchmetrics_async.registry import is_torchmetrics_class, registry, why_not_accelerated
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 __all__ = [
@@ -144,12 +143,6 @@ SAMPLEWISE_COMPILE_CAVEAT = (
 )
 
 
-NOT_YET = (
-    "not yet accelerated: torchmetrics' own update() and forward() run unchanged, not checked for host syncs"
-    " (value checks and data-dependent shapes are the usual ones)"
-)
-
-
 @dataclass(frozen=True)
 class CoverageRow:
     """One torchmetrics class: where it is exported, whether it is accelerated, and if not, why.
@@ -187,74 +180,6 @@ class CoverageRow:
             True
         """
         return self.accelerated_class is not None
-
-
-def _is_task_wrapper(cls: type) -> bool:
-    """Whether ``cls`` is a task wrapper like ``torchmetrics.Accuracy`` (``__new__`` builds a task metric)."""
-    new = cls.__new__
-    try:
-        return new is not object.__new__ and "task" in inspect.signature(new).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def why_not_accelerated(cls: type) -> str:
-    """A short reason why ``cls`` is not accelerated (``""`` if it is).
-
-    Args:
-        cls: a ``Metric`` subclass (torchmetrics' or a user's).
-
-    Returns:
-        The reason.
-
-    Example:
-        >>> import torchmetrics
-        >>> why_not_accelerated(torchmetrics.MeanMetric)
-        ''
-        >>> why_not_accelerated(torchmetrics.classification.BinaryLogAUC).startswith("not yet accelerated")
-        True
-    """
-    from torchmetrics_async.accelerate import accelerated_class_for
-
-    if accelerated_class_for(cls) is not None:
-        return ""
-    if is_torchmetrics_class(cls):
-        return _torchmetrics_reason(cls)
-    decorator = vars(cls).get("_decorator")
-    if decorator is not None:
-        decorated = vars(cls)["_decorated"].__name__
-        return (
-            f"made by the {decorator} decorator from {decorated}, which is not accelerated; the decorator's generic"
-            " accelerations apply, but update() may still make host syncs"
-        )
-    base = torchmetrics_base(cls)
-    if base is None or base is Metric:
-        return (
-            "a user Metric subclass: its update() runs as written (the sync_free decorator applies the generic"
-            " accelerations: in-place reset, Python numbers without copies)"
-        )
-    if base is BaseAggregator:
-        return (
-            "a user BaseAggregator subclass: its update() runs as written with torchmetrics' NaN check, a host sync"
-            " (decorate the class with sync_free to make the NaN handling sync-free)"
-        )
-    return f"subclasses torchmetrics' {base.__name__}, which is {_torchmetrics_reason(base)}"
-
-
-def _torchmetrics_reason(cls: type) -> str:
-    if cls is Metric or cls is BaseAggregator or getattr(cls.update, "__isabstractmethod__", False):
-        return "a base class: torchmetrics' metrics subclass it; it computes nothing itself"
-    if _is_task_wrapper(cls):
-        return "a task wrapper whose task-specific classes are not accelerated (the wrapper builds torchmetrics' own)"
-    if cls.__module__.startswith("torchmetrics.wrappers."):
-        return (
-            "a wrapper: its own update() and forward() are torchmetrics'; accelerate() converts the metrics it wraps"
-            " and leaves the wrapper itself as it is"
-        )
-    accelerated_bases = [base.__name__ for base in cls.__mro__[1:] if base in registry()]
-    if accelerated_bases:
-        return f"{NOT_YET}; it subclasses the accelerated {accelerated_bases[0]} but its own methods are torchmetrics'"
-    return NOT_YET
 
 
 def _public_metric_classes() -> dict[type, tuple[str, str]]:

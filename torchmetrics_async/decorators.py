@@ -5,7 +5,7 @@
 - :func:`scalar_to_tensor_updates`: for any ``Metric`` subclass: Python numbers passed to ``update``/``forward``
   become device tensors through a fill kernel (no copy), and 0-dim CPU tensors travel with ``non_blocking=True``.
 - :func:`sync_free`: every acceleration that applies: the accelerated class for a torchmetrics class or a user's
-  subclass of one (rebased on it, see :func:`torchmetrics_async.accelerate.accelerated_class_for`); otherwise a
+  subclass of one (rebased on it, see :func:`torchmetrics_async.registry.accelerated_class_for`); otherwise a
   *generic* class: for a ``BaseAggregator`` subclass, sync-free NaN strategies (deferred ``"error"``/``"warn"``) in
   ``_cast_and_nan_check_input``; for every ``Metric``, the lean update wrapper, in-place ``reset`` and
   :func:`scalar_to_tensor_updates`. A generic class is not accelerated (its ``update()`` may still sync): its
@@ -27,24 +27,17 @@ Example:
 """
 
 import functools
-import importlib
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import (
-    BaseAggregator,
-    Metric,
-    dim_zero_cat,
-    dim_zero_max,
-    dim_zero_min,
-    rank_zero_warn,
-)
+from torchmetrics_async._torchmetrics import BaseAggregator, Metric, rank_zero_warn
 from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.nan import DeferredNanFlag, apply_nan_strategy
+from torchmetrics_async.reductions import neutral_element
+from torchmetrics_async.registry import accelerated_class_for, derive
 from torchmetrics_async.scalars import is_number
 
 __all__ = ["GENERIC_MARK", "scalar_to_tensor_updates", "suppress_nan_check", "sync_free"]
@@ -53,43 +46,6 @@ M = TypeVar("M", bound=type)
 
 # What repr() appends to the name of a generic sync_free class (no accelerated class exists for what it decorates).
 GENERIC_MARK = "[generic: update may sync]"
-
-_DECORATED: dict[tuple[str, type], type] = {}
-_DECORATORS: dict[str, Callable[[type], type]] = {}
-
-
-def _rebuild(decorator: str, module: str, qualname: str, state: dict) -> Any:
-    """Unpickle an instance of a decorated class, found by the name the decorated class was given."""
-    found: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    # `@decorator class X` binds X to the decorated class; `Y = decorator(X)` leaves X undecorated.
-    cls = found if getattr(found, "_decorator", None) == decorator else _DECORATORS[decorator](found)
-    obj = cls.__new__(cls)
-    obj.__setstate__(state)
-    return obj
-
-
-def _reduce(self: Any) -> tuple:
-    cls = type(self)
-    return _rebuild, (cls._decorator, cls.__module__, cls.__qualname__, self.__getstate__())
-
-
-def _derive(decorator: str, cls: type, bases: tuple, namespace: dict) -> type:
-    """Create (once per decorator and class) the subclass a decorator returns."""
-    key = (decorator, cls)
-    if key not in _DECORATED:
-        namespace = {
-            **namespace,
-            "__module__": cls.__module__,
-            "__qualname__": cls.__qualname__,
-            "__doc__": cls.__doc__,
-            "_decorator": decorator,
-            "_decorated": cls,
-            "__reduce__": _reduce,
-        }
-        _DECORATED[key] = type(cls.__name__, bases, namespace)
-    return _DECORATED[key]
 
 
 def _require_subclass(decorator: str, cls: Any, base: type, why: str) -> None:
@@ -109,14 +65,7 @@ def _number_to_tensor(metric: Metric, x: Any) -> Any:
 
 def _neutral_element(metric: BaseAggregator) -> float | None:
     """What a dropped value becomes for this aggregator's reduction; ``None`` when dropping needs a shape change."""
-    reduction = metric._reductions[metric.state_name]
-    if reduction is dim_zero_cat:
-        return None
-    if reduction is dim_zero_max:
-        return -math.inf
-    if reduction is dim_zero_min:
-        return math.inf
-    return 0.0
+    return neutral_element(metric._reductions[metric.state_name])
 
 
 def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
@@ -158,7 +107,7 @@ def suppress_nan_check(cls: M) -> M:
     # Numbers are made tensors before the class's update runs: torchmetrics' MeanMetric.update copies them to the
     # device itself (torch.as_tensor) before it reaches _cast_and_nan_check_input.
     namespace = {"_cast_and_nan_check_input": _cast_without_nan_check, **_scalar_namespace(cls)}
-    return _derive("suppress_nan_check", cls, (cls,), namespace)
+    return derive(suppress_nan_check, cls, (cls,), namespace)
 
 
 def scalar_to_tensor_updates(cls: M) -> M:
@@ -181,7 +130,7 @@ def scalar_to_tensor_updates(cls: M) -> M:
         tensor(2.)
     """
     _require_subclass("scalar_to_tensor_updates", cls, Metric, "they have update()")
-    return _derive("scalar_to_tensor_updates", cls, (cls,), _scalar_namespace(cls))
+    return derive(scalar_to_tensor_updates, cls, (cls,), _scalar_namespace(cls))
 
 
 def _scalar_namespace(cls: type) -> dict:
@@ -276,8 +225,6 @@ def sync_free(cls: M) -> M:
         RuntimeError: Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1 of this window)
     """
     _require_subclass("sync_free", cls, Metric, "it accelerates torchmetrics metrics")
-    from torchmetrics_async.accelerate import accelerated_class_for
-
     accelerated = accelerated_class_for(cls)
     if accelerated is not None:
         return accelerated
@@ -288,14 +235,9 @@ def sync_free(cls: M) -> M:
         mixins += (_SyncFreeNanAggregator,)
     scalar_cls = scalar_to_tensor_updates(cls)
     namespace = {"__init__": _sync_free_init(cls), "_get_name": _generic_name}
-    return _derive("sync_free", cls, (*mixins, scalar_cls), namespace)
+    return derive(sync_free, cls, (*mixins, scalar_cls), namespace)
 
 
 def _generic_name(self: Any) -> str:
     """``repr()`` names a generic ``sync_free`` class as such: not accelerated, its ``update()`` may sync."""
     return f"{type(self).__name__}{GENERIC_MARK}"
-
-
-_DECORATORS.update(
-    suppress_nan_check=suppress_nan_check, scalar_to_tensor_updates=scalar_to_tensor_updates, sync_free=sync_free
-)

@@ -23,7 +23,8 @@ Example:
 
 from typing import Any
 
-from torchmetrics_async._torchmetrics import Metric, torchmetrics_base
+from torchmetrics_async._torchmetrics import Metric
+from torchmetrics_async.registry import torchmetrics_base
 
 __all__ = ["is_same_torchmetrics_class", "merge_state_accepting_torchmetrics"]
 

@@ -37,7 +37,6 @@ from torchmetrics_async._torchmetrics import (
     device_mismatch_message,
     gather_all_tensors,
     rank_zero_warn,
-    torchmetrics_origin,
 )
 from torchmetrics_async.deferred import (
     _COMPILED_DIRTY,
@@ -54,8 +53,10 @@ from torchmetrics_async.deferred import (
 )
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
-from torchmetrics_async.registry import AutoRegistered, defined_in_package
+from torchmetrics_async.registry import AutoRegistered, defined_in_package, torchmetrics_origin
 from torchmetrics_async.state_arena import ARENA, ARENA_RESET, compact_state
+from torchmetrics_async.sync.metrics import sync_states
+from torchmetrics_async.sync.states import fused_sync_dist
 
 __all__ = [
     "OnePassForward",
@@ -241,6 +242,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state[_COMPILED_DIRTY] = True
         state[UNREPORTED] = True
 
+    @fused_sync_dist
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
         """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`).
 
@@ -262,8 +264,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         if dist_sync_fn is not gather_all_tensors:
             super()._sync_dist(dist_sync_fn, process_group=process_group)
             return
-        from torchmetrics_async.distributed.sync import sync_states  # distributed/ looks this method up: import late
-
         sync_states(self, process_group=process_group or self.process_group)
 
     def _run_guarded(self, grad: bool, fn: Callable, args: tuple, kwargs: dict) -> Any:

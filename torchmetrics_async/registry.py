@@ -1,10 +1,18 @@
-"""The registry torchmetrics class -> accelerated class, filled by subclassing.
+"""Class resolution: torchmetrics class -> accelerated class, the classes derived from users' classes, and why not.
 
-A class of this package registers itself when it is defined: any public class (name not starting with ``_``) defined
-in a ``torchmetrics_async`` module whose bases include a torchmetrics class of the same name. So a new family is one
-module that subclasses its torchmetrics origins; ``accelerate``, ``patch``, the coverage listing and the README table
-read this registry and need no edit. Users' subclasses (defined outside the package) and the classes decorators
-derive are never registered.
+- Which torchmetrics class a class stands for (:func:`torchmetrics_origin`, :func:`torchmetrics_base`).
+- The registry, filled by subclassing: any public class (name not starting with ``_``) defined in a
+  ``torchmetrics_async`` module whose bases include a torchmetrics class of the same name registers itself. So a new
+  family is one module that subclasses its torchmetrics origins; ``accelerate``, ``patch``, the coverage listing and
+  the README table read this registry and need no edit. Users' subclasses (defined outside the package) and derived
+  classes are never registered.
+- Derived classes (:func:`derive`): a user's subclass of a registered torchmetrics class rebased on its accelerated
+  class (:func:`accelerated_class_for`), and the classes the decorators make. They keep the name of the class they
+  derive from and pickle by re-deriving from it.
+- Why a class is not accelerated (:func:`why_not_accelerated`), as ``accelerate()`` and the coverage listing say it.
+
+``accelerate``, the decorators, coverage and the metric base all resolve classes here; this module imports only the
+torchmetrics seam.
 
 Example:
     >>> import torchmetrics
@@ -13,14 +21,92 @@ Example:
     True
 """
 
+import importlib
+import inspect
+from collections.abc import Callable
 from typing import Any
 
-from torchmetrics_async._torchmetrics import torchmetrics_origin
+from torchmetrics_async._torchmetrics import BaseAggregator, Metric
 
-__all__ = ["AutoRegistered", "defined_in_package", "register", "registry"]
+__all__ = [
+    "AutoRegistered",
+    "accelerated_class_for",
+    "defined_in_package",
+    "derive",
+    "is_torchmetrics_class",
+    "register",
+    "registry",
+    "torchmetrics_base",
+    "torchmetrics_origin",
+    "why_not_accelerated",
+]
 
 _REGISTRY: dict[type, type] = {}
 _PACKAGE = __name__.split(".")[0]
+# Class attribute of a derived class: the function that derives it from the class it decorates (see derive()).
+_DERIVED_BY = "_decorator"
+_DERIVED: dict[tuple[Callable, type], type] = {}
+
+
+def torchmetrics_origin(cls: type) -> type | None:
+    """The torchmetrics class of the same name that ``cls`` subclasses (what an accelerated class stands in for).
+
+    Args:
+        cls: a class.
+
+    Returns:
+        The torchmetrics base class, or ``None``.
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> torchmetrics_origin(MeanMetric).__module__
+        'torchmetrics.aggregation'
+    """
+    return next(
+        (
+            base
+            for base in cls.__mro__[1:]
+            if base.__module__.split(".")[0] == "torchmetrics" and base.__name__ == cls.__name__
+        ),
+        None,
+    )
+
+
+def is_torchmetrics_class(cls: type) -> bool:
+    """Whether ``cls`` is torchmetrics' own (defined in the ``torchmetrics`` package, not derived from one).
+
+    Args:
+        cls: a class.
+
+    Returns:
+        ``True`` for torchmetrics' classes.
+
+    Example:
+        >>> import torchmetrics
+        >>> from torchmetrics_async import MeanMetric
+        >>> is_torchmetrics_class(torchmetrics.MeanMetric), is_torchmetrics_class(MeanMetric)
+        (True, False)
+    """
+    return cls.__module__.split(".")[0] == "torchmetrics" and _DERIVED_BY not in vars(cls)
+
+
+def torchmetrics_base(cls: type) -> type | None:
+    """The nearest torchmetrics class in the MRO of ``cls`` (``cls`` itself if it is one), or ``None``.
+
+    Args:
+        cls: a class.
+
+    Returns:
+        The class or ``None``.
+
+    Example:
+        >>> import torchmetrics
+        >>> class Doubled(torchmetrics.MeanMetric):
+        ...     pass
+        >>> torchmetrics_base(Doubled) is torchmetrics.MeanMetric
+        True
+    """
+    return next((base for base in cls.__mro__ if is_torchmetrics_class(base)), None)
 
 
 def register(accelerated: type) -> type:
@@ -66,14 +152,14 @@ def registry() -> dict[type, type]:
 
 
 def defined_in_package(cls: type) -> bool:
-    """Whether ``cls`` is one of this package's own classes (not a user's, not one a decorator derived).
+    """Whether ``cls`` is one of this package's own classes (not a user's, not a derived one).
 
     Example:
         >>> from torchmetrics_async import MeanMetric
         >>> defined_in_package(MeanMetric)
         True
     """
-    return cls.__module__.split(".")[0] == _PACKAGE and "_decorator" not in vars(cls)
+    return cls.__module__.split(".")[0] == _PACKAGE and _DERIVED_BY not in vars(cls)
 
 
 def _registers_itself(cls: type) -> bool:
@@ -94,3 +180,188 @@ class AutoRegistered:
         super().__init_subclass__(**kwargs)
         if _registers_itself(cls):
             register(cls)
+
+
+def _rebuild(decorator: Callable[[type], type], module: str, qualname: str, state: dict) -> Any:
+    """Unpickle an instance of a derived class, found by the name the derived class was given."""
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    # `@decorator class X` binds X to the derived class; `Y = decorator(X)` leaves X as it was.
+    cls = found if getattr(found, _DERIVED_BY, None) is decorator else decorator(found)
+    obj = cls.__new__(cls)
+    obj.__setstate__(state)
+    return obj
+
+
+def _reduce(self: Any) -> tuple:
+    cls = type(self)
+    return _rebuild, (getattr(cls, _DERIVED_BY), cls.__module__, cls.__qualname__, self.__getstate__())
+
+
+def derive(decorator: Callable[[type], type], cls: type, bases: tuple, namespace: dict) -> type:
+    """The subclass ``decorator`` makes of ``cls`` (created once per decorator and class).
+
+    It keeps the name, module and docstring of ``cls``, is neither registered nor taken for torchmetrics' own, and
+    pickles by name: unpickling finds ``cls`` again and applies ``decorator`` to it.
+
+    Args:
+        decorator: the module-level function that returns this class for ``cls`` (pickled by reference).
+        cls: the class it derives from.
+        bases: the new class's bases.
+        namespace: its own attributes.
+
+    Returns:
+        The derived class.
+
+    Example:
+        >>> import torchmetrics
+        >>> def shout(cls):
+        ...     return derive(shout, cls, (cls,), {})
+        >>> Loud = shout(torchmetrics.MeanMetric)
+        >>> Loud.__name__, Loud is shout(torchmetrics.MeanMetric), is_torchmetrics_class(Loud)
+        ('MeanMetric', True, False)
+    """
+    key = (decorator, cls)
+    if key not in _DERIVED:
+        namespace = {
+            **namespace,
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            _DERIVED_BY: staticmethod(decorator),
+            "_decorated": cls,
+            "__reduce__": _reduce,
+        }
+        _DERIVED[key] = type(cls.__name__, bases, namespace)
+    return _DERIVED[key]
+
+
+def _is_accelerated(cls: type) -> bool:
+    """Whether ``cls`` is, or subclasses, a registered accelerated class (a rebased user subclass included)."""
+    accelerated = set(_REGISTRY.values())
+    return any(base in accelerated for base in cls.__mro__)
+
+
+def _rebased(cls: type) -> type | None:
+    """A user subclass of a registered torchmetrics class, rebased on its accelerated class; else ``None``.
+
+    ``type(name, (cls, accelerated), ...)``: C3 puts the user's classes first and the accelerated class before the
+    torchmetrics class both subclass, so the user's overrides win and ``super()`` reaches the sync-free methods.
+    Only when the nearest torchmetrics class is registered: a torchmetrics subclass in between (say
+    ``MulticlassLogAUC`` over ``MulticlassROC``) has methods of its own that are not sync-free.
+    """
+    if is_torchmetrics_class(cls) or _DERIVED_BY in vars(cls):
+        return None
+    origin = torchmetrics_base(cls)
+    if origin not in _REGISTRY:
+        return None
+    try:
+        return derive(_rebase, cls, (cls, _REGISTRY[origin]), {})
+    except TypeError:  # no consistent MRO (a user's multiple inheritance): not accelerated
+        return None
+
+
+def _rebase(cls: type) -> type:
+    """What unpickling an instance of a rebased user subclass calls (see :func:`derive`): rebase ``cls`` again."""
+    rebased = _rebased(cls)
+    if rebased is None:
+        raise TypeError(f"{cls.__qualname__} no longer subclasses an accelerated torchmetrics class.")
+    return rebased
+
+
+def accelerated_class_for(cls: type) -> type | None:
+    """The accelerated class for ``cls``: registered, ``cls`` if accelerated, a rebased user subclass, or ``None``.
+
+    A user's subclass of an accelerated torchmetrics class gets a derived class with the same name whose bases are the
+    user's class and the accelerated class: the user's methods first, the sync-free ones in place of torchmetrics'.
+
+    Args:
+        cls: a ``Metric`` subclass.
+
+    Returns:
+        The class or ``None``.
+
+    Example:
+        >>> import torchmetrics
+        >>> accelerated_class_for(torchmetrics.MaxMetric).__module__
+        'torchmetrics_async.aggregation'
+        >>> accelerated_class_for(torchmetrics.classification.MulticlassLogAUC) is None
+        True
+    """
+    if cls in _REGISTRY:
+        return _REGISTRY[cls]
+    if _is_accelerated(cls):
+        return cls
+    return _rebased(cls)
+
+
+NOT_YET = (
+    "not yet accelerated: torchmetrics' own update() and forward() run unchanged, not checked for host syncs"
+    " (value checks and data-dependent shapes are the usual ones)"
+)
+
+
+def _is_task_wrapper(cls: type) -> bool:
+    """Whether ``cls`` is a task wrapper like ``torchmetrics.Accuracy`` (``__new__`` builds a task metric)."""
+    new = cls.__new__
+    try:
+        return new is not object.__new__ and "task" in inspect.signature(new).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def why_not_accelerated(cls: type) -> str:
+    """A short reason why ``cls`` is not accelerated (``""`` if it is).
+
+    Args:
+        cls: a ``Metric`` subclass (torchmetrics' or a user's).
+
+    Returns:
+        The reason.
+
+    Example:
+        >>> import torchmetrics
+        >>> why_not_accelerated(torchmetrics.MeanMetric)
+        ''
+        >>> why_not_accelerated(torchmetrics.classification.BinaryLogAUC).startswith("not yet accelerated")
+        True
+    """
+    if accelerated_class_for(cls) is not None:
+        return ""
+    if is_torchmetrics_class(cls):
+        return _torchmetrics_reason(cls)
+    if _DERIVED_BY in vars(cls):
+        decorator, decorated = getattr(cls, _DERIVED_BY).__name__, vars(cls)["_decorated"].__name__
+        return (
+            f"made by the {decorator} decorator from {decorated}, which is not accelerated; the decorator's"
+            " generic accelerations apply, but update() may still make host syncs"
+        )
+    base = torchmetrics_base(cls)
+    if base is None or base is Metric:
+        return (
+            "a user Metric subclass: its update() runs as written (the sync_free decorator applies the generic"
+            " accelerations: in-place reset, Python numbers without copies)"
+        )
+    if base is BaseAggregator:
+        return (
+            "a user BaseAggregator subclass: its update() runs as written with torchmetrics' NaN check, a host sync"
+            " (decorate the class with sync_free to make the NaN handling sync-free)"
+        )
+    return f"subclasses torchmetrics' {base.__name__}, which is {_torchmetrics_reason(base)}"
+
+
+def _torchmetrics_reason(cls: type) -> str:
+    if cls is Metric or cls is BaseAggregator or getattr(cls.update, "__isabstractmethod__", False):
+        return "a base class: torchmetrics' metrics subclass it; it computes nothing itself"
+    if _is_task_wrapper(cls):
+        return "a task wrapper whose task-specific classes are not accelerated (the wrapper builds torchmetrics' own)"
+    if cls.__module__.startswith("torchmetrics.wrappers."):
+        return (
+            "a wrapper: its own update() and forward() are torchmetrics'; accelerate() converts the metrics it wraps"
+            " and leaves the wrapper itself as it is"
+        )
+    accelerated_bases = [base.__name__ for base in cls.__mro__[1:] if base in _REGISTRY]
+    if accelerated_bases:
+        return f"{NOT_YET}; it subclasses the accelerated {accelerated_bases[0]} but its own methods are torchmetrics'"
+    return NOT_YET

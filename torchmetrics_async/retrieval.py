@@ -28,9 +28,10 @@ import torch
 import torchmetrics.retrieval as tm
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import dim_zero_cat, torchmetrics_base
+from torchmetrics_async._torchmetrics import dim_zero_cat
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
+from torchmetrics_async.registry import torchmetrics_base
 
 __all__ = [
     "RetrievalAUROC",

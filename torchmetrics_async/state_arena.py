@@ -80,8 +80,8 @@ def arena_op(metric: Any, attr: str) -> str | None:
         ('sum', None)
     """
     # metric.py imports this module and distributed/ imports metric.py: look the reductions up at call time
-    from torchmetrics_async.distributed.buckets import _fusable
-    from torchmetrics_async.distributed.states import _STATE_OPS
+    from torchmetrics_async.reductions import STATE_OPS as _STATE_OPS
+    from torchmetrics_async.reductions import fusable as _fusable
 
     state = metric.__dict__
     value = state.get(attr)

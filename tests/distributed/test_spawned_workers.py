@@ -17,8 +17,8 @@ import torch
 
 from tests.distributed.harness import run
 from tests.examples import example_for
-from torchmetrics_async._torchmetrics import torchmetrics_origin
 from torchmetrics_async.accelerate import registry
+from torchmetrics_async.registry import torchmetrics_origin
 
 CLASSES = sorted(registry().values(), key=lambda cls: cls.__name__)
 PARENT_SEED = 100

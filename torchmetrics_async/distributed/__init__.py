@@ -19,16 +19,9 @@ gathered stack. Here all states of many metrics travel together:
 Reading the gathered shapes is the one host sync, and only list states need it: their output shape depends on the
 other ranks' data. Collectives can run with ``async_op=True``; the returned :class:`SyncHandle` finishes on ``wait()``.
 
-One module per concern:
-
-- :mod:`~torchmetrics_async.distributed.collectives`: where and whether collectives run, :class:`SyncHandle`;
-- :mod:`~torchmetrics_async.distributed.buckets`: all_reduce buckets;
-- :mod:`~torchmetrics_async.distributed.gather`: the byte-packed gather;
-- :mod:`~torchmetrics_async.distributed.functional`: reduce_*/all_gather on dicts;
-- :mod:`~torchmetrics_async.distributed.states`: metric-state entries;
-- :mod:`~torchmetrics_async.distributed.plan`: the plan check (fingerprints, :class:`PlanMismatchError`);
-- :mod:`~torchmetrics_async.distributed.sync`: :func:`sync_states` and :func:`sync_metrics`;
-- :mod:`~torchmetrics_async.distributed.collection`: the fused ``MetricCollection`` and :func:`sync_context`.
+The sync engine (plan, buckets, gather, collectives, the functional API) is :mod:`torchmetrics_async.sync`, below
+the metric base; this package, above it, adds the fused ``MetricCollection`` and :func:`sync_context`
+(:mod:`~torchmetrics_async.distributed.collection`) and exports the public names of both.
 
 The same machinery backs a functional API on dicts (datarax's, in PyTorch): :func:`reduce_mean`, :func:`reduce_sum`,
 :func:`reduce_max`, :func:`reduce_min`, :func:`reduce_custom` and :func:`all_gather`. Without an initialised process
@@ -48,8 +41,8 @@ from torchmetrics_async.distributed.collection import (
     fused_collection_class,
     sync_context,
 )
-from torchmetrics_async.distributed.collectives import SyncHandle, collective_device
-from torchmetrics_async.distributed.functional import (
+from torchmetrics_async.sync.collectives import SyncHandle, collective_device
+from torchmetrics_async.sync.functional import (
     all_gather,
     reduce_custom,
     reduce_max,
@@ -57,8 +50,8 @@ from torchmetrics_async.distributed.functional import (
     reduce_min,
     reduce_sum,
 )
-from torchmetrics_async.distributed.plan import PlanMismatchError
-from torchmetrics_async.distributed.sync import sync_metrics, sync_states
+from torchmetrics_async.sync.metrics import sync_metrics, sync_states
+from torchmetrics_async.sync.plan import PlanMismatchError
 
 __all__ = [
     "MetricCollection",

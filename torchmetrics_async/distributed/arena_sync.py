@@ -1,6 +1,6 @@
 """The fused all_reduce of a :class:`~torchmetrics_async.state_arena.StateArena`, planned once.
 
-:func:`~torchmetrics_async.distributed.sync.sync_metrics` plans its buckets from the states at every call and packs
+:func:`~torchmetrics_async.sync.metrics.sync_metrics` plans its buckets from the states at every call and packs
 them piece by piece. Over an arena the plan is made once, with buffers that live as long as it: each window copies
 each arena group into its place in a bucket (one copy per group, casting where a group travels in a wider dtype),
 writes the plan check, and all-reduces the buckets in place; finishing sets the metrics' states to views of the
@@ -28,12 +28,13 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, jit_distributed_available
-from torchmetrics_async.distributed.buckets import _REDUCE_OPS, _Bucket, _plan_buckets, ride_value
-from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
-from torchmetrics_async.distributed.plan import _label, _PlanCheck
-from torchmetrics_async.distributed.states import _fusable_metric
-from torchmetrics_async.distributed.sync import _plan_fingerprint, _plan_states, _resolve_group
+from torchmetrics_async.reductions import REDUCE_OPS as _REDUCE_OPS
 from torchmetrics_async.state_arena import StateArena
+from torchmetrics_async.sync.buckets import _Bucket, _plan_buckets, ride_value
+from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
+from torchmetrics_async.sync.metrics import _plan_fingerprint, _plan_states, _resolve_group
+from torchmetrics_async.sync.plan import _label, _PlanCheck
+from torchmetrics_async.sync.states import _fusable_metric
 
 __all__ = ["ArenaAllReduce", "arena_sync", "group_key"]
 

@@ -26,10 +26,10 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.deferred import DeferredChecks, forget_preread, read_deferred_together, report_deferred
 from torchmetrics_async.distributed.collection_arena import CollectionArena, collection_arena, drop_collection_arena
-from torchmetrics_async.distributed.states import _collect_metrics, _fusable_metric
-from torchmetrics_async.distributed.sync import _labels, _start_metric_sync
 from torchmetrics_async.metric import copy_update_count, has_stock_compute
 from torchmetrics_async.state_arena import compact_state
+from torchmetrics_async.sync.metrics import _labels, _start_metric_sync
+from torchmetrics_async.sync.states import _collect_metrics, _fusable_metric
 
 __all__ = ["MetricCollection", "fused_collection_class", "sync_context"]
 

@@ -27,10 +27,10 @@ from typing import Any
 
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.distributed.arena_sync import ArenaAllReduce, arena_sync
-from torchmetrics_async.distributed.collectives import SyncHandle
-from torchmetrics_async.distributed.states import _fusable_metric
 from torchmetrics_async.metric import has_stock_compute
 from torchmetrics_async.state_arena import ARENA, StateArena, arena_op
+from torchmetrics_async.sync.collectives import SyncHandle
+from torchmetrics_async.sync.states import _fusable_metric
 
 __all__ = ["CollectionArena", "collection_arena", "drop_collection_arena"]
 

@@ -10,25 +10,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from torchmetrics_async._torchmetrics import (
-    Metric,
-    dim_zero_max,
-    dim_zero_mean,
-    dim_zero_min,
-    dim_zero_sum,
-    gather_all_tensors,
-    rank_zero_warn,
-)
+from torchmetrics_async._torchmetrics import Metric, gather_all_tensors, rank_zero_warn
 from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
 
-__all__: list[str] = []
+__all__ = ["fused_sync_dist"]
 
-#: The reductions of fusable metric states, as the bucket op names them.
-_STATE_OPS: dict[Callable, str] = {dim_zero_sum: "sum", dim_zero_mean: "mean", dim_zero_max: "max", dim_zero_min: "min"}
 _ANNOUNCED: set[tuple[str, str]] = set()
 
 
@@ -49,15 +39,38 @@ def _collect_metrics(metrics: Any, into: dict[int, Metric]) -> dict[int, Metric]
     return into
 
 
-def _fused_sync_dists() -> tuple[Callable, ...]:
-    from torchmetrics_async.metric import SyncFreeMixin  # metric.py imports this module: resolve at call time
+# Set on a ``_sync_dist`` by fused_sync_dist(): a mark on the function, so a subclass that overrides it has none.
+_FUSED_MARK = "_runs_sync_states"
 
-    return (Metric._sync_dist, SyncFreeMixin._sync_dist)
+F = TypeVar("F", bound=Callable)
+
+
+def fused_sync_dist(sync_dist: F) -> F:
+    """Mark a ``_sync_dist`` that runs the fused sync itself under torchmetrics' default ``gather_all_tensors``.
+
+    ``sync_metrics`` and the fused collection then sync its metric with others in one round. The metric base's
+    ``_sync_dist`` carries the mark (this module sits below it and cannot name it).
+
+    Args:
+        sync_dist: the ``_sync_dist`` method.
+
+    Returns:
+        ``sync_dist``, marked.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> getattr(SumMetric._sync_dist, _FUSED_MARK)
+        True
+    """
+    setattr(sync_dist, _FUSED_MARK, True)
+    return sync_dist
 
 
 def _fusable_metric(metric: Metric) -> bool:
-    """Whether ``metric.sync()`` would run the stock ``_sync_dist`` with the stock ``gather_all_tensors``."""
-    return metric.dist_sync_fn in (None, gather_all_tensors) and type(metric)._sync_dist in _fused_sync_dists()
+    """Whether ``metric.sync()`` would run the stock ``_sync_dist``, or a fused one, with the stock gather."""
+    sync_dist = type(metric)._sync_dist
+    fused = sync_dist is Metric._sync_dist or getattr(sync_dist, _FUSED_MARK, False)
+    return metric.dist_sync_fn in (None, gather_all_tensors) and fused
 
 
 class _Entry:

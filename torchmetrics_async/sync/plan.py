@@ -22,8 +22,9 @@ import torch
 import torch.distributed as dist
 
 from torchmetrics_async._torchmetrics import Metric, dim_zero_cat
-from torchmetrics_async.distributed.collectives import _all_gather_single, _host_to_device
-from torchmetrics_async.distributed.states import _STATE_OPS, _Entry
+from torchmetrics_async.reductions import reduction_name
+from torchmetrics_async.sync.collectives import _all_gather_single, _host_to_device
+from torchmetrics_async.sync.states import _Entry
 
 __all__ = ["CHECK_WORDS", "PlanMismatchError"]
 
@@ -32,15 +33,6 @@ CHECK_WORDS = 16
 _NAMED = CHECK_WORDS - 2
 _ABSENT = -1  # a member position past the end of a rank's plan (fingerprints are non-negative)
 _HASH_MASK = (1 << 62) - 1
-
-
-def _fn_name(fn: Any) -> str:
-    op = _STATE_OPS.get(fn)
-    if op is not None:
-        return op
-    if fn is dim_zero_cat:
-        return "cat"
-    return "none" if fn is None else str(getattr(fn, "__qualname__", type(fn).__qualname__))
 
 
 def _fingerprint(layout: Any) -> int:
@@ -152,8 +144,8 @@ def _mismatch(labels: list[str], rows: list[list[int]]) -> PlanMismatchError:
 def _plan_entry(entry: _Entry, kind: str) -> tuple:
     value = entry.value
     if kind == "reduce" or (kind == "stack" and entry.fn is not dim_zero_cat):  # a concatenation may be ragged
-        return entry.attr, kind, _fn_name(entry.fn), str(value.dtype), tuple(value.shape)
-    return entry.attr, kind, _fn_name(entry.fn)
+        return entry.attr, kind, reduction_name(entry.fn), str(value.dtype), tuple(value.shape)
+    return entry.attr, kind, reduction_name(entry.fn)
 
 
 def _label(metric: Metric, labels: Mapping[int, str]) -> str:

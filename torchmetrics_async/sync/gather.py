@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torchmetrics_async.distributed.buckets import _Segment
-from torchmetrics_async.distributed.collectives import (
+from torchmetrics_async.sync.buckets import _Segment
+from torchmetrics_async.sync.collectives import (
     _all_gather_single,
     _copy_into,
     _host_to_device,

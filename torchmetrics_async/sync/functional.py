@@ -20,9 +20,10 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import jit_distributed_available
-from torchmetrics_async.distributed.buckets import OPS, _fusable, _plan_buckets
-from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
-from torchmetrics_async.distributed.gather import _Gather, _gather_device
+from torchmetrics_async.reductions import OPS, fusable
+from torchmetrics_async.sync.buckets import _plan_buckets
+from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
+from torchmetrics_async.sync.gather import _Gather, _gather_device
 
 __all__ = ["all_gather", "reduce_custom", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum"]
 
@@ -39,7 +40,7 @@ def _number_dtype(value: numbers.Number) -> torch.dtype:
 def _check_op(key: Any, op: Any, dtype: torch.dtype) -> str:
     if op not in OPS:
         raise ValueError(f"Unknown reduction {op!r} for key {key!r}: expected one of {', '.join(map(repr, OPS))}.")
-    if not _fusable(op, dtype):
+    if not fusable(op, dtype):
         if op == "mean":
             raise TypeError(
                 f"Cannot reduce key {key!r} with 'mean': its dtype {dtype} is not floating point or complex (torch.mean"

@@ -20,23 +20,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from torchmetrics_async.distributed.collectives import _to, collective_device
+from torchmetrics_async.reductions import BUCKET_OP, REDUCE_OPS
+from torchmetrics_async.sync.collectives import _to, collective_device
 
-__all__ = ["OPS", "bucket_layout", "ride_value"]
-
-#: The reductions of the functional API and of fusable metric states.
-OPS = ("mean", "sum", "max", "min")
-# "mean" is reduced as a sum (then divided by the world size): it shares the sum buffers.
-_BUCKET_OP = {"mean": "sum", "sum": "sum", "max": "max", "min": "min"}
-
-
-def _fusable(op: str, dtype: torch.dtype) -> bool:
-    """Whether a reduction of ``dtype`` can run as an all_reduce with torch's result (else it errors in torch too)."""
-    if op == "mean":
-        return dtype.is_floating_point or dtype.is_complex
-    if op in ("max", "min"):
-        return not dtype.is_complex
-    return True
+__all__ = ["bucket_layout", "ride_value"]
 
 
 def _reduced_dtype(op: str, dtype: torch.dtype) -> torch.dtype:
@@ -127,7 +114,7 @@ class _Bucket:
     def launch(self, group: Any, async_op: bool) -> Any:
         """All-reduce the buffer (packed now unless :meth:`pack` was called already)."""
         buffer = self.pack() if self.buffer is None else self.buffer
-        self.work = dist.all_reduce(buffer, op=_REDUCE_OPS[self.op], group=group, async_op=async_op)
+        self.work = dist.all_reduce(buffer, op=REDUCE_OPS[self.op], group=group, async_op=async_op)
         return self.work
 
     @property
@@ -166,9 +153,6 @@ def ride_value(segment: _Segment, value: Tensor, world_size: int) -> Tensor:
     return value == world_size if segment.ride == "count" and segment.op == "min" else value != 0
 
 
-_REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
-
-
 def _part(segment: _Segment, device: torch.device, dtype: torch.dtype) -> Tensor:
     """A segment's values, flat, on the bucket's device (negated when it rides with the opposite op)."""
     flat = _to(segment.tensor.detach().reshape(-1), device)
@@ -194,7 +178,7 @@ def _plan_buckets(
         if tensor.dtype == torch.bool and op in ("max", "min"):
             riders.append((segment, device))
             continue
-        key = (device, _bucket_dtype(op, segment.out_dtype), _BUCKET_OP[op])
+        key = (device, _bucket_dtype(op, segment.out_dtype), BUCKET_OP[op])
         if key not in buckets:
             buckets[key] = _Bucket(*key)
         buckets[key].segments.append(segment)

@@ -28,12 +28,12 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
-from torchmetrics_async.distributed.buckets import _fusable, _plan_buckets, bucket_layout
-from torchmetrics_async.distributed.collectives import SyncHandle, _member, _to, collective_device
-from torchmetrics_async.distributed.gather import _CatPieces, _Gather, _gather_device
-from torchmetrics_async.distributed.plan import _fingerprint, _label, _plan_entry, _PlanCheck
-from torchmetrics_async.distributed.states import (
-    _STATE_OPS,
+from torchmetrics_async.reductions import STATE_OPS, fusable
+from torchmetrics_async.sync.buckets import _plan_buckets, bucket_layout
+from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
+from torchmetrics_async.sync.gather import _CatPieces, _Gather, _gather_device
+from torchmetrics_async.sync.plan import _fingerprint, _label, _plan_entry, _PlanCheck
+from torchmetrics_async.sync.states import (
     _announce_fallback,
     _collect_metrics,
     _Entry,
@@ -60,10 +60,10 @@ def _plan_states(
         for attr, fn in metric._reductions.items():
             value = getattr(metric, attr)
             entry = _Entry(metric, attr, value, fn)
-            op = _STATE_OPS.get(fn)
+            op = STATE_OPS.get(fn)
             if isinstance(value, Tensor):
                 # Autograd (a definition: torchmetrics' _enable_grad) keeps its history only through the stack.
-                if op is not None and not getattr(metric, "_enable_grad", False) and _fusable(op, value.dtype):
+                if op is not None and not getattr(metric, "_enable_grad", False) and fusable(op, value.dtype):
                     reduces.append((len(entries), value, op))
                     kind = "reduce"
                 else:  # None, custom, "cat" of a tensor, autograd, int mean: torchmetrics' stack of gathered states
