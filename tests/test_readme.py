@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+
+from tools import coverage_table
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -66,20 +66,13 @@ def test_the_lightning_example_trains() -> None:
     assert "val_acc" in trainer.callback_metrics
 
 
-def _coverage_table() -> Any:
-    spec = importlib.util.spec_from_file_location("coverage_table", ROOT / "scripts" / "coverage_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_coverage_table_is_current() -> None:
-    table = _coverage_table().summary()
+    table = coverage_table.summary()
     assert table in README, "the README's table is stale: paste the output of scripts/coverage-table"
 
 
 def test_the_compile_caveats_are_current() -> None:
-    assert _coverage_table().compile_caveats() in README, (
+    assert coverage_table.compile_caveats() in README, (
         "the README's compile caveats are stale: paste the output of scripts/coverage-table --compile"
     )
 
