@@ -1,4 +1,4 @@
-"""Host-sync detection for tests, benchmarks and the demo.
+"""Host-sync detection for tests and benchmarks.
 
 A *host sync* is any point where the CPU has to wait for the accelerator: reading a device value on the host
 (``.item()``, ``if t:``, ``.tolist()``, ``print(t)``), ops whose output shape depends on data (``nonzero``,

@@ -75,7 +75,7 @@ class CollectiveCounter:
 
 @contextlib.contextmanager
 def count_collectives() -> Iterator[CollectiveCounter]:
-    """Count the ``torch.distributed`` collectives called inside the block (for tests, benchmarks and the demo).
+    """Count the ``torch.distributed`` collectives called inside the block (for tests and benchmarks).
 
     The functions of :data:`COLLECTIVES` are wrapped on the ``torch.distributed`` module and restored on exit.
     torchmetrics and this package look them up on the module at call time, so their calls are seen; DDP's gradient
