@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.distributed_bench import _batch, _collection
-from torchmetrics_async.demo import update_metrics
+from tools.demo import update_metrics
 from torchmetrics_async.distributed.collection_arena import collection_arena
 
 __all__ = ["ROUNDS", "main"]

@@ -1,6 +1,6 @@
 """An eval step with the article's five metrics under ``torch.compile``, side by side with the same step without them.
 
-The step is the demo's eval step (``torchmetrics_async.demo``: its CPU model ``small_cnn`` on 32x32 images, or
+The step is the demo's eval step (``tools.demo``: its CPU model ``small_cnn`` on 32x32 images, or
 ResNet-18 on 224x224 with ``--model resnet18``): forward, cross-entropy loss, and the five metrics of
 ``build_metrics`` updated as ``update_metrics`` updates them. Variants, timed in one run, round-robin, median of rounds:
 
@@ -37,8 +37,8 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 from tests._compile import CountingBackend
+from tools.demo import build_metrics, resnet18, small_cnn, update_metrics
 from torchmetrics_async import accelerate
-from torchmetrics_async.demo import build_metrics, resnet18, small_cnn, update_metrics
 
 
 def eval_step(model: nn.Module, metrics: dict[str, Any] | None) -> Callable:

@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.distributed_bench`` (run by ``scripts/bench`` after the pytest-benchmark suites) spawns 2 gloo
 ranks on 127.0.0.1 (a free port) once and measures, on the article's collection (``MeanMetric`` + multiclass
-``Accuracy``/``Precision``/``Recall``/``F1Score``, ``num_classes=1000``, as :func:`torchmetrics_async.demo.build_metrics`
+``Accuracy``/``Precision``/``Recall``/``F1Score``, ``num_classes=1000``, as :func:`tools.demo.build_metrics`
 builds them, in one ``MetricCollection``), with the task wrappers' default ``average="micro"`` and with ``"macro"``:
 
 - **sync+compute**: ``collection.compute()`` of the torchmetrics collection and of the same collection after
@@ -58,8 +58,8 @@ from torch import nn
 
 from benchmarks.timing import ITERATIONS, MAX_ROUNDS, WARMUP_CALLS, plan_rounds
 from tests.distributed import harness
+from tools.demo import build_metrics, small_cnn, update_metrics
 from torchmetrics_async import AsyncMetricCollector, accelerate
-from torchmetrics_async.demo import build_metrics, small_cnn, update_metrics
 
 __all__ = [
     "AVERAGES",

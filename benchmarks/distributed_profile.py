@@ -40,8 +40,8 @@ import torch.distributed as dist
 
 from benchmarks.distributed_bench import _batch, _collection
 from tests.distributed import harness
+from tools.demo import update_metrics
 from torchmetrics_async import AsyncMetricCollector
-from torchmetrics_async.demo import update_metrics
 from torchmetrics_async.distributed.collection_arena import collection_arena
 
 __all__ = ["CALLS", "main"]

@@ -6,7 +6,7 @@ repository root) runs, in order, and writes the report after each section (a run
 - ``environment``: versions, the device, where ``torchmetrics_async`` was imported from;
 - ``cuda_tests``: ``pytest -m cuda tests/cuda`` in a subprocess (JUnit XML parsed: passed, failed, xfailed with
   reasons, skipped); on the CPU the tests are collected and skipped, and the section says so;
-- ``demo``: :func:`torchmetrics_async.demo.run` with its three modes (torchmetrics, accelerated, accelerated_async)
+- ``demo``: :func:`tools.demo.run` with its three modes (torchmetrics, accelerated, accelerated_async)
   on the device: step time, host syncs per step and per log, and whether the final values are identical;
 - ``overlap`` (CUDA only): a ``torch.profiler`` trace of the collector over a few training-like steps, summarised as
   how much of the side stream's work ran while the main stream was busy, how long the main stream sat idle while the
@@ -158,7 +158,7 @@ def section_cuda_tests(device: str, quick: bool, outdir: Path) -> dict[str, Any]
 
 
 def section_demo(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
-    from torchmetrics_async import demo
+    from tools import demo
 
     modes = (*demo.MODES, demo.ASYNC_MODE)
     if device == "cuda":
@@ -266,8 +266,8 @@ def section_overlap(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from tools.demo import build_metrics, update_metrics
     from torchmetrics_async import AsyncMetricCollector, accelerate
-    from torchmetrics_async.demo import build_metrics, update_metrics
 
     dev = torch.device("cuda")
     metrics = accelerate({name: metric.to(dev) for name, metric in build_metrics(1000).items()})
@@ -440,8 +440,8 @@ def section_compile(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
     import torch
     import torch._dynamo
 
+    from tools.demo import build_metrics, update_metrics
     from torchmetrics_async import accelerate
-    from torchmetrics_async.demo import build_metrics, update_metrics
 
     metrics = accelerate({name: metric.to(device) for name, metric in build_metrics(10).items()})
     generator = torch.Generator(device=device).manual_seed(0)

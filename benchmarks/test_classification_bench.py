@@ -26,7 +26,7 @@ from torchmetrics import classification as tmc
 
 import torchmetrics_async
 from benchmarks.timing import run_case
-from torchmetrics_async.demo import build_metrics, update_metrics
+from tools.demo import build_metrics, update_metrics
 
 IMPLS: dict[str, Callable[[Any], Any]] = {"torchmetrics": lambda m: m, "accelerated": torchmetrics_async.accelerate}
 

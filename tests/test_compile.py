@@ -20,6 +20,7 @@ from torch import nn
 
 import torchmetrics_async as ta
 from tests._compile import assert_same, assert_same_deferred_error, check_metric, compile_and_run
+from tools.demo import build_metrics, update_metrics
 from torchmetrics_async import accelerate
 from torchmetrics_async.classification import (
     BinaryF1Score,
@@ -28,7 +29,6 @@ from torchmetrics_async.classification import (
     MulticlassF1Score,
     MultilabelPrecision,
 )
-from torchmetrics_async.demo import build_metrics, update_metrics
 
 STEPS = 20
 NUM_CLASSES = 5

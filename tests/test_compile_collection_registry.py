@@ -1,6 +1,6 @@
 """Every registered class that compiles alone also compiles inside an accelerated ``MetricCollection``.
 
-For each registered class outside :data:`torchmetrics_async.coverage.COMPILE_CAVEATS` (for the call), two instances
+For each registered class outside :data:`tools.coverage_table.COMPILE_CAVEATS` (for the call), two instances
 with the example's arguments form an accelerated ``MetricCollection`` (two equal members: torchmetrics would make them
 a compute group, which a collection updated inside compiled code leaves unformed). One compiled step
 (``fullgraph=True``, recompiles forbidden) calls ``update()`` or ``forward()`` of several such collections, one per
@@ -23,9 +23,9 @@ from tests._compile import (  # one_thread_per_module: an autouse fixture
     registry_case,
     task_origin,
 )
+from tools.coverage_table import COMPILE_CAVEATS
 from torchmetrics_async import accelerate
 from torchmetrics_async.accelerate import registry
-from torchmetrics_async.coverage import COMPILE_CAVEATS
 
 STEPS = 4
 CALLS = ("update", "forward")

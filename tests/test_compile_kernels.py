@@ -21,9 +21,9 @@ import torch._inductor.metrics
 
 from benchmarks.compile_bench import eval_step
 from tests._compile import assert_same, compile_and_run
+from tools.demo import build_metrics, small_cnn
 from torchmetrics_async import accelerate
 from torchmetrics_async.classification.multiclass import first_max_index
-from torchmetrics_async.demo import build_metrics, small_cnn
 
 
 def _hard_scores(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:

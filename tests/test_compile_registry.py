@@ -5,7 +5,7 @@ calling ``forward()``) is compiled with ``fullgraph=True`` (a graph break raises
 recompile raises), with Dynamo's ``eager`` backend behind a graph-counting one, and runs :data:`STEPS` batches of new
 values with the same shapes; ``compute()``, ``update_count`` and the ``forward()`` outputs must equal an eager twin's.
 
-The classes listed in :data:`torchmetrics_async.coverage.COMPILE_CAVEATS` are checked the other way: under their
+The classes listed in :data:`tools.coverage_table.COMPILE_CAVEATS` are checked the other way: under their
 examples' arguments the listed calls must still fail to stay in one graph, so a caveat that no longer holds fails here
 and is removed from the table (and docs/compile.md). The curves listed there for ``thresholds=None`` must compile
 to one graph with binned thresholds.
@@ -27,9 +27,9 @@ from tests._compile import (  # one_thread_per_module: an autouse fixture
     registry_case,
     task_origin,
 )
+from tools.coverage_table import COMPILE_CAVEATS
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
-from torchmetrics_async.coverage import COMPILE_CAVEATS
 
 # New values at every step; 4 steps are enough for a recompile to show (Dynamo guards fail at the second call) and
 # keep the whole file cheap (one trace per class and call dominates its time).
@@ -71,7 +71,7 @@ def test_registered_class_compiles_to_one_graph_or_is_a_listed_caveat(origin: ty
     except NOT_ONE_GRAPH:
         return
     assert (report.graphs, report.recompiles, report.graph_breaks) != (1, 0, 0), (
-        f"{origin.__name__}.{call}() now compiles to one graph: remove it from coverage.COMPILE_CAVEATS"
+        f"{origin.__name__}.{call}() now compiles to one graph: remove it from tools/coverage_table.py COMPILE_CAVEATS"
     )
 
 

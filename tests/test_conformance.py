@@ -8,10 +8,9 @@ import textwrap
 
 import pytest
 
-from torchmetrics_async.conformance import (
+from tools.conformance import (
     _WORKER_SITECUSTOMIZE,
     CI_SUBSET,
-    ENV_MODE,
     Deviation,
     classify,
     format_report,
@@ -19,6 +18,7 @@ from torchmetrics_async.conformance import (
     main,
     pattern_matches,
 )
+from tools.conformance_plugin import ENV_MODE
 
 
 def test_pattern_star_is_the_only_wildcard():

@@ -4,16 +4,15 @@ the README is a short guide and nothing refers to files outside the repository."
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 
+from tools import coverage_table
 from torchmetrics_async import accelerated_coverage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,25 +72,18 @@ def test_the_lightning_example_trains() -> None:
     assert "val_acc" in trainer.callback_metrics
 
 
-def _coverage_table() -> Any:
-    spec = importlib.util.spec_from_file_location("coverage_table", ROOT / "scripts" / "coverage_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_coverage_tables_are_current() -> None:
     coverage = (ROOT / "docs" / "coverage.md").read_text()
-    assert _coverage_table().summary() in coverage, (
+    assert coverage_table.summary() in coverage, (
         "docs/coverage.md's summary is stale: paste the output of scripts/coverage-table"
     )
-    assert _coverage_table().full() in coverage, (
+    assert coverage_table.full() in coverage, (
         "docs/coverage.md's per-class table is stale: paste the output of scripts/coverage-table --all"
     )
 
 
 def test_the_compile_caveats_are_current() -> None:
-    assert _coverage_table().compile_caveats() in (ROOT / "docs" / "compile.md").read_text(), (
+    assert coverage_table.compile_caveats() in (ROOT / "docs" / "compile.md").read_text(), (
         "docs/compile.md's caveats are stale: paste the output of scripts/coverage-table --compile"
     )
 

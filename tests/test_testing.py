@@ -20,7 +20,16 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import torchmetrics_async.testing as tma_testing
-from torchmetrics_async.testing import HostSyncCounter, HostSyncError, HostSyncEvent, count_host_syncs, no_host_sync
+from torchmetrics_async.testing import (
+    HostSyncCounter,
+    HostSyncError,
+    HostSyncEvent,
+    collectives,
+    count_host_syncs,
+    events,
+    host_sync,
+    no_host_sync,
+)
 
 # Captured before any context patches it, to reach the c10d.barrier dispatcher rule without the Python-level wrapper.
 _RAW_BARRIER = dist.barrier
@@ -253,7 +262,7 @@ _MISSING = object()
 
 
 def _patched_state() -> dict[tuple[int, str], Any]:
-    return {(id(owner), attr): vars(owner).get(attr, _MISSING) for owner, attr, _ in tma_testing._patch_plan()}
+    return {(id(owner), attr): vars(owner).get(attr, _MISSING) for owner, attr, _ in host_sync._patch_plan()}
 
 
 def _snapshot() -> tuple[Any, ...]:
@@ -521,14 +530,14 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> _FakeCudaDebugMode:
 def test_cpu_only_does_not_touch_cuda_debug_mode(monkeypatch: pytest.MonkeyPatch):
     calls: list[Any] = []
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", calls.append)
-    assert not tma_testing._use_cuda_sync_debug_mode()
+    assert not host_sync._use_cuda_sync_debug_mode()
     with no_host_sync(), count_host_syncs():
         pass
     assert calls == []
 
 
 def test_cuda_debug_mode_set_and_restored(fake_cuda: _FakeCudaDebugMode):
-    assert tma_testing._use_cuda_sync_debug_mode()
+    assert host_sync._use_cuda_sync_debug_mode()
     with no_host_sync():
         assert fake_cuda.state == 2
         with count_host_syncs():
@@ -593,8 +602,9 @@ def test_counter_is_plain_data():
     assert counter.summary() == "0 host syncs"
 
 
-def test_doctests():
-    result = doctest.testmod(tma_testing, optionflags=doctest.ELLIPSIS)
+@pytest.mark.parametrize("module", [tma_testing, events, host_sync, collectives], ids=lambda module: module.__name__)
+def test_doctests(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0
 

@@ -154,3 +154,6 @@ __all__ = [
 
 __all__ += ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "Perplexity"]
 __all__ += retrieval.__all__
+
+#: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).
+__version__ = "0.1.0"

@@ -17,10 +17,8 @@ import warnings
 from dataclasses import dataclass
 
 import torchmetrics.aggregation
-import torchmetrics.classification
 import torchmetrics.regression
 import torchmetrics.retrieval
-import torchmetrics.segmentation
 
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
@@ -28,10 +26,7 @@ from torchmetrics_async.registry import is_torchmetrics_class, registry, why_not
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 __all__ = [
-    "COMPILE_CAVEATS",
     "FORWARD_CAVEATS",
-    "SAMPLEWISE_COMPILE_CAVEAT",
-    "CompileCaveat",
     "CoverageRow",
     "accelerated_coverage",
     "why_not_accelerated",
@@ -78,69 +73,6 @@ FORWARD_CAVEATS: dict[type, str] = {
         "forward()'s batch value groups the batch per query on the host, as compute() does; update() is sync-free",
     ),
 }
-
-
-@dataclass(frozen=True)
-class CompileCaveat:
-    """Why a registered class cannot run in one graph inside ``torch.compile(fullgraph=True)``, and where.
-
-    Attributes:
-        calls: the calls a compiled step cannot keep in one graph without recompiling (``"update"``, ``"forward"``).
-        reason: why, in a sentence (the README's compile section prints it).
-
-    Example:
-        >>> CompileCaveat(("forward",), "a reason").calls
-        ('forward',)
-    """
-
-    calls: tuple[str, ...]
-    reason: str
-
-
-_GROWING = (
-    "the states are lists that grow by one tensor per update: Dynamo guards on their lengths, so every step recompiles"
-)
-_BOTH = ("update", "forward")
-
-# Registered classes that a compiled step cannot keep in one graph under the examples' arguments
-# (tests/examples.py): origin class -> which calls and why. tests/test_compile_registry.py checks every other
-# registered class compiles to one graph without a recompile, and that each caveat here still holds, so a fixed one is
-# noticed and removed. Argument-dependent caveats shared by many classes are the module constants below.
-COMPILE_CAVEATS: dict[type, CompileCaveat] = {
-    torchmetrics.aggregation.CatMetric: CompileCaveat(_BOTH, _GROWING),
-    **dict.fromkeys(
-        CURVE_ORIGINS,
-        CompileCaveat(
-            _BOTH,
-            f"with thresholds=None (the default), {_GROWING}; forward() also computes the batch's curve, whose shape"
-            " depends on the data. Binned thresholds (an int, a list or a tensor) compile to one graph",
-        ),
-    ),
-    **dict.fromkeys(
-        (
-            torchmetrics.classification.BinaryCalibrationError,
-            torchmetrics.classification.MulticlassCalibrationError,
-            torchmetrics.classification.CalibrationError,
-        ),
-        CompileCaveat(_BOTH, _GROWING),
-    ),
-    **dict.fromkeys(
-        (
-            torchmetrics.regression.CosineSimilarity,
-            torchmetrics.regression.SpearmanCorrCoef,
-            torchmetrics.regression.KendallRankCorrCoef,
-            torchmetrics.segmentation.DiceScore,  # per-sample numerator/denominator/support lists
-            *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
-        ),
-        CompileCaveat(_BOTH, _GROWING),
-    ),
-}
-
-#: The argument-dependent caveat of the classification metrics (not in :data:`COMPILE_CAVEATS`: examples are global).
-SAMPLEWISE_COMPILE_CAVEAT = (
-    'classification metrics with multidim_average="samplewise": their list states keep one tensor per update, so'
-    " every step recompiles"
-)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ SKIPPED_PREFIXES = ("val", "test", "predict")
 
 _MISSING = (
     "torchmetrics_async.lightning.AsyncMetricLogging needs Lightning (the `lightning` package, which provides"
-    " `lightning.pytorch`): pip install 'torchmetrics-async[lightning]'"
+    " `lightning.pytorch`): pip install 'lightning>=2.6'"
 )
 
 

@@ -11,8 +11,8 @@ breaking the graph.
 import pytest
 import torch
 
+from tools.demo import build_metrics, update_metrics
 from torchmetrics_async import accelerate
-from torchmetrics_async.demo import build_metrics, update_metrics
 
 pytestmark = pytest.mark.cuda
 

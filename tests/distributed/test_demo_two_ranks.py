@@ -1,4 +1,4 @@
-"""``python -m torchmetrics_async.demo --world-size 2``: the CLI end to end, on 2 spawned gloo ranks, kept tiny.
+"""``python -m tools.demo --world-size 2``: the CLI end to end, on 2 spawned gloo ranks, kept tiny.
 
 One run for the module (spawning the ranks costs seconds); each test checks one property of its JSON or its output.
 No timing is asserted: step and sync times are reported, not checked.
@@ -27,7 +27,7 @@ KEYS = {"step_ms", "host_syncs_per_step", "host_syncs_per_log", "collectives_per
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
     path = tmp_path_factory.mktemp("demo") / "report.json"
-    command = [sys.executable, "-m", "torchmetrics_async.demo", "--world-size", "2", "--steps", "6"]
+    command = [sys.executable, "-m", "tools.demo", "--world-size", "2", "--steps", "6"]
     command += ["--log-every", "3", "--image-size", "8", "--json", str(path)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"

@@ -1,6 +1,6 @@
 """The training-loop comparison: torchmetrics vs torchmetrics-async on the profiling article's loop.
 
-``python -m torchmetrics_async.demo`` trains a model on synthetic images and labels and logs the article's five
+``python -m tools.demo`` trains a model on synthetic images and labels and logs the article's five
 metrics (``avg_loss`` through ``MeanMetric``; ``accuracy``, ``precision``, ``recall``, ``f1_score`` over 1000 classes)
 (computed, printed and reset every ``--log-every`` steps), once per mode, with the same seed and data:
 
@@ -26,7 +26,7 @@ the async mode), measured, like the step time, with the host-sync counter active
 the JSON; every rank's final values must match across modes and across ranks.
 
 Example:
-    >>> from torchmetrics_async.demo import run
+    >>> from tools.demo import run
     >>> report = run(steps=3, device="cpu", log_every=2, modes=("torchmetrics", "accelerated"), image_size=8)
     >>> sorted(report["modes"]), report["steps"]
     (['accelerated', 'torchmetrics'], 3)
@@ -550,7 +550,7 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    """Command line entry point: ``python -m torchmetrics_async.demo [--steps N] [--world-size N] [--json PATH]``.
+    """Command line entry point: ``python -m tools.demo [--steps N] [--world-size N] [--json PATH]``.
 
     Args:
         argv: arguments (without the program name).
@@ -564,7 +564,7 @@ def main(argv: Sequence[str] = ()) -> int:
         ...
         0
     """
-    parser = argparse.ArgumentParser(prog="python -m torchmetrics_async.demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=_positive_int, default=200, help="training steps per mode (default 200)")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     parser.add_argument("--log-every", type=int, default=50, help="compute/log/reset interval in steps (default 50)")

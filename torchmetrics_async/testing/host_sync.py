@@ -1,43 +1,13 @@
-"""Host-sync detection for tests, benchmarks and the demo.
+"""The host-sync detector behind :func:`no_host_sync` and :func:`count_host_syncs`.
 
-A *host sync* is any point where the CPU has to wait for the accelerator: reading a device value on the host
-(``.item()``, ``if t:``, ``.tolist()``, ``print(t)``), ops whose output shape depends on data (``nonzero``,
-``x[mask]``, ``unique``), blocking copies between host and device, ``torch.distributed.barrier()`` and explicit
-``synchronize()`` calls.
-
-:func:`no_host_sync` raises :class:`HostSyncError` at the first one; :func:`count_host_syncs` counts them instead.
-On CUDA both also drive ``torch.cuda.set_sync_debug_mode``; on a CPU-only machine they rely on a
-``TorchDispatchMode`` plus a few patched Python entry points, so the same tests catch the same mistakes without a
-GPU. "Host" is the CPU and "device" is any other device (``meta`` stands in for an accelerator in tests):
-
-- host reads and data-dependent shapes are flagged whatever the device, so ``if t.any():`` fails on CPU too;
-- host-to-device transfers are flagged only when the target is not the CPU, device-to-host ones only when the
-  source is not the CPU, and neither when ``non_blocking=True`` (except ``copy_`` into pageable host memory,
-  which CUDA makes synchronous); reading pinned host memory (where asynchronous copies land) is not a sync;
-- metadata (``.shape``, ``.dtype``, ``.device``), device math, ``torch.where``, integer indexing, ``nonzero_static``
-  and Python numbers or 0-dim CPU tensors as operands of device ops are not syncs.
-
-Contexts nest. Every active :func:`count_host_syncs` counts every sync, and the innermost context decides whether it
-raises, which mirrors how ``torch.cuda.set_sync_debug_mode`` is saved and restored: a counting region inside
-:func:`no_host_sync` therefore allows (and counts) syncs.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
-    >>> x = torch.tensor([1.0, float("nan"), 3.0])
-    >>> with no_host_sync():
-    ...     total = torch.where(x.isnan(), 0.0, x).sum()  # stays on the device
-    >>> with count_host_syncs() as syncs:
-    ...     clean = x[~x.isnan()]  # boolean mask: output shape depends on the data
-    ...     n = int(clean.numel())  # metadata, not a sync
-    >>> syncs.by_op
-    Counter({'aten.index': 1})
-
+One ``TorchDispatchMode`` judges the ops the dispatcher sees (:data:`_DISPATCH_RULES`), and a few patched Python entry
+points the rest (``Tensor.item``/``tolist``/``__bool__``, ``torch.tensor`` & co, barriers, ``synchronize()``); on
+CUDA ``torch.cuda.set_sync_debug_mode`` backs both. One mode and one set of patches serve however deeply the contexts
+nest.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -53,159 +23,26 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = [
-    "COLLECTIVES",
-    "CollectiveCounter",
-    "HostSyncCounter",
-    "HostSyncError",
-    "HostSyncEvent",
-    "count_collectives",
-    "count_host_syncs",
-    "no_host_sync",
-]
+from torchmetrics_async.testing.events import (
+    _HINTS,
+    BARRIER,
+    CUDA_SYNC,
+    DATA_DEPENDENT_SHAPE,
+    DEVICE_TO_HOST,
+    EXPLICIT_SYNCHRONIZE,
+    HOST_READ,
+    HOST_TO_DEVICE,
+    PAGEABLE_COPY,
+    HostSyncCounter,
+    HostSyncError,
+    HostSyncEvent,
+)
 
-HOST_READ = "host read"
-DATA_DEPENDENT_SHAPE = "data-dependent shape"
-HOST_TO_DEVICE = "host-to-device copy"
-DEVICE_TO_HOST = "device-to-host copy"
-BARRIER = "barrier"
-EXPLICIT_SYNCHRONIZE = "explicit synchronize"
-CUDA_SYNC = "synchronizing CUDA operation"
-PAGEABLE_COPY = "non_blocking device-to-host copy into pageable memory (synchronous)"
-
-_HINTS = {
-    HOST_READ: "keep the value on the device (torch.where, masked ops) and read it in compute()",
-    DATA_DEPENDENT_SHAPE: "use a fixed-shape form: masked_fill/torch.where, nonzero_static, output_size=",
-    HOST_TO_DEVICE: "build it on the device (torch.full/zeros with device=) or copy pinned memory non_blocking=True",
-    DEVICE_TO_HOST: "defer the read to compute(), or copy with non_blocking=True into pinned memory",
-    BARRIER: "avoid barriers in update(); synchronize once in compute()",
-    EXPLICIT_SYNCHRONIZE: "remove the synchronize() call from the hot path",
-    CUDA_SYNC: "reported by torch.cuda.set_sync_debug_mode; see the CUDA warning for the operation",
-    PAGEABLE_COPY: "copy into pinned memory (torch.empty(..., pin_memory=True)), or .to('cpu', non_blocking=True)",
-}
+__all__ = ["count_host_syncs", "no_host_sync"]
 
 # The message torch.cuda.set_sync_debug_mode uses for both its warning and its error.
 _CUDA_SYNC_TEXT = "called a synchronizing CUDA operation"
 _CUDA_SYNC_OP = "cuda (sync debug mode)"
-
-
-@dataclasses.dataclass(frozen=True)
-class HostSyncEvent:
-    """One host sync: the op that caused it, why it syncs, and the user source line that triggered it.
-
-    Attributes:
-        op: Name of the op, e.g. ``"aten.nonzero"``, ``"Tensor.tolist"`` or ``"torch.as_tensor -> meta"``.
-        reason: One of ``"host read"``, ``"data-dependent shape"``, ``"host-to-device copy"``,
-            ``"device-to-host copy"``, ``"barrier"``, ``"explicit synchronize"``,
-            ``"synchronizing CUDA operation"``.
-        filename: File of the innermost frame outside torch and this module (``"<unknown>"`` if not recorded).
-        lineno: Line number in ``filename``.
-        function: Function name of that frame.
-        source: The stripped source line.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async.testing import count_host_syncs
-        >>> with count_host_syncs() as syncs:
-        ...     values = torch.arange(3).tolist()
-        >>> event = syncs.events[0]
-        >>> event.op, event.reason
-        ('Tensor.tolist', 'host read')
-        >>> "torch.arange(3).tolist()" in event.location
-        True
-
-    """
-
-    op: str
-    reason: str
-    filename: str = "<unknown>"
-    lineno: int = 0
-    function: str = "<unknown>"
-    source: str = ""
-
-    @property
-    def location(self) -> str:
-        """``file:line in func: <source line>`` of the code that triggered the sync."""
-        return f"{self.filename}:{self.lineno} in {self.function}: {self.source}"
-
-    def __str__(self) -> str:
-        return f"{self.op} ({self.reason}) at {self.location}"
-
-
-class HostSyncError(RuntimeError):
-    """Raised by :func:`no_host_sync` at a host sync; ``event`` says which op, why, and where.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async.testing import HostSyncError, no_host_sync
-        >>> t = torch.tensor([0.0, 1.0])
-        >>> try:
-        ...     with no_host_sync():
-        ...         if t.any():
-        ...             pass
-        ... except HostSyncError as err:
-        ...     print(err.event.op, "|", err.event.reason, "|", err.event.source)
-        Tensor.__bool__ | host read | if t.any():
-
-    """
-
-    def __init__(self, message: str, event: HostSyncEvent | None = None) -> None:
-        super().__init__(message)
-        self.event = event
-
-
-class HostSyncCounter:
-    """Host syncs seen by one :func:`count_host_syncs` block.
-
-    Attributes:
-        total: Number of syncs.
-        by_op: Count per op name.
-        by_reason: Count per reason.
-        events: Every sync in order (empty when ``record_events=False``).
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async.testing import count_host_syncs
-        >>> x = torch.tensor([3.0, 1.0, 3.0])
-        >>> with count_host_syncs() as syncs:
-        ...     first = x[0].item()
-        ...     distinct = x.unique()
-        >>> syncs.total, dict(syncs.by_reason)
-        (2, {'host read': 1, 'data-dependent shape': 1})
-        >>> print(syncs.summary().splitlines()[0])
-        2 host syncs
-
-    """
-
-    def __init__(self, record_events: bool = True) -> None:
-        self.total = 0
-        self.by_op: collections.Counter[str] = collections.Counter()
-        self.by_reason: collections.Counter[str] = collections.Counter()
-        self.events: list[HostSyncEvent] = []
-        self.record_events = record_events
-
-    def _add(self, event: HostSyncEvent) -> None:
-        self.total += 1
-        self.by_op[event.op] += 1
-        self.by_reason[event.reason] += 1
-        if self.record_events:
-            self.events.append(event)
-
-    def summary(self) -> str:
-        """Human-readable table: one line per op with its count, reason and first location."""
-        lines = [f"{self.total} host sync{'' if self.total == 1 else 's'}"]
-        first: dict[str, HostSyncEvent] = {}
-        for event in self.events:
-            first.setdefault(event.op, event)
-        for op, count in self.by_op.most_common():
-            event = first.get(op)
-            where = f"  at {event.location}" if event is not None else ""
-            reason = event.reason if event is not None else ""
-            lines.append(f"{count:6d}  {op} ({reason}){where}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"HostSyncCounter(total={self.total}, by_op={dict(self.by_op)})"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -213,9 +50,10 @@ class HostSyncCounter:
 
 
 _TORCH_DIR = os.path.normcase(os.path.dirname(os.path.abspath(torch.__file__))) + os.sep
+# This package's own frames (the detector, the counters) are never the user's line.
+_TESTING_DIR = os.path.normcase(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIPPED_FILES = frozenset(
-    os.path.normcase(os.path.abspath(module.__file__ or ""))
-    for module in (sys.modules[__name__], contextlib, functools, typing, warnings)
+    os.path.normcase(os.path.abspath(module.__file__ or "")) for module in (contextlib, functools, typing, warnings)
 )
 # Most events come from a handful of files; normalising paths once per file keeps the walk cheap.
 _SKIP_CACHE: dict[str, bool] = {}
@@ -225,7 +63,7 @@ def _is_internal(filename: str) -> bool:
     skip = _SKIP_CACHE.get(filename)
     if skip is None:
         path = os.path.normcase(os.path.abspath(filename)) if not filename.startswith("<") else filename
-        skip = path.startswith(_TORCH_DIR) or path in _SKIPPED_FILES
+        skip = path.startswith((_TORCH_DIR, _TESTING_DIR)) or path in _SKIPPED_FILES
         _SKIP_CACHE[filename] = skip
     return skip
 
@@ -719,96 +557,3 @@ def count_host_syncs(*, record_events: bool = True) -> Iterator[HostSyncCounter]
     counter = HostSyncCounter(record_events=record_events)
     with _detect(_Frame(strict=False, counter=counter)):
         yield counter
-
-
-#: Every ``torch.distributed`` collective :func:`count_collectives` watches (torch's deprecated names included: one
-#: may call another, and only the outermost call counts).
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "all_gather_single",
-    "all_gather_object",
-    "barrier",
-    "monitored_barrier",
-    "broadcast",
-    "broadcast_object_list",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "gather",
-    "scatter",
-    "all_to_all",
-)
-
-
-class CollectiveCounter:
-    """The ``torch.distributed`` collectives called while :func:`count_collectives` is active (outermost calls only).
-
-    Attributes:
-        counts: collective name -> calls.
-        groups: ``(name, group)`` of every call, in order (``group`` as passed, ``None`` for the default group).
-
-    Example:
-        >>> counter = CollectiveCounter()
-        >>> counter.total, counter.as_dict()
-        (0, {})
-    """
-
-    def __init__(self) -> None:
-        self.counts: collections.Counter[str] = collections.Counter()
-        self.groups: list[tuple[str, Any]] = []
-        self._depth = threading.local()
-
-    @property
-    def total(self) -> int:
-        """All calls counted."""
-        return sum(self.counts.values())
-
-    def as_dict(self) -> dict[str, int]:
-        """The counts as a plain dict."""
-        return dict(self.counts)
-
-    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            depth = getattr(self._depth, "value", 0)
-            if depth == 0:
-                self.counts[name] += 1
-                self.groups.append((name, kwargs.get("group")))
-            self._depth.value = depth + 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self._depth.value = depth
-
-        return counted
-
-
-@contextlib.contextmanager
-def count_collectives() -> Iterator[CollectiveCounter]:
-    """Count the ``torch.distributed`` collectives called inside the block (for tests, benchmarks and the demo).
-
-    The functions of :data:`COLLECTIVES` are wrapped on the ``torch.distributed`` module and restored on exit.
-    torchmetrics and this package look them up on the module at call time, so their calls are seen; DDP's gradient
-    reductions go to the process group directly and are not.
-
-    Yields:
-        The :class:`CollectiveCounter`.
-
-    Example:
-        >>> with count_collectives() as counter:
-        ...     pass  # no process group needed to count nothing
-        >>> counter.total
-        0
-    """
-    import torch.distributed as dist
-
-    counter = CollectiveCounter()
-    originals = {name: getattr(dist, name) for name in COLLECTIVES if hasattr(dist, name)}
-    for name, original in originals.items():
-        setattr(dist, name, counter._wrap(name, original))
-    try:
-        yield counter
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
