@@ -69,7 +69,7 @@ __all__ = [
 
 #: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
 #: out. Sharing enters at known doors, and each copies there: construction and adoption (``_setup_sync_free``),
-#: unpickling (``__getstate__`` pickles copies: torch's pickler moves them into shared memory for a spawned worker),
+#: unpickling (``__setstate__``: torch's pickler hands a spawned worker the sender's states in shared memory),
 #: ``load_state_dict``, ``.to()`` and the like (``_apply``). So ``update()`` writes in place without looking. The one
 #: door this package does not see is torchmetrics' ``MetricCollection`` linking a compute group: it assigns the
 #: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
@@ -359,27 +359,32 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
                 owned[attr] = mine
 
     def __getstate__(self) -> dict[str, Any]:
-        """Torchmetrics' pickling state with copies of the state tensors: pickling is a door (see :data:`OWNED_STATES`).
-
-        Pickling a metric into a spawned worker (``mp.spawn``, Lightning's ``ddp_spawn``) moves the pickled tensors
-        into shared memory, where the parent and every worker would otherwise write into the same storage.
+        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`).
 
         Returns:
             The state to pickle.
         """
         state = super().__getstate__()
-        # The copy is not in any arena.
+        # Arena views pickle as their own elements, not the whole arena; the copy is not in any arena.
         state.pop(ARENA, None)
         state.pop(ARENA_RESET, None)
-        # Pickled as copies (an arena view as its own elements): torch's pickler moves what it pickles into shared
-        # memory, so this metric keeps its tensors and whoever unpickles owns the copies (the record says so).
-        owned = state[OWNED_STATES] = {}
         for attr in self._defaults:
-            value = state[attr]
-            if isinstance(value, Tensor):
-                value = value.detach().clone().requires_grad_(value.requires_grad)
-            state[attr] = owned[attr] = value  # a list is new once unpickled; its elements are never written
+            state[attr] = compact_state(state[attr])
+        state[OWNED_STATES] = {}
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`).
+
+        Pickling a metric into a spawned worker (``mp.spawn``, Lightning's ``ddp_spawn``) moves the pickled tensors,
+        the sender's own states, into shared memory: the worker copies them here, so neither writes into the other's.
+        The sender keeps writing into its own, so a receiver that unpickles later than that sees those writes.
+
+        Args:
+            state: what :meth:`__getstate__` pickled.
+        """
+        super().__setstate__(state)
+        self._own_states()
 
     def _wrap_compute(self, compute: Callable) -> Callable:
         """torchmetrics' compute wrapper; in a batch ``forward()`` computes: NaN where the batch violated a check."""  # noqa: D403
