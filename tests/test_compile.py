@@ -10,6 +10,7 @@ covers every registered class and argument combination.
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -204,6 +205,25 @@ def test_deferred_check_under_compile_names_the_first_offending_update() -> None
     assert metric.update_count == 0
     metric.update(*batches[0])  # eager after compiled: the count and index go on from the host side
     assert metric.update_count == 1
+
+
+def _received(door: str) -> Any:
+    """A ``MeanMetric`` whose states arrived through a door: unpickled, or loaded from another metric's state dict."""
+    source = ta.MeanMetric()
+    source.persistent(True)
+    if door == "unpickled":
+        return pickle.loads(pickle.dumps(source))
+    metric = ta.MeanMetric()
+    metric.load_state_dict(source.state_dict())
+    return metric
+
+
+@pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
+@pytest.mark.parametrize("door", ["unpickled", "loaded"])
+def test_one_graph_after_states_arrive_at_a_door(door: str, use_forward: bool) -> None:
+    """States are copied at the door they arrive by: the compiled step finds them owned from its first call."""
+    report = check_metric(lambda: _received(door), _values((8,)), use_forward)
+    assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
 
 
 def test_compiled_and_eager_updates_mix() -> None:

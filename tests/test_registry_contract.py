@@ -10,6 +10,7 @@ import copy
 import pickle
 import warnings
 from collections.abc import Callable
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from torchmetrics import MetricCollection
 
 from tests.example_families import is_task_wrapper
 from tests.examples import Example, example_for
+from torchmetrics_async import accelerate
 from torchmetrics_async.registry import registry
 
 REGISTERED = sorted(registry().items(), key=lambda item: (item[0].__module__, item[0].__name__))
@@ -104,22 +106,46 @@ def test_update_forward_compute_reset(origin: type, accelerated: type) -> None:
     _compute_same(ours, ref)
 
 
-@pytest.mark.parametrize("how", ["pickle", "deepcopy", "clone"])
+def _pickled(metric: Any) -> Any:
+    return pickle.loads(pickle.dumps(metric))
+
+
+def _through_shared_memory(metric: Any) -> Any:
+    """As a spawned worker receives it (``mp.spawn``, ``ddp_spawn``): torch's pickler moves tensors to shared memory."""
+    return pickle.loads(ForkingPickler.dumps(metric))
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "clone", "shared-memory"])
 @parametrize_registered
 def test_copies_mid_window_continue_independently(origin: type, accelerated: type, how: str) -> None:
     ours, ref = _pair(origin, accelerated, example_for(origin))
     _steps(ours, ref, _batches(origin, 2))
-    copy_of = {
-        "pickle": lambda m: pickle.loads(pickle.dumps(m)),
-        "deepcopy": copy.deepcopy,
-        "clone": lambda m: m.clone(),
-    }[how]
-    ours_copy, ref_copy = copy_of(ours), copy_of(ref)
+    copy_of = {"pickle": _pickled, "deepcopy": copy.deepcopy, "clone": lambda m: m.clone()}
+    ours_copy = (copy_of.get(how) or _through_shared_memory)(ours)
+    ref_copy = copy_of.get(how, _pickled)(ref)  # torchmetrics' own would write into the original's shared storage
     assert type(ours_copy) is type(ours)
     later = _batches(origin, 3, start=5)
     _steps(ours_copy, ref_copy, later)
     _compute_same(ours_copy, ref_copy)
     _compute_same(ours, ref)  # the original did not see the copy's updates
+    _steps(ours, ref, _batches(origin, 2, start=9))
+    _compute_same(ours, ref)
+    _compute_same(ours_copy, ref_copy)  # nor the copy the original's
+
+
+@parametrize_registered
+def test_accelerating_a_live_instance_leaves_what_it_held_alone(origin: type, accelerated: type) -> None:
+    """Adoption is a door: the live instance's states may be held elsewhere (a user, a compute-group sibling)."""
+    example = example_for(origin)
+    live, ref = _quiet(lambda: origin(**example.init)), _quiet(lambda: origin(**example.init))
+    _steps(live, ref, _batches(origin, 2))
+    held = dict(live.metric_state)
+    kept = copy.deepcopy(held)
+    assert _quiet(accelerate, live) is live
+    assert type(live).__module__.startswith("torchmetrics_async.")
+    _steps(live, ref, _batches(origin, 3, start=5))
+    _compute_same(live, ref)
+    torch.testing.assert_close(held, kept, rtol=0, atol=0, equal_nan=True)
 
 
 def _persistent_pair(origin: type, accelerated: type) -> tuple[Any, Any]:
@@ -143,6 +169,21 @@ def test_state_dict_round_trips_both_ways(origin: type, accelerated: type, sourc
     later = _batches(origin, 3, start=5)
     _steps(ours_loaded, ref_loaded, later)
     _compute_same(ours_loaded, ref_loaded)
+
+
+@parametrize_registered
+def test_loading_a_state_dict_leaves_it_alone(origin: type, accelerated: type) -> None:
+    """Loading is a door: the loaded metric's updates do not write into the state dict it was given."""
+    ours, ref = _persistent_pair(origin, accelerated)
+    _steps(ours, ref, _batches(origin, 2))
+    saved = ours.state_dict()
+    kept = copy.deepcopy(saved)
+    ours_loaded, ref_loaded = _persistent_pair(origin, accelerated)
+    ours_loaded.load_state_dict(saved)
+    ref_loaded.load_state_dict(copy.deepcopy(ref.state_dict()))
+    _steps(ours_loaded, ref_loaded, _batches(origin, 3, start=5))
+    _compute_same(ours_loaded, ref_loaded)
+    torch.testing.assert_close(saved, kept, rtol=0, atol=0, equal_nan=True)
 
 
 @parametrize_registered

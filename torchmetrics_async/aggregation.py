@@ -19,7 +19,6 @@ Example:
     tensor(2.2500)
 """
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any, ClassVar, Union
@@ -610,14 +609,8 @@ class _SyncFreeRunning(SyncFreeMixin):
     __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeMixin.__jit_unused_properties__, "_num_vals_seen"]
 
     def _wrap_update(self, update: Callable) -> Callable:
-        """As torchmetrics' wrappers: ``update`` unwrapped, except that the slots are made the wrapper's own first."""
-
-        @functools.wraps(update)
-        def wrapped_func(*args: Any, **kwargs: Any) -> None:
-            self._own_states()
-            update(*args, **kwargs)
-
-        return wrapped_func
+        """As torchmetrics' wrappers: ``update`` unwrapped (the slots are the wrapper's own from every door on)."""
+        return update
 
     def _take_over_base_checks(self) -> None:
         """The wrapper reports the base metric's checks (over its whole window); the base never reads them."""
@@ -736,7 +729,7 @@ class _SyncFreeRunning(SyncFreeMixin):
             tensor(4.)
         """
         state = self.__dict__
-        self._own_states()
+        self._own_states()  # a compute-group follower's slots are its leader's (see metric.OWNED_STATES)
         result = self.base_metric.forward(*args, **kwargs)
         self._store_window_slot()
         state["_computed"] = None

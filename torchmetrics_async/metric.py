@@ -69,8 +69,12 @@ __all__ = [
 ]
 
 #: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
-#: out. Only those are written in place; any other (received by pickling into a spawned worker, shared with a
-#: compute-group sibling, loaded from a user's state dict, assigned by anyone) is copied first (copy on write).
+#: out. Sharing enters at known doors, and each copies there: construction and adoption (``_setup_sync_free``),
+#: unpickling (``__setstate__``: torch's pickler hands a spawned worker the sender's states in shared memory),
+#: ``load_state_dict``, ``.to()`` and the like (``_apply``). So ``update()`` writes in place without looking. The one
+#: door this package does not see is torchmetrics' ``MetricCollection`` linking a compute group: it assigns the
+#: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
+#: in this record first (a follower's), and writes into its own.
 OWNED_STATES = "_owned_states"
 
 # The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
@@ -147,7 +151,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
                 self._count_traced_update()
             else:
                 state["_update_count"] += 1
-            self._own_states()
             grad = state["_enable_grad"]
             previous = grad_enabled()
             if previous != grad:
@@ -345,7 +348,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
                 current.clear()  # as torchmetrics: whoever shares the list sees it emptied
 
     def _own_states(self) -> None:
-        """Copy every state this metric does not own (see :data:`OWNED_STATES`) before it is written in place."""
+        """Copy every state this metric does not own (see :data:`OWNED_STATES`): at a door, and in ``forward``."""
         state = self.__dict__
         owned = state[OWNED_STATES]
         for attr in self._defaults:
@@ -356,10 +359,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
                 owned[attr] = mine
 
     def __getstate__(self) -> dict[str, Any]:
-        """Torchmetrics' pickling state; pickled states are handed out, so neither side owns them any more.
-
-        Pickling a metric into a spawned worker (``mp.spawn``, Lightning's ``ddp_spawn``) moves its state tensors into
-        shared memory, where the parent and every worker would otherwise write into the same storage.
+        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`).
 
         Returns:
             The state to pickle.
@@ -368,15 +368,23 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         # Arena views pickle as their own elements, not the whole arena; the copy is not in any arena.
         state.pop(ARENA, None)
         state.pop(ARENA_RESET, None)
-        owned, kept = self.__dict__[OWNED_STATES], {}
         for attr in self._defaults:
-            value = state[attr]
-            state[attr] = compact_state(value)
-            if state[attr] is not value and owned.get(attr) is value:
-                kept[attr] = value  # pickled as a copy: still this metric's alone
+            state[attr] = compact_state(state[attr])
         state[OWNED_STATES] = {}
-        self.__dict__[OWNED_STATES] = kept
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`).
+
+        Pickling a metric into a spawned worker (``mp.spawn``, Lightning's ``ddp_spawn``) moves the pickled tensors,
+        the sender's own states, into shared memory: the worker copies them here, so neither writes into the other's.
+        The sender keeps writing into its own, so a receiver that unpickles later than that sees those writes.
+
+        Args:
+            state: what :meth:`__getstate__` pickled.
+        """
+        super().__setstate__(state)
+        self._own_states()
 
     def _wrap_compute(self, compute: Callable) -> Callable:
         """torchmetrics' compute wrapper; in a batch ``forward()`` computes: NaN where the batch violated a check."""  # noqa: D403
@@ -584,6 +592,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
         count = state_dict.pop(prefix + _UPDATE_COUNT_KEY, None)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._own_states()  # a door: torchmetrics holds the caller's tensors as the states
         if count is not None:
             set_update_count(self, int(count))
         mark_unreported(self)  # loaded states count as an update: recomputed, and their flags raised
@@ -621,7 +630,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants.
 
         It owns none of its states yet: they may be shared (a torchmetrics default object, a live instance being
-        adopted), so each is copied once before its first in-place write.
+        adopted, whose states a user or a compute-group sibling may hold), so each is copied here, once.
         """
         self._add_extra_states()
         state = self.__dict__
@@ -635,8 +644,8 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state[_COUNTS_ON_HOST] = False
         state.setdefault(DEFERRED_RAISE_OWNED, False)
         self._set_constants()
-        # Copied now rather than at the first update: a step compiled with torch.compile then traces the same
-        # in-place path at every call (one graph), instead of a copying first call and a recompile.
+        # A door (construction, adoption): updates never check, and a compiled forward finds its states owned, so
+        # it traces the same in-place path at every call (one graph), not a copying first call and a recompile.
         self._own_states()
         self._update_parameters()
         self._announce_fallbacks()
@@ -839,7 +848,7 @@ class OnePassForward:
         value = _squeeze_if_scalar(self._run_guarded(grad, self._batch_value, (stats,), {}))
         if stats is not None:
             value = nan_where(self._batch_violation(stats), value)
-            self._own_states()
+            self._own_states()  # a compute-group follower holds its leader's states (see OWNED_STATES)
             self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
         state["_forward_cache"] = value
         return value
