@@ -15,6 +15,7 @@ Example:
 
 from typing import Any
 
+from torchmetrics_async._docs import accelerated_doc
 from torchmetrics_async._torchmetrics import torchmetrics_origin
 
 __all__ = ["AutoRegistered", "defined_in_package", "register", "registry"]
@@ -94,3 +95,4 @@ class AutoRegistered:
         super().__init_subclass__(**kwargs)
         if _registers_itself(cls):
             register(cls)
+            cls.__doc__ = accelerated_doc(cls, torchmetrics_origin(cls))

@@ -197,148 +197,64 @@ class _MultilabelFixedPoint(_MultilabelCurve):
 
 
 class BinaryRecallAtFixedPrecision(_RecallAtFixedPrecision, _BinaryFixedPoint, tm.BinaryRecallAtFixedPrecision):
-    """Highest recall with precision >= ``min_precision``; torchmetrics' class with a sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryRecallAtFixedPrecision(min_precision=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.2500))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MulticlassRecallAtFixedPrecision(
     _RecallAtFixedPrecision, _MulticlassFixedPoint, tm.MulticlassRecallAtFixedPrecision
 ):
-    """Per-class recall at fixed precision; torchmetrics' ``MulticlassRecallAtFixedPrecision``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassRecallAtFixedPrecision(num_classes=2, min_precision=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MultilabelRecallAtFixedPrecision(
     _RecallAtFixedPrecision, _MultilabelFixedPoint, tm.MultilabelRecallAtFixedPrecision
 ):
-    """Per-label recall at fixed precision; torchmetrics' ``MultilabelRecallAtFixedPrecision``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelRecallAtFixedPrecision(num_labels=2, min_precision=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class BinaryPrecisionAtFixedRecall(_PrecisionAtFixedRecall, _BinaryFixedPoint, tm.BinaryPrecisionAtFixedRecall):
-    """Highest precision with recall >= ``min_recall``; torchmetrics' class with a sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryPrecisionAtFixedRecall(min_recall=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.7500))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MulticlassPrecisionAtFixedRecall(
     _PrecisionAtFixedRecall, _MulticlassFixedPoint, tm.MulticlassPrecisionAtFixedRecall
 ):
-    """Per-class precision at fixed recall; torchmetrics' ``MulticlassPrecisionAtFixedRecall``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassPrecisionAtFixedRecall(num_classes=2, min_recall=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MultilabelPrecisionAtFixedRecall(
     _PrecisionAtFixedRecall, _MultilabelFixedPoint, tm.MultilabelPrecisionAtFixedRecall
 ):
-    """Per-label precision at fixed recall; torchmetrics' ``MultilabelPrecisionAtFixedRecall``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelPrecisionAtFixedRecall(num_labels=2, min_recall=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class BinarySensitivityAtSpecificity(_SensitivityAtSpecificity, _BinaryFixedPoint, tm.BinarySensitivityAtSpecificity):
-    """Highest sensitivity with specificity >= ``min_specificity``; torchmetrics' class, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = BinarySensitivityAtSpecificity(min_specificity=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.2500))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MulticlassSensitivityAtSpecificity(
     _SensitivityAtSpecificity, _MulticlassFixedPoint, tm.MulticlassSensitivityAtSpecificity
 ):
-    """Per-class sensitivity at specificity; torchmetrics' ``MulticlassSensitivityAtSpecificity``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassSensitivityAtSpecificity(num_classes=2, min_specificity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MultilabelSensitivityAtSpecificity(
     _SensitivityAtSpecificity, _MultilabelFixedPoint, tm.MultilabelSensitivityAtSpecificity
 ):
-    """Per-label sensitivity at specificity; torchmetrics' ``MultilabelSensitivityAtSpecificity``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelSensitivityAtSpecificity(num_labels=2, min_specificity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class BinarySpecificityAtSensitivity(_SpecificityAtSensitivity, _BinaryFixedPoint, tm.BinarySpecificityAtSensitivity):
-    """Highest specificity with sensitivity >= ``min_sensitivity``; torchmetrics' class, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = BinarySpecificityAtSensitivity(min_sensitivity=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.7500))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MulticlassSpecificityAtSensitivity(
     _SpecificityAtSensitivity, _MulticlassFixedPoint, tm.MulticlassSpecificityAtSensitivity
 ):
-    """Per-class specificity at sensitivity; torchmetrics' ``MulticlassSpecificityAtSensitivity``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassSpecificityAtSensitivity(num_classes=2, min_sensitivity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MultilabelSpecificityAtSensitivity(
     _SpecificityAtSensitivity, _MultilabelFixedPoint, tm.MultilabelSpecificityAtSensitivity
 ):
-    """Per-label specificity at sensitivity; torchmetrics' ``MultilabelSpecificityAtSensitivity``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelSpecificityAtSensitivity(num_labels=2, min_sensitivity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""

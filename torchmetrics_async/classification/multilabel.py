@@ -120,213 +120,43 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
 
 
 class MultilabelStatScores(_SyncFreeMultilabelStatScores, tm.MultilabelStatScores):
-    """``[tp, fp, tn, fn, support]`` per label; ``torchmetrics.classification.MultilabelStatScores`` without syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelStatScores(num_labels=3, average="micro")
-        >>> metric(torch.tensor([[0.11, 0.22, 0.84], [0.73, 0.33, 0.92]]), torch.tensor([[0, 1, 0], [1, 0, 1]]))
-        tensor([2, 1, 2, 1, 3])
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelAccuracy(_SyncFreeMultilabelStatScores, tm.MultilabelAccuracy):
-    """Multilabel accuracy; ``torchmetrics.classification.MultilabelAccuracy`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelAccuracy(num_labels=3)
-        >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.6667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelPrecision(_SyncFreeMultilabelStatScores, tm.MultilabelPrecision):
-    """Multilabel precision; ``torchmetrics.classification.MultilabelPrecision`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelPrecision(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelRecall(_SyncFreeMultilabelStatScores, tm.MultilabelRecall):
-    """Multilabel recall; ``torchmetrics.classification.MultilabelRecall`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelRecall(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.6667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelFBetaScore(_SyncFreeMultilabelStatScores, tm.MultilabelFBetaScore):
-    """Multilabel F-beta score; ``torchmetrics.classification.MultilabelFBetaScore`` without host syncs.
-
-    Args:
-        beta: weight of recall against precision.
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        zero_division: value returned for 0/0 (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelFBetaScore(beta=2.0, num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.6250)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelF1Score(_SyncFreeMultilabelStatScores, tm.MultilabelF1Score):
-    """Multilabel F1 score; ``torchmetrics.classification.MultilabelF1Score`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        zero_division: value returned for 0/0 (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelF1Score(num_labels=3)
-        >>> metric(torch.tensor([[2.0, -1.0, 0.5], [-2.0, 1.5, -0.5]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        tensor(0.5556)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelSpecificity(_SyncFreeMultilabelStatScores, tm.MultilabelSpecificity):
-    """Multilabel specificity; ``torchmetrics.classification.MultilabelSpecificity`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelSpecificity(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.3333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelHammingDistance(_SyncFreeMultilabelStatScores, tm.MultilabelHammingDistance):
-    """Multilabel Hamming distance; ``torchmetrics.classification.MultilabelHammingDistance`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelHammingDistance(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelNegativePredictiveValue(_SyncFreeMultilabelStatScores, tm.MultilabelNegativePredictiveValue):
-    """Multilabel negative predictive value; torchmetrics' ``MultilabelNegativePredictiveValue`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelNegativePredictiveValue(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 0], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.3333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
-    """Share of samples with every label right; ``torchmetrics.classification.MultilabelExactMatch`` without syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count (an ignored label counts as right, as in torchmetrics).
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelExactMatch(num_labels=3)
-        >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("correct", "total")
 
@@ -386,30 +216,7 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
 
 
 class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix):
-    """One 2x2 confusion matrix per label; ``torchmetrics.classification.MultilabelConfusionMatrix`` without syncs.
-
-    The bins are added with ``scatter_add_`` instead of ``bincount``; entries whose target is ignored, or whose target
-    or label is neither 0 nor 1, get weight 0 (with ``validate_args=True`` the latter make ``compute()`` raise).
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        ignore_index: target value that does not count.
-        normalize: ``None``/``"none"``, ``"true"``, ``"pred"`` or ``"all"``, as in torchmetrics.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelConfusionMatrix(num_labels=2)
-        >>> metric.update(torch.tensor([[0.9, 0.1], [0.2, 0.7]]), torch.tensor([[1, 0], [0, 0]]))
-        >>> metric.compute()
-        tensor([[[1, 0],
-                 [0, 1]],
-        <BLANKLINE>
-                [[1, 1],
-                 [0, 0]]])
-    """
+    """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
 
