@@ -5,9 +5,14 @@ torchmetrics' doctest setup: ``torch`` and ``tensor`` in scope, the global seed 
 (``doctest_optionflags`` in pyproject.toml).
 """
 
+import importlib.util
+
 import pytest
 import torch
 from _pytest.doctest import DoctestItem
+
+# The Lightning callback's examples build it, which needs the optional `lightning` extra.
+collect_ignore = [] if importlib.util.find_spec("lightning") else ["torchmetrics_async/lightning.py"]
 
 
 @pytest.fixture(autouse=True)

@@ -63,9 +63,11 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
     """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses.
 
     Example:
+        >>> import torch
         >>> from torchmetrics_async import MinMetric
-        >>> isinstance(MinMetric(), SyncFreeAggregator)
-        True
+        >>> metric = MinMetric()
+        >>> metric(torch.tensor([3.0, 1.0])), metric(2.0), metric.compute()
+        (tensor(1.), tensor(2.), tensor(1.))
     """
 
     def _add_extra_states(self) -> None:
@@ -137,6 +139,8 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         Example:
             >>> metric = SumMetric()
             >>> metric.update(2.5)
+            >>> metric.sum_value
+            tensor(2.5000)
         """
         stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
@@ -197,6 +201,8 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         Example:
             >>> metric = MeanMetric()
             >>> metric.update(1.0, weight=3)
+            >>> metric.mean_value, metric.weight
+            (tensor(3.), tensor(3.))
         """
         stats = self._batch_stats(value, weight)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
@@ -320,8 +326,13 @@ class _ExtremumMetric(SyncFreeAggregator):
             value: the values.
 
         Example:
+            >>> import torch
             >>> from torchmetrics_async import MaxMetric
-            >>> MaxMetric().update(1.0)
+            >>> metric = MaxMetric()
+            >>> metric.update(1.0)
+            >>> metric.update(torch.tensor([0.5, 3.0]))
+            >>> metric.max_value
+            tensor(3.)
         """
         stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
@@ -412,7 +423,11 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
             value: a tensor of any shape, or a number.
 
         Example:
-            >>> CatMetric().update(1.0)
+            >>> metric = CatMetric()
+            >>> metric.update(1.0)
+            >>> metric.update(torch.tensor([2.0, 3.0]))
+            >>> metric.value
+            [tensor(1.), tensor([2., 3.])]
         """
         self._update_from_stats(value)
 
@@ -653,7 +668,11 @@ class _SyncFreeRunning(SyncFreeMixin):
 
         Example:
             >>> from torchmetrics_async import RunningSum
-            >>> RunningSum(window=2).update(1.0)
+            >>> metric = RunningSum(window=2)
+            >>> for x in (1.0, 2.0, 3.0):
+            ...     metric.update(x)
+            >>> metric.compute()
+            tensor(5.)
         """
         self.base_metric.update(*args, **kwargs)
         self._store_window_slot()
@@ -701,7 +720,12 @@ class _SyncFreeRunning(SyncFreeMixin):
 
         Example:
             >>> from torchmetrics_async import RunningSum
-            >>> RunningSum().reset()
+            >>> metric = RunningSum(window=2)
+            >>> metric.update(1.0)
+            >>> metric.reset()
+            >>> metric.update(2.0)
+            >>> metric.compute()
+            tensor(2.)
         """
         try:
             super().reset()

@@ -150,7 +150,10 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
             indexes: the query each entry belongs to, int64.
 
         Example:
-            >>> RetrievalMAP().update(torch.tensor([0.3, 0.7]), torch.tensor([0, 1]), indexes=torch.tensor([0, 0]))
+            >>> metric = RetrievalMAP()
+            >>> metric.update(torch.tensor([0.3, 0.7]), torch.tensor([0, 1]), indexes=torch.tensor([0, 0]))
+            >>> metric.indexes, metric.target
+            ([tensor([0, 0])], [tensor([0, 1])])
         """
         self._update_from_stats(preds, target, indexes)
 

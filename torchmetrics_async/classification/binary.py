@@ -27,7 +27,7 @@ from torchmetrics_async._torchmetrics import (
     binary_target_values_message,
     label_preds_values_message,
 )
-from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.shapes import check_binary_shapes
 
 __all__ = [
@@ -237,7 +237,7 @@ def zero_one_checks(metric: Any, quoted_preds: bool) -> dict[str, str]:
     }
 
 
-class CodedCounts(SyncFreeClassification):
+class CodedCounts(SyncFreeBatchStats):
     """Keeps the outcome codes of :func:`coded_counts` on the metric's device (made with the other constants)."""
 
     # A dict keyed by tuples, which torch.jit.script cannot type: a per-instance constant it need not see.

@@ -27,7 +27,7 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import _ce_compute, dim_zero_cat
-from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.batch_stats import BatchStats
 from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
 
 __all__ = ["BinaryCalibrationError", "MulticlassCalibrationError", "calibration_error"]

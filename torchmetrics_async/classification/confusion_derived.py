@@ -31,7 +31,7 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import _cohen_kappa_reduce, _jaccard_index_reduce, _safe_divide
-from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.batch_stats import BatchStats
 from torchmetrics_async.classification.binary import BinaryConfusionMatrix
 from torchmetrics_async.classification.multiclass import MulticlassConfusionMatrix
 from torchmetrics_async.classification.multilabel import MultilabelConfusionMatrix

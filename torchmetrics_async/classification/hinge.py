@@ -23,7 +23,7 @@ import torch
 import torchmetrics.classification as tm
 from torch import Tensor
 
-from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.batch_stats import BatchStats
 from torchmetrics_async.classification.multiclass import as_index
 from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
 

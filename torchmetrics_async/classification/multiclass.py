@@ -45,7 +45,7 @@ from torchmetrics_async._torchmetrics import (
     multiclass_values_message,
     rank_zero_warn,
 )
-from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.shapes import check_multiclass_shapes
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
@@ -298,7 +298,7 @@ def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Te
     return confmat.masked_fill(nans, 0), nans.sum()
 
 
-class _SyncFreeMulticlass(SyncFreeClassification):
+class _SyncFreeMulticlass(SyncFreeBatchStats):
     """What the multiclass metrics share: the deferred value checks and the label format."""
 
     def _checked_classes(self) -> int | None:

@@ -121,7 +121,10 @@ class _SyncFreeDivergence(SyncFreeSums):
         Example:
             >>> import torch
             >>> from torchmetrics_async.regression import KLDivergence
-            >>> KLDivergence().update(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.9, 0.1]]))
+            >>> metric = KLDivergence()
+            >>> metric.update(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.9, 0.1]]))
+            >>> metric.measures, metric.total
+            (tensor(0.5108), tensor(1))
         """
         self._update_from_stats(p, q)
 

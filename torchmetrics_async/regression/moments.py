@@ -320,7 +320,10 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         Example:
             >>> import torch
             >>> from torchmetrics_async.regression import PearsonCorrCoef
-            >>> PearsonCorrCoef().update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 3.0]))
+            >>> metric = PearsonCorrCoef()
+            >>> metric.update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 3.0]))
+            >>> metric.mean_x, metric.mean_y, metric.n_total
+            (tensor([1.5000]), tensor([2.]), tensor([2.]))
         """
         self._fold(preds, target)
 

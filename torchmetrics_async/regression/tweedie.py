@@ -95,6 +95,9 @@ class TweedieDevianceScore(SyncFreeSums, tm.TweedieDevianceScore):
 
         Example:
             >>> import torch
-            >>> TweedieDevianceScore(power=1.5).update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
+            >>> metric = TweedieDevianceScore(power=1.5)
+            >>> metric.update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
+            >>> metric.sum_deviance_score, metric.num_observations
+            (tensor(5.6569), tensor(2))
         """
         self._update_from_stats(preds, targets)
