@@ -29,7 +29,7 @@ from torchmetrics_async._torchmetrics import (
     _multilabel_precision_recall_curve_compute,
     _multilabel_roc_compute,
 )
-from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve
+from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve, _SyncFreeCurve
 
 __all__ = [
     "BinaryPrecisionAtFixedRecall",
@@ -148,113 +148,112 @@ def best_under_constraint(
     return best, torch.where(found, thresholds.gather(-1, index).squeeze(-1), 1e6)
 
 
-class _RecallAtFixedPrecision:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        precision, recall, thresholds = self._precision_recall(confmat)
-        return recall_at_precision(precision, recall, thresholds, self.min_precision)
+def _precision_recall(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The precision-recall curve of the metric's task from its binned confusion matrices (torchmetrics' code)."""
+    if isinstance(metric, _BinaryCurve):
+        return _binary_precision_recall_curve_compute(confmat, metric.thresholds)
+    if isinstance(metric, _MulticlassCurve):
+        return _multiclass_precision_recall_curve_compute(confmat, metric.num_classes, metric.thresholds)
+    return _multilabel_precision_recall_curve_compute(confmat, metric.num_labels, metric.thresholds)
 
 
-class _PrecisionAtFixedRecall:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        precision, recall, thresholds = self._precision_recall(confmat)
-        return precision_at_recall(precision, recall, thresholds, self.min_recall)
+def _roc(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The ROC curve of the metric's task from its binned confusion matrices (torchmetrics' code)."""
+    if isinstance(metric, _BinaryCurve):
+        return _binary_roc_compute(confmat, metric.thresholds)
+    if isinstance(metric, _MulticlassCurve):
+        return _multiclass_roc_compute(confmat, metric.num_classes, metric.thresholds)
+    return _multilabel_roc_compute(confmat, metric.num_labels, metric.thresholds)
 
 
-class _SensitivityAtSpecificity:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        fpr, sensitivity, thresholds = self._roc(confmat)
-        return best_under_constraint(sensitivity, 1 - fpr, thresholds, self.min_specificity)
+# The binned batch value of each kind (a class attribute `_binned_value`: a method, not one more base class).
+def _recall_at_fixed_precision(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    precision, recall, thresholds = _precision_recall(self, confmat)
+    return recall_at_precision(precision, recall, thresholds, self.min_precision)
 
 
-class _SpecificityAtSensitivity:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        fpr, sensitivity, thresholds = self._roc(confmat)
-        return best_under_constraint(1 - fpr, sensitivity, thresholds, self.min_sensitivity)
+def _precision_at_fixed_recall(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    precision, recall, thresholds = _precision_recall(self, confmat)
+    return precision_at_recall(precision, recall, thresholds, self.min_recall)
 
 
-class _BinaryFixedPoint(_BinaryCurve):
-    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _binary_precision_recall_curve_compute(confmat, self.thresholds)
-
-    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _binary_roc_compute(confmat, self.thresholds)
+def _sensitivity_at_specificity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    fpr, sensitivity, thresholds = _roc(self, confmat)
+    return best_under_constraint(sensitivity, 1 - fpr, thresholds, self.min_specificity)
 
 
-class _MulticlassFixedPoint(_MulticlassCurve):
-    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multiclass_precision_recall_curve_compute(confmat, self.num_classes, self.thresholds)
-
-    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multiclass_roc_compute(confmat, self.num_classes, self.thresholds)
+def _specificity_at_sensitivity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    fpr, sensitivity, thresholds = _roc(self, confmat)
+    return best_under_constraint(1 - fpr, sensitivity, thresholds, self.min_sensitivity)
 
 
-class _MultilabelFixedPoint(_MultilabelCurve):
-    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multilabel_precision_recall_curve_compute(confmat, self.num_labels, self.thresholds)
-
-    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multilabel_roc_compute(confmat, self.num_labels, self.thresholds)
-
-
-class BinaryRecallAtFixedPrecision(_RecallAtFixedPrecision, _BinaryFixedPoint, tm.BinaryRecallAtFixedPrecision):
+class BinaryRecallAtFixedPrecision(_BinaryCurve, tm.BinaryRecallAtFixedPrecision):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _recall_at_fixed_precision
 
-class MulticlassRecallAtFixedPrecision(
-    _RecallAtFixedPrecision, _MulticlassFixedPoint, tm.MulticlassRecallAtFixedPrecision
-):
+
+class MulticlassRecallAtFixedPrecision(_MulticlassCurve, tm.MulticlassRecallAtFixedPrecision):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _recall_at_fixed_precision
 
-class MultilabelRecallAtFixedPrecision(
-    _RecallAtFixedPrecision, _MultilabelFixedPoint, tm.MultilabelRecallAtFixedPrecision
-):
+
+class MultilabelRecallAtFixedPrecision(_MultilabelCurve, tm.MultilabelRecallAtFixedPrecision):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _recall_at_fixed_precision
 
-class BinaryPrecisionAtFixedRecall(_PrecisionAtFixedRecall, _BinaryFixedPoint, tm.BinaryPrecisionAtFixedRecall):
+
+class BinaryPrecisionAtFixedRecall(_BinaryCurve, tm.BinaryPrecisionAtFixedRecall):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _precision_at_fixed_recall
 
-class MulticlassPrecisionAtFixedRecall(
-    _PrecisionAtFixedRecall, _MulticlassFixedPoint, tm.MulticlassPrecisionAtFixedRecall
-):
+
+class MulticlassPrecisionAtFixedRecall(_MulticlassCurve, tm.MulticlassPrecisionAtFixedRecall):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _precision_at_fixed_recall
 
-class MultilabelPrecisionAtFixedRecall(
-    _PrecisionAtFixedRecall, _MultilabelFixedPoint, tm.MultilabelPrecisionAtFixedRecall
-):
+
+class MultilabelPrecisionAtFixedRecall(_MultilabelCurve, tm.MultilabelPrecisionAtFixedRecall):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _precision_at_fixed_recall
 
-class BinarySensitivityAtSpecificity(_SensitivityAtSpecificity, _BinaryFixedPoint, tm.BinarySensitivityAtSpecificity):
+
+class BinarySensitivityAtSpecificity(_BinaryCurve, tm.BinarySensitivityAtSpecificity):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _sensitivity_at_specificity
 
-class MulticlassSensitivityAtSpecificity(
-    _SensitivityAtSpecificity, _MulticlassFixedPoint, tm.MulticlassSensitivityAtSpecificity
-):
+
+class MulticlassSensitivityAtSpecificity(_MulticlassCurve, tm.MulticlassSensitivityAtSpecificity):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _sensitivity_at_specificity
 
-class MultilabelSensitivityAtSpecificity(
-    _SensitivityAtSpecificity, _MultilabelFixedPoint, tm.MultilabelSensitivityAtSpecificity
-):
+
+class MultilabelSensitivityAtSpecificity(_MultilabelCurve, tm.MultilabelSensitivityAtSpecificity):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _sensitivity_at_specificity
 
-class BinarySpecificityAtSensitivity(_SpecificityAtSensitivity, _BinaryFixedPoint, tm.BinarySpecificityAtSensitivity):
+
+class BinarySpecificityAtSensitivity(_BinaryCurve, tm.BinarySpecificityAtSensitivity):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _specificity_at_sensitivity
 
-class MulticlassSpecificityAtSensitivity(
-    _SpecificityAtSensitivity, _MulticlassFixedPoint, tm.MulticlassSpecificityAtSensitivity
-):
+
+class MulticlassSpecificityAtSensitivity(_MulticlassCurve, tm.MulticlassSpecificityAtSensitivity):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
+    _binned_value = _specificity_at_sensitivity
 
-class MultilabelSpecificityAtSensitivity(
-    _SpecificityAtSensitivity, _MultilabelFixedPoint, tm.MultilabelSpecificityAtSensitivity
-):
+
+class MultilabelSpecificityAtSensitivity(_MultilabelCurve, tm.MultilabelSpecificityAtSensitivity):
     """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
+
+    _binned_value = _specificity_at_sensitivity
