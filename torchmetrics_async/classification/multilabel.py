@@ -54,43 +54,46 @@ __all__ = [
 Average = Optional[Literal["micro", "macro", "weighted", "none"]]
 
 
-class _MultilabelChecks(CodedCounts):
-    """The multilabel tensor validation: shapes eager, values deferred (torchmetrics' order and messages)."""
-
-    def _deferred_checks(self) -> dict[str, str]:
-        return zero_one_checks(self, quoted_preds=False)
-
-    def _labels(self, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
-        """Threshold float ``preds`` (sigmoid first if any is outside [0, 1]); record non-binary integer ``preds``."""
-        if preds.is_floating_point():
-            return probs_to_labels(preds, self.threshold)
-        if self.validate_args and preds.dtype != torch.bool:
-            violations[INVALID_PREDS] = not_binary(preds)
-        return preds
-
-    def _format(self, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
-        """Input format as in torchmetrics (shapes checked), without syncs: labels, ``(N, C, -1)``, ignored -> -1."""
-        violations: dict[str, Tensor] = {}
-        preds = self._labels(preds, violations)
-        preds = preds.reshape(*preds.shape[:2], -1)
-        target = target.reshape(*target.shape[:2], -1)
-        ignored = None
-        if self.ignore_index is not None:
-            ignored = target == self.ignore_index
-            # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
-            target = target.masked_fill(ignored, -1)
-        return preds, target, ignored, violations
+# The multilabel tensor validation (shapes eager, values deferred: torchmetrics' order and messages), as functions of
+# the metric that the three multilabel bases share (functions, not one more base class in their MRO).
+def _multilabel_checks(metric: Any) -> dict[str, str]:
+    return zero_one_checks(metric, quoted_preds=False)
 
 
-class _SyncFreeMultilabelStatScores(_MultilabelChecks):
+def _labels(metric: Any, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
+    """Threshold float ``preds`` (sigmoid first if any is outside [0, 1]); record non-binary integer ``preds``."""
+    if preds.is_floating_point():
+        return probs_to_labels(preds, metric.threshold)
+    if metric.validate_args and preds.dtype != torch.bool:
+        violations[INVALID_PREDS] = not_binary(preds)
+    return preds
+
+
+def _format(metric: Any, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
+    """Input format as in torchmetrics (shapes checked), without syncs: labels, ``(N, C, -1)``, ignored -> -1."""
+    violations: dict[str, Tensor] = {}
+    preds = _labels(metric, preds, violations)
+    preds = preds.reshape(*preds.shape[:2], -1)
+    target = target.reshape(*target.shape[:2], -1)
+    ignored = None
+    if metric.ignore_index is not None:
+        ignored = target == metric.ignore_index
+        # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
+        target = target.masked_fill(ignored, -1)
+    return preds, target, ignored, violations
+
+
+class _SyncFreeMultilabelStatScores(CodedCounts):
     """Sync-free ``update`` of torchmetrics' ``MultilabelStatScores`` family (states ``tp, fp, tn, fn``)."""
+
+    _deferred_checks = _multilabel_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
         if not samplewise and coded_fast_path(preds, target):
             return self._coded_batch_stats(preds, target)
-        preds, target, ignored, violations = self._format(preds, target, samplewise)
+        preds, target, ignored, violations = _format(self, preds, target, samplewise)
         dim: int | tuple[int, int] = -1 if samplewise else (0, -1)
         if not samplewise and preds.ndim == target.ndim == 3 and preds.shape[-1] == target.shape[-1] == 1:
             # (N, C) inputs: a reduction over one dimension is faster than over (0, -1) with a trailing 1.
@@ -106,7 +109,7 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
         """Global counts of well-formed ``(N, C[, M])`` input: one code per entry, counted per label (3 ops)."""
         violations: dict[str, Tensor] = {}
         validate = self.validate_args
-        preds = self._labels(preds, violations)
+        preds = _labels(self, preds, violations)
         ignored = None
         if self.ignore_index is not None:
             ignored = target == self.ignore_index
@@ -155,15 +158,16 @@ class MultilabelNegativePredictiveValue(_SyncFreeMultilabelStatScores, tm.Multil
     """No host sync in ``update()`` or ``forward()``."""
 
 
-class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
+class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("correct", "total")
+    _deferred_checks = _multilabel_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
-        preds, target, ignored, violations = self._format(preds, target, samplewise)
+        preds, target, ignored, violations = _format(self, preds, target, samplewise)
         if self.validate_args:
             violations[INVALID_TARGET] = not_binary(target, ignored)
         if ignored is not None:
@@ -215,10 +219,11 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
             self._record_violation(name, violated)
 
 
-class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix):
+class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
     """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
+    _deferred_checks = _multilabel_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_labels = self.num_labels
@@ -229,7 +234,7 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
             preds_bad = not_binary(preds)
             if self.validate_args:
                 violations[INVALID_PREDS] = preds_bad
-        preds = self._labels(preds, {})
+        preds = _labels(self, preds, {})
         preds = torch.movedim(preds, 1, -1).reshape(-1, num_labels)
         target = torch.movedim(target, 1, -1).reshape(-1, num_labels)
         target_bad = not_binary(target)
