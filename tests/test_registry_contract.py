@@ -7,7 +7,9 @@ from torchmetrics. (``tests/test_drop_in.py`` goes deeper for the aggregators: N
 """
 
 import copy
+import inspect
 import pickle
+import re
 import warnings
 from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
@@ -93,6 +95,19 @@ def test_isinstance_and_class_name(origin: type, accelerated: type) -> None:
     if not is_task_wrapper(origin):
         assert isinstance(ours, origin)
         assert type(ours) is accelerated
+
+
+@parametrize_registered
+def test_docstring_is_torchmetrics_with_one_paragraph(origin: type, accelerated: type) -> None:
+    """torchmetrics' docstring with one paragraph on what differs; its examples run on the accelerated class."""
+    summary, _, rest = inspect.cleandoc(origin.__doc__).partition("\n")
+    head, paragraph, tail = accelerated.__doc__.split("\n\n", 2)
+    assert head == summary
+    assert paragraph.startswith("Accelerated: ")
+    assert "Args:" not in paragraph
+    assert ">>>" not in paragraph
+    assert tail.replace("torchmetrics_async", "torchmetrics").strip() == rest.strip()
+    assert not re.search(rf">>> from torchmetrics(\.\w+)* import (.*\W)?{origin.__name__}\b", accelerated.__doc__)
 
 
 @parametrize_registered

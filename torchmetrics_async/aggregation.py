@@ -62,9 +62,11 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
     """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses.
 
     Example:
+        >>> import torch
         >>> from torchmetrics_async import MinMetric
-        >>> isinstance(MinMetric(), SyncFreeAggregator)
-        True
+        >>> metric = MinMetric()
+        >>> metric(torch.tensor([3.0, 1.0])), metric(2.0), metric.compute()
+        (tensor(1.), tensor(2.), tensor(1.))
     """
 
     def _add_extra_states(self) -> None:
@@ -121,21 +123,7 @@ class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
 
 
 class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
-    """Sum of a stream of values; ``torchmetrics.SumMetric`` without host syncs.
-
-    Args:
-        nan_strategy: ``"error"``, ``"warn"``, ``"ignore"``, ``"disable"`` or a float fill value, as in torchmetrics;
-            ``"error"`` and ``"warn"`` act in ``compute()``.
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = SumMetric()
-        >>> metric.update(torch.tensor([1.0, 2.0]))
-        >>> metric.update(3)
-        >>> metric.compute()
-        tensor(6.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
@@ -150,6 +138,8 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         Example:
             >>> metric = SumMetric()
             >>> metric.update(2.5)
+            >>> metric.sum_value
+            tensor(2.5000)
         """
         stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
@@ -191,20 +181,9 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 
 
 class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
-    """Weighted mean of a stream of values; ``torchmetrics.MeanMetric`` without host syncs.
+    """No host sync in ``update()`` or ``forward()``.
 
-    Args:
-        nan_strategy: as for :class:`SumMetric`; a pair is dropped (or filled) when its value or its weight is NaN.
-            ``"disable"`` keeps the weights (torchmetrics replaces them by ones, its issue #3434).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MeanMetric()
-        >>> metric.update(torch.tensor([1.0, 3.0]))
-        >>> metric.update(5.0, weight=2.0)
-        >>> metric.compute()
-        tensor(3.5000)
+    ``nan_strategy="disable"`` keeps the weights (torchmetrics replaces them by ones, its issue #3434).
     """
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
@@ -221,6 +200,8 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         Example:
             >>> metric = MeanMetric()
             >>> metric.update(1.0, weight=3)
+            >>> metric.mean_value, metric.weight
+            (tensor(3.), tensor(3.))
         """
         stats = self._batch_stats(value, weight)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
@@ -344,8 +325,13 @@ class _ExtremumMetric(SyncFreeAggregator):
             value: the values.
 
         Example:
+            >>> import torch
             >>> from torchmetrics_async import MaxMetric
-            >>> MaxMetric().update(1.0)
+            >>> metric = MaxMetric()
+            >>> metric.update(1.0)
+            >>> metric.update(torch.tensor([0.5, 3.0]))
+            >>> metric.max_value
+            tensor(3.)
         """
         stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
@@ -392,18 +378,7 @@ class _ExtremumMetric(SyncFreeAggregator):
 
 
 class MaxMetric(_ExtremumMetric, tm_aggregation.MaxMetric):
-    """Maximum of a stream of values; ``torchmetrics.MaxMetric`` without host syncs and with a one-pass forward.
-
-    Args:
-        nan_strategy: as for :class:`SumMetric`.
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MaxMetric()
-        >>> metric(torch.tensor([1.0, 4.0])), metric(2.0), metric.compute()
-        (tensor(4.), tensor(2.), tensor(4.))
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _state = "max_value"
     _neutral = -math.inf
@@ -415,19 +390,7 @@ class MaxMetric(_ExtremumMetric, tm_aggregation.MaxMetric):
 
 
 class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
-    """Minimum of a stream of values; ``torchmetrics.MinMetric`` without host syncs and with a one-pass forward.
-
-    Args:
-        nan_strategy: as for :class:`SumMetric`.
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MinMetric()
-        >>> metric.update(torch.tensor([3.0, 2.0]))
-        >>> metric.compute()
-        tensor(2.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _state = "min_value"
     _neutral = math.inf
@@ -442,24 +405,10 @@ class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
 
 
 class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
-    """Concatenation of a stream of values; ``torchmetrics.CatMetric`` without host syncs in ``update()``.
+    """No host sync in ``update()``.
 
-    Under ``nan_strategy="ignore"``/``"warn"`` each update also stores a keep-mask (list state ``nan_kept``) and
-    ``compute()`` drops the NaNs, exactly as torchmetrics drops them in ``update()``. Dropping changes the output's
-    shape, so it reads the masks on the host: ``compute()`` and the value ``forward()`` returns for the batch are the
-    one place this package allows a host sync, and only under those two strategies.
-
-    Args:
-        nan_strategy: as for :class:`SumMetric`.
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = CatMetric(nan_strategy="ignore")
-        >>> metric.update(torch.tensor([1.0, float("nan"), 2.0]))
-        >>> metric.update(3.0)
-        >>> metric.compute()
-        tensor([1., 2., 3.])
+    With ``nan_strategy="ignore"``/``"warn"``, ``compute()`` and ``forward()`` drop the NaNs with a host read of the
+    keep-masks (state ``nan_kept``).
     """
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
@@ -473,7 +422,11 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
             value: a tensor of any shape, or a number.
 
         Example:
-            >>> CatMetric().update(1.0)
+            >>> metric = CatMetric()
+            >>> metric.update(1.0)
+            >>> metric.update(torch.tensor([2.0, 3.0]))
+            >>> metric.value
+            [tensor(1.), tensor([2., 3.])]
         """
         self._update_from_stats(value)
 
@@ -708,7 +661,11 @@ class _SyncFreeRunning(SyncFreeMixin):
 
         Example:
             >>> from torchmetrics_async import RunningSum
-            >>> RunningSum(window=2).update(1.0)
+            >>> metric = RunningSum(window=2)
+            >>> for x in (1.0, 2.0, 3.0):
+            ...     metric.update(x)
+            >>> metric.compute()
+            tensor(5.)
         """
         self.base_metric.update(*args, **kwargs)
         self._store_window_slot()
@@ -756,7 +713,12 @@ class _SyncFreeRunning(SyncFreeMixin):
 
         Example:
             >>> from torchmetrics_async import RunningSum
-            >>> RunningSum().reset()
+            >>> metric = RunningSum(window=2)
+            >>> metric.update(1.0)
+            >>> metric.reset()
+            >>> metric.update(2.0)
+            >>> metric.compute()
+            tensor(2.)
         """
         try:
             super().reset()
@@ -765,20 +727,7 @@ class _SyncFreeRunning(SyncFreeMixin):
 
 
 class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
-    """Mean over a running window of updates; ``torchmetrics.RunningMean`` over a sync-free :class:`MeanMetric`.
-
-    Args:
-        window: number of updates in the window.
-        nan_strategy: as for :class:`MeanMetric`.
-        kwargs: torchmetrics ``Metric`` keyword arguments for the base metric.
-
-    Example:
-        >>> metric = RunningMean(window=2)
-        >>> for x in (1.0, 2.0, 3.0):
-        ...     metric.update(x)
-        >>> metric.compute()
-        tensor(2.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=MeanMetric(nan_strategy=nan_strategy, **kwargs), window=window)
@@ -786,20 +735,7 @@ class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
 
 
 class RunningSum(_SyncFreeRunning, tm_aggregation.RunningSum):
-    """Sum over a running window of updates; ``torchmetrics.RunningSum`` over a sync-free :class:`SumMetric`.
-
-    Args:
-        window: number of updates in the window.
-        nan_strategy: as for :class:`SumMetric`.
-        kwargs: torchmetrics ``Metric`` keyword arguments for the base metric.
-
-    Example:
-        >>> metric = RunningSum(window=2)
-        >>> for x in (1.0, 2.0, 3.0):
-        ...     metric.update(x)
-        >>> metric.compute()
-        tensor(5.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=SumMetric(nan_strategy=nan_strategy, **kwargs), window=window)

@@ -85,9 +85,12 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
     gets that class's constructor (signature included) and registers itself (see :mod:`torchmetrics_async.registry`).
 
     Example:
+        >>> import torch
         >>> from torchmetrics_async.classification import MulticlassAccuracy
-        >>> isinstance(MulticlassAccuracy(num_classes=3), SyncFreeBatchStats)
-        True
+        >>> metric = MulticlassAccuracy(num_classes=3, average="micro")
+        >>> first = metric(torch.tensor([0, 2]), torch.tensor([0, 1]))  # forward: this batch's value
+        >>> first, metric(torch.tensor([1]), torch.tensor([1])), metric.compute()
+        (tensor(0.5000), tensor(1.), tensor(0.6667))
     """
 
     _stat_states: tuple[str, ...] = ("tp", "fp", "tn", "fn")
@@ -116,7 +119,10 @@ class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
         Example:
             >>> import torch
             >>> from torchmetrics_async.classification import MulticlassAccuracy
-            >>> MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 2]), torch.tensor([0, 1]))
+            >>> metric = MulticlassAccuracy(num_classes=3)
+            >>> metric.update(torch.tensor([0, 2]), torch.tensor([0, 1]))
+            >>> metric.tp, metric.fn
+            (tensor([1, 0, 0]), tensor([0, 1, 0]))
         """
         stats = self._batch_stats(preds, target)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:

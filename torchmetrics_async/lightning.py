@@ -184,10 +184,11 @@ class AsyncMetricLogging:
             logged) and ``values`` (everything ``collect_results()`` returned, keyed by log name).
 
     Example:
-        >>> import lightning  # doctest: +SKIP
-        >>> trainer = lightning.Trainer(callbacks=[AsyncMetricLogging(prefix="train/")])  # doctest: +SKIP
-        >>> AsyncMetricLogging.__name__
-        'AsyncMetricLogging'
+        >>> import lightning
+        >>> callback = AsyncMetricLogging(prefix="train/", every_n_steps=10)
+        >>> trainer = lightning.Trainer(callbacks=[callback], logger=False)  # doctest: +SKIP
+        >>> isinstance(callback, lightning.pytorch.Callback), callback.state_key
+        (True, "AsyncMetricLogging{'prefix': 'train/'}")
     """
 
     history: list[dict[str, Any]]
@@ -208,10 +209,6 @@ class AsyncMetricLogging:
 
         Raises:
             ImportError: if ``lightning.pytorch`` cannot be imported.
-
-        Example:
-            >>> AsyncMetricLogging.__new__.__name__
-            '__new__'
         """
         base = _callback_base()
         target = cls
@@ -249,8 +246,8 @@ class AsyncMetricLogging:
         """The key of this callback in checkpoints (the mixed class's own name would be an implementation detail).
 
         Example:
-            >>> AsyncMetricLogging.state_key.fget.__name__
-            'state_key'
+            >>> AsyncMetricLogging(prefix="val/").state_key
+            "AsyncMetricLogging{'prefix': 'val/'}"
         """
         return f"AsyncMetricLogging{{'prefix': {self.prefix!r}}}"
 
@@ -261,8 +258,8 @@ class AsyncMetricLogging:
             An empty dict.
 
         Example:
-            >>> AsyncMetricLogging.state_dict.__name__
-            'state_dict'
+            >>> AsyncMetricLogging().state_dict()
+            {}
         """
         return {}
 
@@ -280,10 +277,6 @@ class AsyncMetricLogging:
 
         Raises:
             ValueError: if there is nothing to manage.
-
-        Example:
-            >>> callable(AsyncMetricLogging.setup)
-            True
         """
         if stage != "fit":
             return
@@ -300,10 +293,6 @@ class AsyncMetricLogging:
         Args:
             trainer: the Trainer.
             pl_module: the LightningModule.
-
-        Example:
-            >>> callable(AsyncMetricLogging.on_train_start)
-            True
         """
         self._interval = trainer.log_every_n_steps if self.every_n_steps is None else self.every_n_steps
         self._batches = self._window_start = 0
@@ -324,10 +313,6 @@ class AsyncMetricLogging:
             outputs: what ``training_step`` returned.
             batch: the batch.
             batch_idx: its index in the epoch.
-
-        Example:
-            >>> callable(AsyncMetricLogging.on_train_batch_end)
-            True
         """
         self._batches += 1
         if self.on_epoch_end and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
@@ -345,10 +330,6 @@ class AsyncMetricLogging:
         Args:
             trainer: the Trainer.
             pl_module: the LightningModule.
-
-        Example:
-            >>> callable(AsyncMetricLogging.on_train_epoch_end)
-            True
         """
         if self.on_epoch_end:
             self._boundary(trainer, wait=True)
@@ -359,10 +340,6 @@ class AsyncMetricLogging:
         Args:
             trainer: the Trainer.
             pl_module: the LightningModule.
-
-        Example:
-            >>> callable(AsyncMetricLogging.on_train_end)
-            True
         """
         if self._collector is None:
             return
@@ -377,10 +354,6 @@ class AsyncMetricLogging:
             trainer: the Trainer.
             pl_module: the LightningModule.
             stage: the stage.
-
-        Example:
-            >>> callable(AsyncMetricLogging.teardown)
-            True
         """
         if stage == "fit":
             self._collector = None

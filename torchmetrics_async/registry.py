@@ -26,6 +26,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from torchmetrics_async._docs import accelerated_doc
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric
 
 __all__ = [
@@ -180,6 +181,7 @@ class AutoRegistered:
         super().__init_subclass__(**kwargs)
         if _registers_itself(cls):
             register(cls)
+            cls.__doc__ = accelerated_doc(cls, torchmetrics_origin(cls))
 
 
 def _rebuild(decorator: Callable[[type], type], module: str, qualname: str, state: dict) -> Any:

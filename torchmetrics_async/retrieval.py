@@ -151,7 +151,10 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
             indexes: the query each entry belongs to, int64.
 
         Example:
-            >>> RetrievalMAP().update(torch.tensor([0.3, 0.7]), torch.tensor([0, 1]), indexes=torch.tensor([0, 0]))
+            >>> metric = RetrievalMAP()
+            >>> metric.update(torch.tensor([0.3, 0.7]), torch.tensor([0, 1]), indexes=torch.tensor([0, 0]))
+            >>> metric.indexes, metric.target
+            ([tensor([0, 0])], [tensor([0, 1])])
         """
         self._update_from_stats(preds, target, indexes)
 
@@ -255,103 +258,43 @@ def _all_kept(target: list[Tensor] | Tensor) -> list[Tensor] | Tensor:
 
 
 class RetrievalMRR(_SyncFreeRetrieval, tm.RetrievalMRR):
-    """Mean reciprocal rank; ``torchmetrics.retrieval.RetrievalMRR`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalMRR()
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.5000)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalMAP(_SyncFreeRetrieval, tm.RetrievalMAP):
-    """Mean average precision; ``torchmetrics.retrieval.RetrievalMAP`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalMAP()
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 0]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.3333)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalNormalizedDCG(_SyncFreeRetrieval, tm.RetrievalNormalizedDCG):
-    """Normalized DCG (graded targets allowed); ``torchmetrics.retrieval.RetrievalNormalizedDCG``, sync-free update.
-
-    Example:
-        >>> metric = RetrievalNormalizedDCG()
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([2, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.6199)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalPrecision(_SyncFreeRetrieval, tm.RetrievalPrecision):
-    """Precision at k; ``torchmetrics.retrieval.RetrievalPrecision`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalPrecision(top_k=2)
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.5000)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalRecall(_SyncFreeRetrieval, tm.RetrievalRecall):
-    """Recall at k; ``torchmetrics.retrieval.RetrievalRecall`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalRecall(top_k=2)
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.5000)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalHitRate(_SyncFreeRetrieval, tm.RetrievalHitRate):
-    """Hit rate at k; ``torchmetrics.retrieval.RetrievalHitRate`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalHitRate(top_k=1)
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalFallOut(_SyncFreeRetrieval, tm.RetrievalFallOut):
-    """Fall-out at k; ``torchmetrics.retrieval.RetrievalFallOut`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalFallOut(top_k=1)
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(1.)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalRPrecision(_SyncFreeRetrieval, tm.RetrievalRPrecision):
-    """R-precision; ``torchmetrics.retrieval.RetrievalRPrecision`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalRPrecision()
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.5000)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalAUROC(_SyncFreeRetrieval, tm.RetrievalAUROC):
-    """AUROC per query; ``torchmetrics.retrieval.RetrievalAUROC`` with a sync-free ``update()``.
-
-    Example:
-        >>> metric = RetrievalAUROC()
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        tensor(0.)
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
 
 class RetrievalPrecisionRecallCurve(_SyncFreeRetrieval, tm.RetrievalPrecisionRecallCurve):
-    """Precision and recall at each k; ``torchmetrics.retrieval.RetrievalPrecisionRecallCurve`` with a sync-free update.
-
-    Example:
-        >>> metric = RetrievalPrecisionRecallCurve(max_k=2)
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        (tensor([0.0000, 0.5000]), tensor([0.0000, 0.5000]), tensor([1, 2]))
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
     def _nan_value(self) -> Any:
         nan = super()._nan_value()
@@ -359,13 +302,7 @@ class RetrievalPrecisionRecallCurve(_SyncFreeRetrieval, tm.RetrievalPrecisionRec
 
 
 class RetrievalRecallAtFixedPrecision(_SyncFreeRetrieval, tm.RetrievalRecallAtFixedPrecision):
-    """Recall at a fixed precision; ``torchmetrics.retrieval.RetrievalRecallAtFixedPrecision``, sync-free update.
-
-    Example:
-        >>> metric = RetrievalRecallAtFixedPrecision(min_precision=0.5, max_k=3)
-        >>> metric(torch.tensor([0.2, 0.8, 0.4]), torch.tensor([1, 0, 1]), indexes=torch.tensor([0, 0, 0]))
-        (tensor(1.), tensor(3))
-    """
+    """No host sync in ``update()``; ``forward()`` groups the batch per query on the host, as ``compute()`` does."""
 
     def _nan_value(self) -> Any:
         return super()._nan_value(), torch.zeros((), dtype=torch.long, device=self.device)

@@ -182,17 +182,7 @@ class _SyncFreeSegmentation(SyncFreeBatchStats):
 
 
 class MeanIoU(_SyncFreeSegmentation, tm.MeanIoU):
-    """Mean intersection over union; ``torchmetrics.segmentation.MeanIoU`` without host syncs.
-
-    Same arguments (``num_classes``, ``include_background``, ``per_class``, ``input_format``) and values.
-
-    Example:
-        >>> import torch
-        >>> metric = MeanIoU(num_classes=3, per_class=True, input_format="index")
-        >>> metric.update(torch.tensor([[0, 1, 2, 2]]), torch.tensor([[0, 1, 1, 2]]))
-        >>> metric.compute()
-        tensor([1.0000, 0.5000, 0.5000])
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("score", "num_batches")
 
@@ -252,19 +242,7 @@ class MeanIoU(_SyncFreeSegmentation, tm.MeanIoU):
 
 
 class GeneralizedDiceScore(_SyncFreeSegmentation, tm.GeneralizedDiceScore):
-    """Generalized Dice score; ``torchmetrics.segmentation.GeneralizedDiceScore`` without host syncs.
-
-    Same arguments (``num_classes``, ``include_background``, ``per_class``, ``weight_type``, ``input_format``) and
-    values; infinite class weights (a class absent from a sample's target) are replaced as torchmetrics replaces them,
-    with ``torch.where`` instead of boolean-mask indexing.
-
-    Example:
-        >>> import torch
-        >>> metric = GeneralizedDiceScore(num_classes=3, input_format="index")
-        >>> metric.update(torch.tensor([[0, 1, 2, 2]]), torch.tensor([[0, 1, 1, 2]]))
-        >>> metric.compute()
-        tensor(0.7826)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("score", "samples")
 
@@ -319,18 +297,7 @@ def generalized_dice_terms(preds: Tensor, target: Tensor, weight_type: str) -> t
 
 
 class DiceScore(_SyncFreeSegmentation, tm.DiceScore):
-    """Dice score; ``torchmetrics.segmentation.DiceScore`` without host syncs.
-
-    Same arguments (``num_classes``, ``include_background``, ``average``, ``aggregation_level``, ``input_format``)
-    and values. Its states are per-sample lists, as torchmetrics' are.
-
-    Example:
-        >>> import torch
-        >>> metric = DiceScore(num_classes=3, input_format="index")
-        >>> metric.update(torch.tensor([[0, 1, 2, 2]]), torch.tensor([[0, 1, 1, 2]]))
-        >>> metric.compute()
-        tensor(0.7778)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("numerator", "denominator", "support")
 

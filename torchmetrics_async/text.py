@@ -66,17 +66,7 @@ def perplexity_stats(preds: Tensor, target: Tensor, ignore_index: int | None) ->
 
 
 class Perplexity(SyncFreeBatchStats, tm.Perplexity):
-    """Perplexity of a language model; ``torchmetrics.text.Perplexity`` without host syncs.
-
-    Same arguments (``ignore_index``) and values; differentiable, as torchmetrics' (``forward`` keeps the graph).
-
-    Example:
-        >>> import torch
-        >>> metric = Perplexity()
-        >>> metric.update(torch.zeros(2, 3, 5), torch.randint(0, 5, (2, 3)))
-        >>> metric.compute()
-        tensor(5.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("total_log_probs", "count")
 

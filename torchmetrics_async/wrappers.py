@@ -30,21 +30,10 @@ __all__ = ["Running"]
 
 
 class Running(_SyncFreeRunning, _TorchmetricsRunning):
-    """``torchmetrics.wrappers.Running`` over an accelerated base metric, without a host read per step.
+    """No host read per step over an accelerated ``base_metric``.
 
-    Args:
-        base_metric: an accelerated metric, or a torchmetrics metric of an accelerated class (converted in place).
-            Any other metric gets torchmetrics' own ``Running`` (with its host read per step), after one warning.
-        window: number of updates in the window.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> metric = Running(MeanMetric(), window=2)
-        >>> metric.update(torch.tensor(1.0)), metric.update(torch.tensor(3.0)), metric.update(torch.tensor(5.0))
-        (None, None, None)
-        >>> metric.compute()
-        tensor(4.)
+    A torchmetrics metric of an accelerated class is converted in place; any other base metric gets torchmetrics'
+    own ``Running``, after one warning.
     """
 
     def __new__(cls, base_metric: Any = None, *args: Any, **kwargs: Any) -> Any:

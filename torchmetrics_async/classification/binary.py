@@ -27,7 +27,7 @@ from torchmetrics_async._torchmetrics import (
     binary_target_values_message,
     label_preds_values_message,
 )
-from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.shapes import check_binary_shapes
 
 __all__ = [
@@ -237,7 +237,7 @@ def zero_one_checks(metric: Any, quoted_preds: bool) -> dict[str, str]:
     }
 
 
-class CodedCounts(SyncFreeClassification):
+class CodedCounts(SyncFreeBatchStats):
     """Keeps the outcome codes of :func:`coded_counts` on the metric's device (made with the other constants)."""
 
     # A dict keyed by tuples, which torch.jit.script cannot type: a per-instance constant it need not see.
@@ -303,198 +303,43 @@ class _SyncFreeBinaryStatScores(CodedCounts):
 
 
 class BinaryStatScores(_SyncFreeBinaryStatScores, tm.BinaryStatScores):
-    """``[tp, fp, tn, fn, support]`` for binary tasks; ``torchmetrics.classification.BinaryStatScores`` without syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryStatScores()
-        >>> metric(torch.tensor([0.11, 0.22, 0.84, 0.73, 0.33, 0.92]), torch.tensor([0, 1, 0, 1, 0, 1]))
-        tensor([2, 1, 2, 1, 3])
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryAccuracy(_SyncFreeBinaryStatScores, tm.BinaryAccuracy):
-    """Binary accuracy; ``torchmetrics.classification.BinaryAccuracy`` without host syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryAccuracy()
-        >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
-        >>> metric.compute()
-        tensor(0.7500)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryPrecision(_SyncFreeBinaryStatScores, tm.BinaryPrecision):
-    """Binary precision; ``torchmetrics.classification.BinaryPrecision`` without host syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryPrecision()
-        >>> metric.update(torch.tensor([1, 1, 0, 1]), torch.tensor([1, 0, 0, 1]))
-        >>> metric.compute()
-        tensor(0.6667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryRecall(_SyncFreeBinaryStatScores, tm.BinaryRecall):
-    """Binary recall; ``torchmetrics.classification.BinaryRecall`` without host syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryRecall()
-        >>> metric.update(torch.tensor([2.0, -1.0, 0.5, -3.0]), torch.tensor([1, 1, 0, 1]))  # logits
-        >>> metric.compute()
-        tensor(0.3333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryFBetaScore(_SyncFreeBinaryStatScores, tm.BinaryFBetaScore):
-    """Binary F-beta score; ``torchmetrics.classification.BinaryFBetaScore`` without host syncs.
-
-    Args:
-        beta: weight of recall against precision.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        zero_division: value returned for 0/0 (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryFBetaScore(beta=2.0)
-        >>> metric.update(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryF1Score(_SyncFreeBinaryStatScores, tm.BinaryF1Score):
-    """Binary F1 score; ``torchmetrics.classification.BinaryF1Score`` without host syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        zero_division: value returned for 0/0 (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryF1Score(multidim_average="samplewise")
-        >>> metric(torch.tensor([[0.9, 0.2], [0.7, 0.6]]), torch.tensor([[1, 0], [0, 1]]))
-        tensor([1.0000, 0.6667])
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinarySpecificity(_SyncFreeBinaryStatScores, tm.BinarySpecificity):
-    """Binary specificity; ``torchmetrics.classification.BinarySpecificity`` without host syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinarySpecificity()
-        >>> metric.update(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
-        >>> metric.compute()
-        tensor(0.6667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryHammingDistance(_SyncFreeBinaryStatScores, tm.BinaryHammingDistance):
-    """Binary Hamming distance; ``torchmetrics.classification.BinaryHammingDistance`` without host syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryHammingDistance(ignore_index=-1)
-        >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, -1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.3333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryNegativePredictiveValue(_SyncFreeBinaryStatScores, tm.BinaryNegativePredictiveValue):
-    """Binary negative predictive value; ``torchmetrics.classification.BinaryNegativePredictiveValue`` without syncs.
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryNegativePredictiveValue()
-        >>> metric.update(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
-        >>> metric.compute()
-        tensor(0.6667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
-    """2x2 confusion matrix; ``torchmetrics.classification.BinaryConfusionMatrix`` without host syncs.
-
-    The bins are added with ``scatter_add_`` instead of ``bincount``; entries whose target is ignored, or whose target
-    or label is neither 0 nor 1, get weight 0 (with ``validate_args=True`` the latter make ``compute()`` raise).
-
-    Args:
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        ignore_index: target value that does not count.
-        normalize: ``None``/``"none"``, ``"true"``, ``"pred"`` or ``"all"``, as in torchmetrics.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryConfusionMatrix()
-        >>> metric.update(torch.tensor([0.35, 0.85, 0.48, 0.01]), torch.tensor([1, 1, 0, 0]))
-        >>> metric.compute()
-        tensor([[2, 0],
-                [1, 1]])
-    """
+    """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
 

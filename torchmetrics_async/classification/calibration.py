@@ -27,7 +27,7 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import _ce_compute, dim_zero_cat
-from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.batch_stats import BatchStats
 from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
 
 __all__ = ["BinaryCalibrationError", "MulticlassCalibrationError", "calibration_error"]
@@ -116,14 +116,7 @@ class _SyncFreeCalibrationError:
 
 
 class BinaryCalibrationError(_SyncFreeCalibrationError, BinaryScores, tm.BinaryCalibrationError):
-    """Binary calibration error; ``torchmetrics.classification.BinaryCalibrationError`` without host syncs.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryCalibrationError(n_bins=2, norm="max", ignore_index=-1)
-        >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, -1, 1]))
-        tensor(0.3500)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         scores = self._scores(preds, target)
@@ -135,14 +128,7 @@ class BinaryCalibrationError(_SyncFreeCalibrationError, BinaryScores, tm.BinaryC
 
 
 class MulticlassCalibrationError(_SyncFreeCalibrationError, MulticlassScores, tm.MulticlassCalibrationError):
-    """Multiclass calibration error (top-label confidence); torchmetrics' ``MulticlassCalibrationError``, sync-free.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassCalibrationError(num_classes=3, n_bins=3, norm="l2")
-        >>> metric(torch.tensor([[0.6, 0.3, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6]]), torch.tensor([0, 2, 1]))
-        tensor(0.4690)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         scores = self._scores(preds, target)

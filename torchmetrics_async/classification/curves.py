@@ -589,93 +589,33 @@ def _per_class_average_precision(metric: Any, precision: Tensor, recall: Tensor,
 
 
 class BinaryPrecisionRecallCurve(_BinaryCurve, tm.BinaryPrecisionRecallCurve):
-    """Binary precision-recall curve; torchmetrics' ``BinaryPrecisionRecallCurve`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryPrecisionRecallCurve(thresholds=3)
-        >>> precision, recall, thresholds = metric(torch.tensor([0.2, 0.7, 0.6, 0.1]), torch.tensor([0, 1, 0, 1]))
-        >>> precision
-        tensor([0.5000, 0.5000,    nan, 1.0000])
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MulticlassPrecisionRecallCurve(_MulticlassCurve, tm.MulticlassPrecisionRecallCurve):
-    """Multiclass precision-recall curves; torchmetrics' ``MulticlassPrecisionRecallCurve`` without syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassPrecisionRecallCurve(num_classes=2, thresholds=3)
-        >>> precision, recall, thresholds = metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 0]))
-        >>> precision
-        tensor([[1., 1., nan, 1.],
-                [0., 0., nan, 1.]])
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MultilabelPrecisionRecallCurve(_MultilabelCurve, tm.MultilabelPrecisionRecallCurve):
-    """Multilabel precision-recall curves; torchmetrics' ``MultilabelPrecisionRecallCurve`` without syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelPrecisionRecallCurve(num_labels=2, thresholds=3)
-        >>> scores, target = torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]])
-        >>> precision, recall, thresholds = metric(scores, target)
-        >>> recall
-        tensor([[1., 1., 0., 0.],
-                [1., 1., 0., 0.]])
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class BinaryROC(_BinaryCurve, tm.BinaryROC):
-    """Binary ROC curve; ``torchmetrics.classification.BinaryROC`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryROC(thresholds=3)
-        >>> metric(torch.tensor([0.2, 0.7, 0.6, 0.1]), torch.tensor([0, 1, 0, 1]))
-        (tensor([0.0000, 0.5000, 1.0000]), tensor([0.0000, 0.5000, 1.0000]), tensor([1.0000, 0.5000, 0.0000]))
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MulticlassROC(_MulticlassCurve, tm.MulticlassROC):
-    """Multiclass ROC curves; ``torchmetrics.classification.MulticlassROC`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassROC(num_classes=2, thresholds=3)
-        >>> fpr, tpr, thresholds = metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        >>> tpr
-        tensor([[0., 1., 1.],
-                [0., 1., 1.]])
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class MultilabelROC(_MultilabelCurve, tm.MultilabelROC):
-    """Multilabel ROC curves; ``torchmetrics.classification.MultilabelROC`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelROC(num_labels=2, thresholds=3)
-        >>> fpr, tpr, thresholds = metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        >>> fpr
-        tensor([[0., 0., 1.],
-                [0., 0., 1.]])
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
 
 class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
-    """Binary AUROC (``max_fpr`` included); ``torchmetrics.classification.BinaryAUROC`` without host syncs in update.
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``).
 
-    torchmetrics' ``BinaryAUROC`` hands ``validate_args=False`` to its parent whatever it is given, so it never checks
-    its inputs and counts a target outside {0, 1} into neighbouring bins; here ``validate_args=True`` (the default)
-    makes ``compute()`` raise for such targets instead (the shape and dtype checks stay off, as in torchmetrics).
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryAUROC(thresholds=5, max_fpr=0.5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        tensor(0.8333)
+    ``validate_args=True`` checks the targets, which torchmetrics' ``BinaryAUROC`` never does.
     """
 
     def __init__(
@@ -704,15 +644,7 @@ class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
 
 
 class MulticlassAUROC(_MulticlassCurve, tm.MulticlassAUROC):
-    """Multiclass AUROC; ``torchmetrics.classification.MulticlassAUROC`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassAUROC(num_classes=3, thresholds=5)
-        >>> scores = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.3, 0.2]])
-        >>> metric(scores, torch.tensor([0, 1, 2, 1]))
-        tensor(0.9444)
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         fpr, tpr, _ = _multiclass_roc_compute(confmat, self.num_classes, self.thresholds)
@@ -720,14 +652,7 @@ class MulticlassAUROC(_MulticlassCurve, tm.MulticlassAUROC):
 
 
 class MultilabelAUROC(_MultilabelCurve, tm.MultilabelAUROC):
-    """Multilabel AUROC; ``torchmetrics.classification.MultilabelAUROC`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelAUROC(num_labels=2, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4]]), torch.tensor([[1, 0], [0, 1], [0, 0]]))
-        tensor(1.)
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         if self.average == "micro":
@@ -737,29 +662,14 @@ class MultilabelAUROC(_MultilabelCurve, tm.MultilabelAUROC):
 
 
 class BinaryAveragePrecision(_BinaryCurve, tm.BinaryAveragePrecision):
-    """Binary average precision; ``torchmetrics.classification.BinaryAveragePrecision`` without syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryAveragePrecision(thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        tensor(0.8333)
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         return _binary_average_precision_compute(confmat, self.thresholds)
 
 
 class MulticlassAveragePrecision(_MulticlassCurve, tm.MulticlassAveragePrecision):
-    """Multiclass average precision; torchmetrics' ``MulticlassAveragePrecision`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassAveragePrecision(num_classes=3, thresholds=5, average=None)
-        >>> scores = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.3, 0.2]])
-        >>> metric(scores, torch.tensor([0, 1, 2, 1]))
-        tensor([0.5000, 1.0000, 1.0000])
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         precision, recall, _ = _multiclass_precision_recall_curve_compute(confmat, self.num_classes, self.thresholds)
@@ -767,14 +677,7 @@ class MulticlassAveragePrecision(_MulticlassCurve, tm.MulticlassAveragePrecision
 
 
 class MultilabelAveragePrecision(_MultilabelCurve, tm.MultilabelAveragePrecision):
-    """Multilabel average precision; torchmetrics' ``MultilabelAveragePrecision`` without host syncs in update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelAveragePrecision(num_labels=2, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7], [0.6, 0.4]]), torch.tensor([[1, 0], [0, 1], [0, 0]]))
-        tensor(1.)
-    """
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         if self.average == "micro":

@@ -29,7 +29,7 @@ from torchmetrics_async._torchmetrics import (
     _multilabel_precision_recall_curve_compute,
     _multilabel_roc_compute,
 )
-from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve
+from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve, _SyncFreeCurve
 
 __all__ = [
     "BinaryPrecisionAtFixedRecall",
@@ -148,197 +148,112 @@ def best_under_constraint(
     return best, torch.where(found, thresholds.gather(-1, index).squeeze(-1), 1e6)
 
 
-class _RecallAtFixedPrecision:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        precision, recall, thresholds = self._precision_recall(confmat)
-        return recall_at_precision(precision, recall, thresholds, self.min_precision)
+def _precision_recall(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The precision-recall curve of the metric's task from its binned confusion matrices (torchmetrics' code)."""
+    if isinstance(metric, _BinaryCurve):
+        return _binary_precision_recall_curve_compute(confmat, metric.thresholds)
+    if isinstance(metric, _MulticlassCurve):
+        return _multiclass_precision_recall_curve_compute(confmat, metric.num_classes, metric.thresholds)
+    return _multilabel_precision_recall_curve_compute(confmat, metric.num_labels, metric.thresholds)
 
 
-class _PrecisionAtFixedRecall:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        precision, recall, thresholds = self._precision_recall(confmat)
-        return precision_at_recall(precision, recall, thresholds, self.min_recall)
+def _roc(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The ROC curve of the metric's task from its binned confusion matrices (torchmetrics' code)."""
+    if isinstance(metric, _BinaryCurve):
+        return _binary_roc_compute(confmat, metric.thresholds)
+    if isinstance(metric, _MulticlassCurve):
+        return _multiclass_roc_compute(confmat, metric.num_classes, metric.thresholds)
+    return _multilabel_roc_compute(confmat, metric.num_labels, metric.thresholds)
 
 
-class _SensitivityAtSpecificity:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        fpr, sensitivity, thresholds = self._roc(confmat)
-        return best_under_constraint(sensitivity, 1 - fpr, thresholds, self.min_specificity)
+# The binned batch value of each kind (a class attribute `_binned_value`: a method, not one more base class).
+def _recall_at_fixed_precision(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    precision, recall, thresholds = _precision_recall(self, confmat)
+    return recall_at_precision(precision, recall, thresholds, self.min_precision)
 
 
-class _SpecificityAtSensitivity:
-    def _binned_value(self, confmat: Tensor) -> tuple[Tensor, Tensor]:
-        fpr, sensitivity, thresholds = self._roc(confmat)
-        return best_under_constraint(1 - fpr, sensitivity, thresholds, self.min_sensitivity)
+def _precision_at_fixed_recall(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    precision, recall, thresholds = _precision_recall(self, confmat)
+    return precision_at_recall(precision, recall, thresholds, self.min_recall)
 
 
-class _BinaryFixedPoint(_BinaryCurve):
-    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _binary_precision_recall_curve_compute(confmat, self.thresholds)
-
-    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _binary_roc_compute(confmat, self.thresholds)
+def _sensitivity_at_specificity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    fpr, sensitivity, thresholds = _roc(self, confmat)
+    return best_under_constraint(sensitivity, 1 - fpr, thresholds, self.min_specificity)
 
 
-class _MulticlassFixedPoint(_MulticlassCurve):
-    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multiclass_precision_recall_curve_compute(confmat, self.num_classes, self.thresholds)
-
-    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multiclass_roc_compute(confmat, self.num_classes, self.thresholds)
+def _specificity_at_sensitivity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    fpr, sensitivity, thresholds = _roc(self, confmat)
+    return best_under_constraint(1 - fpr, sensitivity, thresholds, self.min_sensitivity)
 
 
-class _MultilabelFixedPoint(_MultilabelCurve):
-    def _precision_recall(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multilabel_precision_recall_curve_compute(confmat, self.num_labels, self.thresholds)
+class BinaryRecallAtFixedPrecision(_BinaryCurve, tm.BinaryRecallAtFixedPrecision):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    def _roc(self, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return _multilabel_roc_compute(confmat, self.num_labels, self.thresholds)
+    _binned_value = _recall_at_fixed_precision
 
 
-class BinaryRecallAtFixedPrecision(_RecallAtFixedPrecision, _BinaryFixedPoint, tm.BinaryRecallAtFixedPrecision):
-    """Highest recall with precision >= ``min_precision``; torchmetrics' class with a sync-free update.
+class MulticlassRecallAtFixedPrecision(_MulticlassCurve, tm.MulticlassRecallAtFixedPrecision):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = BinaryRecallAtFixedPrecision(min_precision=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.2500))
-    """
+    _binned_value = _recall_at_fixed_precision
 
 
-class MulticlassRecallAtFixedPrecision(
-    _RecallAtFixedPrecision, _MulticlassFixedPoint, tm.MulticlassRecallAtFixedPrecision
-):
-    """Per-class recall at fixed precision; torchmetrics' ``MulticlassRecallAtFixedPrecision``, sync-free update.
+class MultilabelRecallAtFixedPrecision(_MultilabelCurve, tm.MultilabelRecallAtFixedPrecision):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = MulticlassRecallAtFixedPrecision(num_classes=2, min_precision=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    _binned_value = _recall_at_fixed_precision
 
 
-class MultilabelRecallAtFixedPrecision(
-    _RecallAtFixedPrecision, _MultilabelFixedPoint, tm.MultilabelRecallAtFixedPrecision
-):
-    """Per-label recall at fixed precision; torchmetrics' ``MultilabelRecallAtFixedPrecision``, sync-free update.
+class BinaryPrecisionAtFixedRecall(_BinaryCurve, tm.BinaryPrecisionAtFixedRecall):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = MultilabelRecallAtFixedPrecision(num_labels=2, min_precision=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    _binned_value = _precision_at_fixed_recall
 
 
-class BinaryPrecisionAtFixedRecall(_PrecisionAtFixedRecall, _BinaryFixedPoint, tm.BinaryPrecisionAtFixedRecall):
-    """Highest precision with recall >= ``min_recall``; torchmetrics' class with a sync-free update.
+class MulticlassPrecisionAtFixedRecall(_MulticlassCurve, tm.MulticlassPrecisionAtFixedRecall):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = BinaryPrecisionAtFixedRecall(min_recall=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.7500))
-    """
+    _binned_value = _precision_at_fixed_recall
 
 
-class MulticlassPrecisionAtFixedRecall(
-    _PrecisionAtFixedRecall, _MulticlassFixedPoint, tm.MulticlassPrecisionAtFixedRecall
-):
-    """Per-class precision at fixed recall; torchmetrics' ``MulticlassPrecisionAtFixedRecall``, sync-free update.
+class MultilabelPrecisionAtFixedRecall(_MultilabelCurve, tm.MultilabelPrecisionAtFixedRecall):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = MulticlassPrecisionAtFixedRecall(num_classes=2, min_recall=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    _binned_value = _precision_at_fixed_recall
 
 
-class MultilabelPrecisionAtFixedRecall(
-    _PrecisionAtFixedRecall, _MultilabelFixedPoint, tm.MultilabelPrecisionAtFixedRecall
-):
-    """Per-label precision at fixed recall; torchmetrics' ``MultilabelPrecisionAtFixedRecall``, sync-free update.
+class BinarySensitivityAtSpecificity(_BinaryCurve, tm.BinarySensitivityAtSpecificity):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = MultilabelPrecisionAtFixedRecall(num_labels=2, min_recall=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    _binned_value = _sensitivity_at_specificity
 
 
-class BinarySensitivityAtSpecificity(_SensitivityAtSpecificity, _BinaryFixedPoint, tm.BinarySensitivityAtSpecificity):
-    """Highest sensitivity with specificity >= ``min_specificity``; torchmetrics' class, sync-free update.
+class MulticlassSensitivityAtSpecificity(_MulticlassCurve, tm.MulticlassSensitivityAtSpecificity):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = BinarySensitivityAtSpecificity(min_specificity=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.2500))
-    """
+    _binned_value = _sensitivity_at_specificity
 
 
-class MulticlassSensitivityAtSpecificity(
-    _SensitivityAtSpecificity, _MulticlassFixedPoint, tm.MulticlassSensitivityAtSpecificity
-):
-    """Per-class sensitivity at specificity; torchmetrics' ``MulticlassSensitivityAtSpecificity``, sync-free update.
+class MultilabelSensitivityAtSpecificity(_MultilabelCurve, tm.MultilabelSensitivityAtSpecificity):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = MulticlassSensitivityAtSpecificity(num_classes=2, min_specificity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    _binned_value = _sensitivity_at_specificity
 
 
-class MultilabelSensitivityAtSpecificity(
-    _SensitivityAtSpecificity, _MultilabelFixedPoint, tm.MultilabelSensitivityAtSpecificity
-):
-    """Per-label sensitivity at specificity; torchmetrics' ``MultilabelSensitivityAtSpecificity``, sync-free update.
+class BinarySpecificityAtSensitivity(_BinaryCurve, tm.BinarySpecificityAtSensitivity):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = MultilabelSensitivityAtSpecificity(num_labels=2, min_specificity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    _binned_value = _specificity_at_sensitivity
 
 
-class BinarySpecificityAtSensitivity(_SpecificityAtSensitivity, _BinaryFixedPoint, tm.BinarySpecificityAtSensitivity):
-    """Highest specificity with sensitivity >= ``min_sensitivity``; torchmetrics' class, sync-free update.
+class MulticlassSpecificityAtSensitivity(_MulticlassCurve, tm.MulticlassSpecificityAtSensitivity):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = BinarySpecificityAtSensitivity(min_sensitivity=0.5, thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        (tensor(1.), tensor(0.7500))
-    """
+    _binned_value = _specificity_at_sensitivity
 
 
-class MulticlassSpecificityAtSensitivity(
-    _SpecificityAtSensitivity, _MulticlassFixedPoint, tm.MulticlassSpecificityAtSensitivity
-):
-    """Per-class specificity at sensitivity; torchmetrics' ``MulticlassSpecificityAtSensitivity``, sync-free update.
+class MultilabelSpecificityAtSensitivity(_MultilabelCurve, tm.MultilabelSpecificityAtSensitivity):
+    """No host sync in ``update()``, nor in a binned ``forward()`` (``thresholds=None`` reads, as ``compute()``)."""
 
-    Example:
-        >>> import torch
-        >>> metric = MulticlassSpecificityAtSensitivity(num_classes=2, min_sensitivity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([0, 1]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
-
-
-class MultilabelSpecificityAtSensitivity(
-    _SpecificityAtSensitivity, _MultilabelFixedPoint, tm.MultilabelSpecificityAtSensitivity
-):
-    """Per-label specificity at sensitivity; torchmetrics' ``MultilabelSpecificityAtSensitivity``, sync-free update.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelSpecificityAtSensitivity(num_labels=2, min_sensitivity=0.5, thresholds=5)
-        >>> metric(torch.tensor([[0.8, 0.2], [0.3, 0.7]]), torch.tensor([[1, 0], [0, 1]]))
-        (tensor([1., 1.]), tensor([0.7500, 0.5000]))
-    """
+    _binned_value = _specificity_at_sensitivity

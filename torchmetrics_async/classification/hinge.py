@@ -23,7 +23,7 @@ import torch
 import torchmetrics.classification as tm
 from torch import Tensor
 
-from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.batch_stats import BatchStats
 from torchmetrics_async.classification.multiclass import as_index
 from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
 
@@ -56,14 +56,7 @@ class _SyncFreeHingeLoss:
 
 
 class BinaryHingeLoss(_SyncFreeHingeLoss, BinaryScores, tm.BinaryHingeLoss):
-    """Binary hinge loss; ``torchmetrics.classification.BinaryHingeLoss`` without host syncs.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryHingeLoss(squared=True, ignore_index=-1)
-        >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, -1, 1]))
-        tensor(0.8475)
-    """
+    """No host sync in ``update()`` or ``forward()``; with ``ignore_index`` the sum's last bits may differ."""
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         scores = self._scores(preds, target)
@@ -72,16 +65,7 @@ class BinaryHingeLoss(_SyncFreeHingeLoss, BinaryScores, tm.BinaryHingeLoss):
 
 
 class MulticlassHingeLoss(_SyncFreeHingeLoss, MulticlassScores, tm.MulticlassHingeLoss):
-    """Multiclass hinge loss; ``torchmetrics.classification.MulticlassHingeLoss`` without host syncs.
-
-    Example:
-        >>> import torch
-        >>> preds = torch.tensor([[0.25, 0.20, 0.55], [0.55, 0.05, 0.40], [0.10, 0.30, 0.60], [0.90, 0.05, 0.05]])
-        >>> MulticlassHingeLoss(num_classes=3)(preds, torch.tensor([0, 1, 2, 0]))
-        tensor(0.9125)
-        >>> MulticlassHingeLoss(num_classes=3, multiclass_mode="one-vs-all")(preds, torch.tensor([0, 1, 2, 0]))
-        tensor([0.8750, 1.1250, 1.1000])
-    """
+    """No host sync in ``update()`` or ``forward()``; with ``ignore_index`` the sum's last bits may differ."""
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         scores = self._scores(preds, target)  # torchmetrics' shape errors first, with its types and messages

@@ -45,7 +45,7 @@ from torchmetrics_async._torchmetrics import (
     multiclass_values_message,
     rank_zero_warn,
 )
-from torchmetrics_async.classification.base import BatchStats, SyncFreeClassification
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.shapes import check_multiclass_shapes
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
@@ -298,7 +298,7 @@ def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Te
     return confmat.masked_fill(nans, 0), nans.sum()
 
 
-class _SyncFreeMulticlass(SyncFreeClassification):
+class _SyncFreeMulticlass(SyncFreeBatchStats):
     """What the multiclass metrics share: the deferred value checks and the label format."""
 
     def _checked_classes(self) -> int | None:
@@ -491,46 +491,11 @@ class _SyncFreeMacroAverage:
 
 
 class MulticlassStatScores(_SyncFreeMulticlassStatScores, tm.MulticlassStatScores):
-    """``[tp, fp, tn, fn, support]`` per class; ``torchmetrics.classification.MulticlassStatScores`` without syncs.
-
-    Args:
-        num_classes: number of classes (``None`` only with ``average="micro"``, as in torchmetrics).
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments (and ``zero_division``).
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassStatScores(num_classes=3, average=None)
-        >>> metric(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        tensor([[1, 0, 2, 1, 2],
-                [1, 1, 2, 0, 1],
-                [1, 0, 3, 0, 1]])
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MulticlassAccuracy(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassAccuracy):
-    """Multiclass accuracy; ``torchmetrics.classification.MulticlassAccuracy`` without host syncs.
-
-    Args:
-        num_classes: number of classes (``None`` only with ``average="micro"``, as in torchmetrics).
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassAccuracy(num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.8333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _macro_top_k = True
 
@@ -539,24 +504,7 @@ class MulticlassAccuracy(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, t
 
 
 class MulticlassPrecision(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassPrecision):
-    """Multiclass precision; ``torchmetrics.classification.MulticlassPrecision`` without host syncs.
-
-    Args:
-        num_classes: number of classes.
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments (and ``zero_division``).
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassPrecision(num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.8333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _macro_top_k = True
 
@@ -575,24 +523,7 @@ class MulticlassPrecision(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, 
 
 
 class MulticlassRecall(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassRecall):
-    """Multiclass recall; ``torchmetrics.classification.MulticlassRecall`` without host syncs.
-
-    Args:
-        num_classes: number of classes.
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments (and ``zero_division``).
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassRecall(num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.8333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _macro_top_k = True
 
@@ -603,97 +534,27 @@ class MulticlassRecall(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.
 
 
 class MulticlassFBetaScore(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassFBetaScore):
-    """Multiclass F-beta score; ``torchmetrics.classification.MulticlassFBetaScore`` without host syncs.
-
-    Args:
-        beta: weight of recall against precision.
-        num_classes: number of classes.
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        zero_division: value of 0/0 scores (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassFBetaScore(beta=2.0, num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.7963)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _fbeta_reduce(tp, fp, tn, fn, self.beta, "none", self.multidim_average, zero_division=self.zero_division)
 
 
 class MulticlassF1Score(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassF1Score):
-    """Multiclass F1 score; ``torchmetrics.classification.MulticlassF1Score`` without host syncs.
-
-    Args:
-        num_classes: number of classes.
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        zero_division: value of 0/0 scores (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassF1Score(num_classes=3)
-        >>> metric(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        tensor(0.7778)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _class_scores = MulticlassFBetaScore._class_scores
 
 
 class MulticlassSpecificity(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassSpecificity):
-    """Multiclass specificity; ``torchmetrics.classification.MulticlassSpecificity`` without host syncs.
-
-    Args:
-        num_classes: number of classes.
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassSpecificity(num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.8889)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _specificity_reduce(tp, fp, tn, fn, "none", self.multidim_average)
 
 
 class MulticlassHammingDistance(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassHammingDistance):
-    """Multiclass Hamming distance; ``torchmetrics.classification.MulticlassHammingDistance`` without host syncs.
-
-    Args:
-        num_classes: number of classes.
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassHammingDistance(num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.1667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
         return _hamming_distance_reduce(tp, fp, tn, fn, "none", self.multidim_average)
@@ -702,24 +563,7 @@ class MulticlassHammingDistance(_SyncFreeMulticlassStatScores, _SyncFreeMacroAve
 class MulticlassNegativePredictiveValue(
     _SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassNegativePredictiveValue
 ):
-    """Negative predictive value; ``torchmetrics.classification.MulticlassNegativePredictiveValue`` without syncs.
-
-    Args:
-        num_classes: number of classes.
-        top_k: number of highest scores a prediction is right within (scores ``(N, C, ...)`` only).
-        average: ``"micro"``, ``"macro"``, ``"weighted"`` or ``"none"``/``None``.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassNegativePredictiveValue(num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor(0.8889)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _macro_top_k = True
 
@@ -728,22 +572,7 @@ class MulticlassNegativePredictiveValue(
 
 
 class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
-    """Exact match (every position of a sample right); ``torchmetrics.classification.MulticlassExactMatch``, sync-free.
-
-    Args:
-        num_classes: number of classes.
-        multidim_average: ``"global"`` or ``"samplewise"``.
-        ignore_index: target value that does not count (an ignored position always matches).
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassExactMatch(num_classes=3)
-        >>> metric.update(torch.tensor([[0, 1], [2, 1]]), torch.tensor([[0, 1], [2, 2]]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("correct", "total")
 
@@ -783,29 +612,7 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
 
 
 class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatrix):
-    """Confusion matrix (rows: target, columns: prediction); ``torchmetrics.classification.MulticlassConfusionMatrix``.
-
-    ``update`` adds its entries into the ``num_classes**2`` bins of the state with ``index_add_`` instead of building
-    a ``bincount``; ignored entries get weight 0. With ``normalize``, ``compute()`` reads the count of 0/0 entries it
-    warns about (as torchmetrics does); ``forward()``'s batch value, and ``compute()`` under
-    ``AsyncMetricCollector``, give the same matrix without that warning (the count would be a host read).
-
-    Args:
-        num_classes: number of classes.
-        ignore_index: target value that does not count.
-        normalize: ``None``/``"none"``, ``"true"``, ``"pred"`` or ``"all"``.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MulticlassConfusionMatrix(num_classes=3)
-        >>> metric.update(torch.tensor([2, 1, 0, 1]), torch.tensor([2, 1, 0, 0]))
-        >>> metric.compute()
-        tensor([[1, 1, 0],
-                [0, 1, 0],
-                [0, 0, 1]])
-    """
+    """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
 

@@ -19,7 +19,7 @@ import torch
 import torchmetrics.classification as tm
 from torch import Tensor
 
-from torchmetrics_async.classification.base import BatchStats
+from torchmetrics_async.batch_stats import BatchStats
 from torchmetrics_async.classification.binary import (
     CODE_BINS,
     INVALID_PREDS,
@@ -54,43 +54,46 @@ __all__ = [
 Average = Optional[Literal["micro", "macro", "weighted", "none"]]
 
 
-class _MultilabelChecks(CodedCounts):
-    """The multilabel tensor validation: shapes eager, values deferred (torchmetrics' order and messages)."""
-
-    def _deferred_checks(self) -> dict[str, str]:
-        return zero_one_checks(self, quoted_preds=False)
-
-    def _labels(self, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
-        """Threshold float ``preds`` (sigmoid first if any is outside [0, 1]); record non-binary integer ``preds``."""
-        if preds.is_floating_point():
-            return probs_to_labels(preds, self.threshold)
-        if self.validate_args and preds.dtype != torch.bool:
-            violations[INVALID_PREDS] = not_binary(preds)
-        return preds
-
-    def _format(self, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
-        """Input format as in torchmetrics (shapes checked), without syncs: labels, ``(N, C, -1)``, ignored -> -1."""
-        violations: dict[str, Tensor] = {}
-        preds = self._labels(preds, violations)
-        preds = preds.reshape(*preds.shape[:2], -1)
-        target = target.reshape(*target.shape[:2], -1)
-        ignored = None
-        if self.ignore_index is not None:
-            ignored = target == self.ignore_index
-            # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
-            target = target.masked_fill(ignored, -1)
-        return preds, target, ignored, violations
+# The multilabel tensor validation (shapes eager, values deferred: torchmetrics' order and messages), as functions of
+# the metric that the three multilabel bases share (functions, not one more base class in their MRO).
+def _multilabel_checks(metric: Any) -> dict[str, str]:
+    return zero_one_checks(metric, quoted_preds=False)
 
 
-class _SyncFreeMultilabelStatScores(_MultilabelChecks):
+def _labels(metric: Any, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
+    """Threshold float ``preds`` (sigmoid first if any is outside [0, 1]); record non-binary integer ``preds``."""
+    if preds.is_floating_point():
+        return probs_to_labels(preds, metric.threshold)
+    if metric.validate_args and preds.dtype != torch.bool:
+        violations[INVALID_PREDS] = not_binary(preds)
+    return preds
+
+
+def _format(metric: Any, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
+    """Input format as in torchmetrics (shapes checked), without syncs: labels, ``(N, C, -1)``, ignored -> -1."""
+    violations: dict[str, Tensor] = {}
+    preds = _labels(metric, preds, violations)
+    preds = preds.reshape(*preds.shape[:2], -1)
+    target = target.reshape(*target.shape[:2], -1)
+    ignored = None
+    if metric.ignore_index is not None:
+        ignored = target == metric.ignore_index
+        # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
+        target = target.masked_fill(ignored, -1)
+    return preds, target, ignored, violations
+
+
+class _SyncFreeMultilabelStatScores(CodedCounts):
     """Sync-free ``update`` of torchmetrics' ``MultilabelStatScores`` family (states ``tp, fp, tn, fn``)."""
+
+    _deferred_checks = _multilabel_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
         if not samplewise and coded_fast_path(preds, target):
             return self._coded_batch_stats(preds, target)
-        preds, target, ignored, violations = self._format(preds, target, samplewise)
+        preds, target, ignored, violations = _format(self, preds, target, samplewise)
         dim: int | tuple[int, int] = -1 if samplewise else (0, -1)
         if not samplewise and preds.ndim == target.ndim == 3 and preds.shape[-1] == target.shape[-1] == 1:
             # (N, C) inputs: a reduction over one dimension is faster than over (0, -1) with a trailing 1.
@@ -106,7 +109,7 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
         """Global counts of well-formed ``(N, C[, M])`` input: one code per entry, counted per label (3 ops)."""
         violations: dict[str, Tensor] = {}
         validate = self.validate_args
-        preds = self._labels(preds, violations)
+        preds = _labels(self, preds, violations)
         ignored = None
         if self.ignore_index is not None:
             ignored = target == self.ignore_index
@@ -120,220 +123,51 @@ class _SyncFreeMultilabelStatScores(_MultilabelChecks):
 
 
 class MultilabelStatScores(_SyncFreeMultilabelStatScores, tm.MultilabelStatScores):
-    """``[tp, fp, tn, fn, support]`` per label; ``torchmetrics.classification.MultilabelStatScores`` without syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelStatScores(num_labels=3, average="micro")
-        >>> metric(torch.tensor([[0.11, 0.22, 0.84], [0.73, 0.33, 0.92]]), torch.tensor([[0, 1, 0], [1, 0, 1]]))
-        tensor([2, 1, 2, 1, 3])
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelAccuracy(_SyncFreeMultilabelStatScores, tm.MultilabelAccuracy):
-    """Multilabel accuracy; ``torchmetrics.classification.MultilabelAccuracy`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelAccuracy(num_labels=3)
-        >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.6667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelPrecision(_SyncFreeMultilabelStatScores, tm.MultilabelPrecision):
-    """Multilabel precision; ``torchmetrics.classification.MultilabelPrecision`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelPrecision(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelRecall(_SyncFreeMultilabelStatScores, tm.MultilabelRecall):
-    """Multilabel recall; ``torchmetrics.classification.MultilabelRecall`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelRecall(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.6667)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelFBetaScore(_SyncFreeMultilabelStatScores, tm.MultilabelFBetaScore):
-    """Multilabel F-beta score; ``torchmetrics.classification.MultilabelFBetaScore`` without host syncs.
-
-    Args:
-        beta: weight of recall against precision.
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        zero_division: value returned for 0/0 (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelFBetaScore(beta=2.0, num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.6250)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelF1Score(_SyncFreeMultilabelStatScores, tm.MultilabelF1Score):
-    """Multilabel F1 score; ``torchmetrics.classification.MultilabelF1Score`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        zero_division: value returned for 0/0 (0 or 1).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelF1Score(num_labels=3)
-        >>> metric(torch.tensor([[2.0, -1.0, 0.5], [-2.0, 1.5, -0.5]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        tensor(0.5556)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelSpecificity(_SyncFreeMultilabelStatScores, tm.MultilabelSpecificity):
-    """Multilabel specificity; ``torchmetrics.classification.MultilabelSpecificity`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelSpecificity(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.3333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelHammingDistance(_SyncFreeMultilabelStatScores, tm.MultilabelHammingDistance):
-    """Multilabel Hamming distance; ``torchmetrics.classification.MultilabelHammingDistance`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelHammingDistance(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class MultilabelNegativePredictiveValue(_SyncFreeMultilabelStatScores, tm.MultilabelNegativePredictiveValue):
-    """Multilabel negative predictive value; torchmetrics' ``MultilabelNegativePredictiveValue`` without host syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"``/``None``, as in torchmetrics.
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: ``zero_division`` and torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelNegativePredictiveValue(num_labels=3, average="micro")
-        >>> metric.update(torch.tensor([[1, 1, 0], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.3333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
-class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
-    """Share of samples with every label right; ``torchmetrics.classification.MultilabelExactMatch`` without syncs.
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        multidim_average: ``"global"`` or ``"samplewise"``, as in torchmetrics.
-        ignore_index: target value that does not count (an ignored label counts as right, as in torchmetrics).
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelExactMatch(num_labels=3)
-        >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        >>> metric.compute()
-        tensor(0.5000)
-    """
+class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("correct", "total")
+    _deferred_checks = _multilabel_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
-        preds, target, ignored, violations = self._format(preds, target, samplewise)
+        preds, target, ignored, violations = _format(self, preds, target, samplewise)
         if self.validate_args:
             violations[INVALID_TARGET] = not_binary(target, ignored)
         if ignored is not None:
@@ -385,33 +219,11 @@ class MultilabelExactMatch(_MultilabelChecks, tm.MultilabelExactMatch):
             self._record_violation(name, violated)
 
 
-class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix):
-    """One 2x2 confusion matrix per label; ``torchmetrics.classification.MultilabelConfusionMatrix`` without syncs.
-
-    The bins are added with ``scatter_add_`` instead of ``bincount``; entries whose target is ignored, or whose target
-    or label is neither 0 nor 1, get weight 0 (with ``validate_args=True`` the latter make ``compute()`` raise).
-
-    Args:
-        num_labels: number of labels.
-        threshold: threshold turning probabilities into labels; ``preds`` outside [0, 1] are logits (sigmoid first).
-        ignore_index: target value that does not count.
-        normalize: ``None``/``"none"``, ``"true"``, ``"pred"`` or ``"all"``, as in torchmetrics.
-        validate_args: check shapes in ``update`` and values in ``compute`` (``RuntimeError``, torchmetrics' message).
-        kwargs: torchmetrics ``Metric`` keyword arguments.
-
-    Example:
-        >>> import torch
-        >>> metric = MultilabelConfusionMatrix(num_labels=2)
-        >>> metric.update(torch.tensor([[0.9, 0.1], [0.2, 0.7]]), torch.tensor([[1, 0], [0, 0]]))
-        >>> metric.compute()
-        tensor([[[1, 0],
-                 [0, 1]],
-        <BLANKLINE>
-                [[1, 1],
-                 [0, 0]]])
-    """
+class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
+    """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
+    _deferred_checks = _multilabel_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_labels = self.num_labels
@@ -422,7 +234,7 @@ class MultilabelConfusionMatrix(_MultilabelChecks, tm.MultilabelConfusionMatrix)
             preds_bad = not_binary(preds)
             if self.validate_args:
                 violations[INVALID_PREDS] = preds_bad
-        preds = self._labels(preds, {})
+        preds = _labels(self, preds, {})
         preds = torch.movedim(preds, 1, -1).reshape(-1, num_labels)
         target = torch.movedim(target, 1, -1).reshape(-1, num_labels)
         target_bad = not_binary(target)

@@ -25,7 +25,7 @@ from torchmetrics_async._torchmetrics import (
     float_preds_message,
     multiclass_values_message,
 )
-from torchmetrics_async.classification.base import SyncFreeClassification
+from torchmetrics_async.batch_stats import SyncFreeBatchStats
 from torchmetrics_async.classification.binary import INVALID_TARGET, not_binary
 from torchmetrics_async.classification.multiclass import outside
 from torchmetrics_async.classification.shapes import check_binary_shapes, check_multiclass_shapes
@@ -68,7 +68,7 @@ class Scores:
         self.preds, self.target, self.keep, self.violations = preds, target, keep, violations
 
 
-class BinaryScores(SyncFreeClassification):
+class BinaryScores(SyncFreeBatchStats):
     """Binary scores ``(N, ...)``, targets in {0, 1}: the format and checks of torchmetrics' binary score metrics."""
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -91,7 +91,7 @@ class BinaryScores(SyncFreeClassification):
         return Scores(preds, target, keep, violations)
 
 
-class MulticlassScores(SyncFreeClassification):
+class MulticlassScores(SyncFreeBatchStats):
     """Multiclass scores ``(N, C, ...)`` with targets ``(N, ...)``: one row of ``C`` scores per entry."""
 
     def _deferred_checks(self) -> dict[str, str]:

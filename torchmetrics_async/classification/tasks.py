@@ -68,282 +68,56 @@ def _building_accelerated(new: Callable) -> Callable:
     return built
 
 
+_NOTE = (
+    "The task metric it returns is the accelerated ``Binary...``/``Multiclass...``/``Multilabel...`` class, built by"
+    " torchmetrics' own wrapper code with every argument."
+)
+
+
 class _AcceleratedTaskWrapper(AutoRegistered):
     """``__new__``: torchmetrics' wrapper code, constructing the accelerated task class directly."""
 
     _torchmetrics_wrapper: type
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        wrapper = next(base for base in cls.__mro__ if base.__module__.startswith("torchmetrics."))
-        cls._torchmetrics_wrapper = wrapper
-        # Same constructor arguments as the torchmetrics wrapper, for help() and inspect.signature().
-        cls.__signature__ = inspect.signature(wrapper)
-
     def __new__(cls, *args: Any, **kwargs: Any) -> Metric:
         return _building_accelerated(cls._torchmetrics_wrapper.__new__)(cls, *args, **kwargs)
 
 
-class StatScores(_AcceleratedTaskWrapper, torchmetrics.StatScores):
-    """``torchmetrics.StatScores`` returning the accelerated ``BinaryStatScores``/``Multiclass...``/``Multilabel...``.
-
-    Example:
-        >>> import torch
-        >>> metric = StatScores(task="multilabel", num_labels=3)
-        >>> type(metric).__name__, metric(torch.tensor([[1, 0, 1]]), torch.tensor([[1, 1, 1]]))
-        ('MultilabelStatScores', tensor([2, 0, 0, 1, 3]))
-    """
-
-
-class Accuracy(_AcceleratedTaskWrapper, torchmetrics.Accuracy):
-    """``torchmetrics.Accuracy`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = Accuracy(task="binary")
-        >>> metric(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
-        tensor(0.7500)
-    """
-
-
-class Precision(_AcceleratedTaskWrapper, torchmetrics.Precision):
-    """``torchmetrics.Precision`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = Precision(task="binary")
-        >>> metric(torch.tensor([1, 1, 0, 1]), torch.tensor([1, 0, 0, 1]))
-        tensor(0.6667)
-    """
-
-
-class Recall(_AcceleratedTaskWrapper, torchmetrics.Recall):
-    """``torchmetrics.Recall`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = Recall(task="multilabel", num_labels=3, average="micro")
-        >>> metric(torch.tensor([[1, 1, 1], [0, 1, 0]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        tensor(0.6667)
-    """
-
-
-class FBetaScore(_AcceleratedTaskWrapper, torchmetrics.FBetaScore):
-    """``torchmetrics.FBetaScore`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = FBetaScore(task="binary", beta=2.0)
-        >>> metric(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
-        tensor(0.5000)
-    """
-
-
-class F1Score(_AcceleratedTaskWrapper, torchmetrics.F1Score):
-    """``torchmetrics.F1Score`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = F1Score(task="multilabel", num_labels=3)
-        >>> metric(torch.tensor([[2.0, -1.0, 0.5], [-2.0, 1.5, -0.5]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        tensor(0.6667)
-    """
-
-
-class Specificity(_AcceleratedTaskWrapper, torchmetrics.Specificity):
-    """``torchmetrics.Specificity`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = Specificity(task="binary")
-        >>> metric(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
-        tensor(0.6667)
-    """
-
-
-class HammingDistance(_AcceleratedTaskWrapper, torchmetrics.HammingDistance):
-    """``torchmetrics.HammingDistance`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = HammingDistance(task="binary")
-        >>> metric(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
-        tensor(0.2500)
-    """
-
-
-class NegativePredictiveValue(_AcceleratedTaskWrapper, torchmetrics.NegativePredictiveValue):
-    """``torchmetrics.NegativePredictiveValue`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = NegativePredictiveValue(task="binary")
-        >>> metric(torch.tensor([0, 1, 0, 0]), torch.tensor([0, 0, 0, 1]))
-        tensor(0.6667)
-    """
-
-
-class ExactMatch(_AcceleratedTaskWrapper, torchmetrics.ExactMatch):
-    """``torchmetrics.ExactMatch`` returning the accelerated task metric (torchmetrics has no binary exact match).
-
-    Example:
-        >>> import torch
-        >>> metric = ExactMatch(task="multilabel", num_labels=3)
-        >>> metric(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-        tensor(0.5000)
-    """
-
-
-class ConfusionMatrix(_AcceleratedTaskWrapper, torchmetrics.ConfusionMatrix):
-    """``torchmetrics.ConfusionMatrix`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = ConfusionMatrix(task="binary")
-        >>> metric(torch.tensor([0.35, 0.85, 0.48, 0.01]), torch.tensor([1, 1, 0, 0]))
-        tensor([[2, 0],
-                [1, 1]])
-    """
-
-
-# --- the confusion-matrix-derived, calibration and hinge family
-
-
-class JaccardIndex(_AcceleratedTaskWrapper, torchmetrics.JaccardIndex):
-    """``torchmetrics.JaccardIndex`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = JaccardIndex(task="multiclass", num_classes=3)
-        >>> metric(torch.tensor([2, 1, 0, 0]), torch.tensor([2, 1, 0, 1]))
-        tensor(0.6667)
-    """
-
-
-class CohenKappa(_AcceleratedTaskWrapper, torchmetrics.CohenKappa):
-    """``torchmetrics.CohenKappa`` returning the accelerated task metric (torchmetrics has no multilabel task).
-
-    Example:
-        >>> import torch
-        >>> metric = CohenKappa(task="binary")
-        >>> metric(torch.tensor([1, 1, 0, 0]), torch.tensor([1, 0, 0, 0]))
-        tensor(0.5000)
-    """
-
-
-class MatthewsCorrCoef(_AcceleratedTaskWrapper, torchmetrics.MatthewsCorrCoef):
-    """``torchmetrics.MatthewsCorrCoef`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = MatthewsCorrCoef(task="binary")
-        >>> metric(torch.tensor([1, 0, 1, 1]), torch.tensor([1, 0, 0, 1]))
-        tensor(0.5774)
-    """
-
-
-class CalibrationError(_AcceleratedTaskWrapper, torchmetrics.CalibrationError):
-    """``torchmetrics.CalibrationError`` returning the accelerated task metric (binary or multiclass).
-
-    Example:
-        >>> import torch
-        >>> metric = CalibrationError(task="binary", n_bins=2)
-        >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
-        tensor(0.2900)
-    """
-
-
-class HingeLoss(_AcceleratedTaskWrapper, torchmetrics.HingeLoss):
-    """``torchmetrics.HingeLoss`` returning the accelerated task metric (binary or multiclass).
-
-    Example:
-        >>> import torch
-        >>> metric = HingeLoss(task="binary")
-        >>> metric(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
-        tensor(0.6900)
-    """
-
-
-# --- the precision-recall curve family
-
-
-class PrecisionRecallCurve(_AcceleratedTaskWrapper, torchmetrics.PrecisionRecallCurve):
-    """``torchmetrics.PrecisionRecallCurve`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = PrecisionRecallCurve(task="binary", thresholds=3)
-        >>> type(metric).__name__
-        'BinaryPrecisionRecallCurve'
-    """
-
-
-class ROC(_AcceleratedTaskWrapper, torchmetrics.ROC):
-    """``torchmetrics.ROC`` returning the accelerated task metric.
-
-    Example:
-        >>> metric = ROC(task="multiclass", num_classes=3)
-        >>> type(metric).__name__
-        'MulticlassROC'
-    """
-
-
-class AUROC(_AcceleratedTaskWrapper, torchmetrics.AUROC):
-    """``torchmetrics.AUROC`` returning the accelerated task metric.
-
-    Example:
-        >>> import torch
-        >>> metric = AUROC(task="binary", thresholds=5)
-        >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-        tensor(0.8750)
-    """
-
-
-class AveragePrecision(_AcceleratedTaskWrapper, torchmetrics.AveragePrecision):
-    """``torchmetrics.AveragePrecision`` returning the accelerated task metric.
-
-    Example:
-        >>> metric = AveragePrecision(task="multilabel", num_labels=3)
-        >>> type(metric).__name__
-        'MultilabelAveragePrecision'
-    """
-
-
-class RecallAtFixedPrecision(_AcceleratedTaskWrapper, torchmetrics.RecallAtFixedPrecision):
-    """``torchmetrics.RecallAtFixedPrecision`` returning the accelerated task metric.
-
-    Example:
-        >>> metric = RecallAtFixedPrecision(task="binary", min_precision=0.5)
-        >>> type(metric).__name__
-        'BinaryRecallAtFixedPrecision'
-    """
-
-
-class PrecisionAtFixedRecall(_AcceleratedTaskWrapper, torchmetrics.PrecisionAtFixedRecall):
-    """``torchmetrics.PrecisionAtFixedRecall`` returning the accelerated task metric.
-
-    Example:
-        >>> metric = PrecisionAtFixedRecall(task="binary", min_recall=0.5)
-        >>> type(metric).__name__
-        'BinaryPrecisionAtFixedRecall'
-    """
-
-
-class SensitivityAtSpecificity(_AcceleratedTaskWrapper, torchmetrics.SensitivityAtSpecificity):
-    """``torchmetrics.SensitivityAtSpecificity`` returning the accelerated task metric.
-
-    Example:
-        >>> metric = SensitivityAtSpecificity(task="binary", min_specificity=0.5)
-        >>> type(metric).__name__
-        'BinarySensitivityAtSpecificity'
-    """
-
-
-class SpecificityAtSensitivity(_AcceleratedTaskWrapper, torchmetrics.SpecificityAtSensitivity):
-    """``torchmetrics.SpecificityAtSensitivity`` returning the accelerated task metric.
-
-    Example:
-        >>> metric = SpecificityAtSensitivity(task="binary", min_sensitivity=0.5)
-        >>> type(metric).__name__
-        'BinarySpecificityAtSensitivity'
-    """
+def _task_wrapper(wrapper: type) -> type:
+    """The accelerated class of one torchmetrics task wrapper: its name, this module (so pickled by reference)."""
+    namespace = {
+        "__module__": __name__,
+        "__qualname__": wrapper.__name__,
+        "__doc__": _NOTE,
+        "_torchmetrics_wrapper": wrapper,
+        # Same constructor arguments as the torchmetrics wrapper, for help() and inspect.signature().
+        "__signature__": inspect.signature(wrapper),
+    }
+    return type(wrapper.__name__, (_AcceleratedTaskWrapper, wrapper), namespace)
+
+
+# The table: one accelerated class per torchmetrics task wrapper (torchmetrics' docstring, see _docs.py).
+StatScores = _task_wrapper(torchmetrics.StatScores)
+Accuracy = _task_wrapper(torchmetrics.Accuracy)
+Precision = _task_wrapper(torchmetrics.Precision)
+Recall = _task_wrapper(torchmetrics.Recall)
+FBetaScore = _task_wrapper(torchmetrics.FBetaScore)
+F1Score = _task_wrapper(torchmetrics.F1Score)
+Specificity = _task_wrapper(torchmetrics.Specificity)
+HammingDistance = _task_wrapper(torchmetrics.HammingDistance)
+NegativePredictiveValue = _task_wrapper(torchmetrics.NegativePredictiveValue)
+ExactMatch = _task_wrapper(torchmetrics.ExactMatch)
+ConfusionMatrix = _task_wrapper(torchmetrics.ConfusionMatrix)
+JaccardIndex = _task_wrapper(torchmetrics.JaccardIndex)
+CohenKappa = _task_wrapper(torchmetrics.CohenKappa)
+MatthewsCorrCoef = _task_wrapper(torchmetrics.MatthewsCorrCoef)
+CalibrationError = _task_wrapper(torchmetrics.CalibrationError)
+HingeLoss = _task_wrapper(torchmetrics.HingeLoss)
+PrecisionRecallCurve = _task_wrapper(torchmetrics.PrecisionRecallCurve)
+ROC = _task_wrapper(torchmetrics.ROC)
+AUROC = _task_wrapper(torchmetrics.AUROC)
+AveragePrecision = _task_wrapper(torchmetrics.AveragePrecision)
+RecallAtFixedPrecision = _task_wrapper(torchmetrics.RecallAtFixedPrecision)
+PrecisionAtFixedRecall = _task_wrapper(torchmetrics.PrecisionAtFixedRecall)
+SensitivityAtSpecificity = _task_wrapper(torchmetrics.SensitivityAtSpecificity)
+SpecificityAtSensitivity = _task_wrapper(torchmetrics.SpecificityAtSensitivity)

@@ -121,32 +121,23 @@ class _SyncFreeDivergence(SyncFreeSums):
         Example:
             >>> import torch
             >>> from torchmetrics_async.regression import KLDivergence
-            >>> KLDivergence().update(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.9, 0.1]]))
+            >>> metric = KLDivergence()
+            >>> metric.update(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.9, 0.1]]))
+            >>> metric.measures, metric.total
+            (tensor(0.5108), tensor(1))
         """
         self._update_from_stats(p, q)
 
 
 class KLDivergence(_SyncFreeDivergence, tm.KLDivergence):
-    """``torchmetrics.regression.KLDivergence`` (``log_prob``, ``reduction``) without host syncs.
-
-    Example:
-        >>> import torch
-        >>> KLDivergence(reduction="none")(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]))
-        tensor(0.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:
         return kl_divergence_measures(p, q, self.log_prob)
 
 
 class JensenShannonDivergence(_SyncFreeDivergence, tm.JensenShannonDivergence):
-    """``torchmetrics.regression.JensenShannonDivergence`` (``log_prob``, ``reduction``) without host syncs.
-
-    Example:
-        >>> import torch
-        >>> JensenShannonDivergence()(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]))
-        tensor(0.6931)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:
         return _js_divergence_measures(p, q, self.log_prob)

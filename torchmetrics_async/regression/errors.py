@@ -53,13 +53,7 @@ __all__ = [
 
 
 class MeanSquaredError(SyncFreeSums, tm.MeanSquaredError):
-    """``torchmetrics.regression.MeanSquaredError`` (``squared``, ``num_outputs``) with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> MeanSquaredError()(torch.tensor([2.5, 5.0]), torch.tensor([3.0, 5.0]))
-        tensor(0.1250)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_error", "total")
 
@@ -68,13 +62,7 @@ class MeanSquaredError(SyncFreeSums, tm.MeanSquaredError):
 
 
 class MeanAbsoluteError(SyncFreeSums, tm.MeanAbsoluteError):
-    """``torchmetrics.regression.MeanAbsoluteError`` (``num_outputs``) with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> MeanAbsoluteError()(torch.tensor([2.5, 5.0]), torch.tensor([3.0, 5.0]))
-        tensor(0.2500)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_error", "total")
 
@@ -96,13 +84,7 @@ def _mean_absolute_error_stats(preds: Tensor, target: Tensor, num_outputs: int) 
 
 
 class MeanAbsolutePercentageError(SyncFreeSums, tm.MeanAbsolutePercentageError):
-    """``torchmetrics.regression.MeanAbsolutePercentageError`` with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> MeanAbsolutePercentageError()(torch.tensor([2.0, 5.0]), torch.tensor([4.0, 5.0]))
-        tensor(0.2500)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_per_error", "total")
 
@@ -111,13 +93,7 @@ class MeanAbsolutePercentageError(SyncFreeSums, tm.MeanAbsolutePercentageError):
 
 
 class SymmetricMeanAbsolutePercentageError(SyncFreeSums, tm.SymmetricMeanAbsolutePercentageError):
-    """``torchmetrics.regression.SymmetricMeanAbsolutePercentageError`` with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> SymmetricMeanAbsolutePercentageError()(torch.tensor([2.0, 5.0]), torch.tensor([6.0, 5.0]))
-        tensor(0.5000)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_per_error", "total")
 
@@ -126,13 +102,7 @@ class SymmetricMeanAbsolutePercentageError(SyncFreeSums, tm.SymmetricMeanAbsolut
 
 
 class WeightedMeanAbsolutePercentageError(SyncFreeSums, tm.WeightedMeanAbsolutePercentageError):
-    """``torchmetrics.regression.WeightedMeanAbsolutePercentageError`` with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> WeightedMeanAbsolutePercentageError()(torch.tensor([2.0, 5.0]), torch.tensor([4.0, 4.0]))
-        tensor(0.3750)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_error", "sum_scale")
 
@@ -141,13 +111,7 @@ class WeightedMeanAbsolutePercentageError(SyncFreeSums, tm.WeightedMeanAbsoluteP
 
 
 class MeanSquaredLogError(SyncFreeSums, tm.MeanSquaredLogError):
-    """``torchmetrics.regression.MeanSquaredLogError`` with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> MeanSquaredLogError()(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]))
-        tensor(0.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_log_error", "total")
 
@@ -156,13 +120,7 @@ class MeanSquaredLogError(SyncFreeSums, tm.MeanSquaredLogError):
 
 
 class LogCoshError(SyncFreeSums, tm.LogCoshError):
-    """``torchmetrics.regression.LogCoshError`` (``num_outputs``): no host-to-device copy of the count, one pass.
-
-    Example:
-        >>> import torch
-        >>> LogCoshError()(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0]))
-        tensor(0.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_log_cosh_error", "total")
 
@@ -177,13 +135,7 @@ class LogCoshError(SyncFreeSums, tm.LogCoshError):
 
 
 class MinkowskiDistance(SyncFreeSums, tm.MinkowskiDistance):
-    """``torchmetrics.regression.MinkowskiDistance`` (``p``) with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> MinkowskiDistance(p=1)(torch.tensor([1.0, 2.0]), torch.tensor([2.0, 4.0]))
-        tensor(3.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("minkowski_dist_sum",)
 
@@ -201,13 +153,7 @@ class MinkowskiDistance(SyncFreeSums, tm.MinkowskiDistance):
 
 
 class RelativeSquaredError(SyncFreeSums, tm.RelativeSquaredError):
-    """``torchmetrics.regression.RelativeSquaredError`` (``num_outputs``, ``squared``) with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> RelativeSquaredError()(torch.tensor([1.0, 2.0, 4.0]), torch.tensor([1.0, 3.0, 5.0]))
-        tensor(0.2500)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
 
@@ -216,13 +162,7 @@ class RelativeSquaredError(SyncFreeSums, tm.RelativeSquaredError):
 
 
 class CriticalSuccessIndex(SyncFreeSums, tm.CriticalSuccessIndex):
-    """``torchmetrics.regression.CriticalSuccessIndex`` (``threshold``, ``keep_sequence_dim``), one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> CriticalSuccessIndex(threshold=0.5)(torch.tensor([0.2, 0.7, 0.9]), torch.tensor([0.6, 0.8, 0.1]))
-        tensor(0.3333)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
     __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
@@ -239,14 +179,7 @@ class CriticalSuccessIndex(SyncFreeSums, tm.CriticalSuccessIndex):
 
 
 class ContinuousRankedProbabilityScore(SyncFreeSums, tm.ContinuousRankedProbabilityScore):
-    """``torchmetrics.regression.ContinuousRankedProbabilityScore`` with a one-pass ``forward``.
-
-    Example:
-        >>> import torch
-        >>> metric = ContinuousRankedProbabilityScore()
-        >>> metric(torch.tensor([[0.0, 1.0], [1.0, 2.0]]), torch.tensor([0.5, 1.5]))
-        tensor(0.2500)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("score", "total")
 

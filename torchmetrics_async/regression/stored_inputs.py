@@ -24,30 +24,12 @@ __all__ = ["CosineSimilarity", "KendallRankCorrCoef", "SpearmanCorrCoef"]
 
 
 class CosineSimilarity(SyncFreeLean, tm.CosineSimilarity):
-    """``torchmetrics.regression.CosineSimilarity`` (``reduction``) through the lean wrapper.
-
-    Example:
-        >>> import torch
-        >>> CosineSimilarity()(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0]]))
-        tensor(1.)
-    """
+    """No host sync in ``update()`` or ``forward()``."""
 
 
 class SpearmanCorrCoef(SyncFreeLean, tm.SpearmanCorrCoef):
-    """``torchmetrics.regression.SpearmanCorrCoef`` (``num_outputs``): sync-free ``update``; ``forward`` reads the host.
-
-    Example:
-        >>> import torch
-        >>> SpearmanCorrCoef()(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 2.0, 1.0]))
-        tensor(-1.0000)
-    """
+    """No host sync in ``update()``; ``forward()`` ranks the batch on the host, as ``compute()`` does."""
 
 
 class KendallRankCorrCoef(SyncFreeLean, tm.KendallRankCorrCoef):
-    """``torchmetrics.regression.KendallRankCorrCoef`` (every argument): sync-free ``update``; ``forward`` reads.
-
-    Example:
-        >>> import torch
-        >>> KendallRankCorrCoef()(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0]))
-        tensor(1.)
-    """
+    """No host sync in ``update()``; ``forward()`` counts ties on the host, as ``compute()`` does."""

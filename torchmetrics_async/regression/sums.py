@@ -36,9 +36,11 @@ class SyncFreeSums(SyncFreeBatchStats):
     Python numbers welcome) and lists the states torchmetrics reassigns rather than adds in place.
 
     Example:
-        >>> from torchmetrics_async.regression import R2Score
-        >>> isinstance(R2Score(), SyncFreeSums)
-        True
+        >>> import torch
+        >>> from torchmetrics_async.regression import MeanSquaredError
+        >>> metric = MeanSquaredError()
+        >>> metric(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 4.0])), metric.sum_squared_error, metric.total
+        (tensor(2.), tensor([4.]), tensor(2))
     """
 
     _stat_states: tuple[str, ...] = ()

@@ -1,0 +1,52 @@
+r"""The docstring of an accelerated class: torchmetrics' own, with one paragraph on what differs.
+
+An accelerated class's docstring in the source is one sentence on what differs for it. Its ``__doc__`` becomes
+torchmetrics' summary line, that sentence followed by :data:`DEFERRED_CHECKS`, then the rest of torchmetrics'
+docstring, whose examples import the accelerated class instead of torchmetrics' (``from torchmetrics.aggregation import
+MeanMetric`` becomes ``from torchmetrics_async.aggregation import MeanMetric``): the package's doctests run them, so
+each accelerated class is checked against the values torchmetrics documents.
+
+Example:
+    >>> import torchmetrics
+    >>> class SumMetric(torchmetrics.SumMetric):
+    ...     '''Sums on the device.'''
+    >>> doc = accelerated_doc(SumMetric, torchmetrics.SumMetric)
+    >>> print(doc.split("\n\n")[1].splitlines()[0])
+    Accelerated: Sums on the device. Value checks and NaN warnings that need device data are recorded on the device and
+    >>> [line for line in doc.splitlines() if "import SumMetric" in line]
+    ['    >>> from torchmetrics_async.aggregation import SumMetric']
+"""
+
+import inspect
+import re
+import textwrap
+
+__all__ = ["DEFERRED_CHECKS", "accelerated_doc"]
+
+#: What every accelerated class shares, after its own sentence.
+DEFERRED_CHECKS = (
+    "Value checks and NaN warnings that need device data are recorded on the device and raised by ``compute()`` (or"
+    " ``reset()``) with torchmetrics' message. Every difference: the torchmetrics-async README, \"Deviations from"
+    ' torchmetrics".'
+)
+
+
+def accelerated_doc(cls: type, origin: type) -> str:
+    """Return torchmetrics' docstring of ``origin`` with a paragraph on what ``cls`` changes after its summary line.
+
+    Args:
+        cls: the accelerated class; its own docstring says what differs.
+        origin: the torchmetrics class it stands in for.
+
+    Returns:
+        The docstring for ``cls``.
+    """
+    note = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
+    summary, _, rest = inspect.cleandoc(origin.__doc__ or "").partition("\n")
+    # `>>> from torchmetrics[.sub] import ..., Name, ...` -> `>>> from torchmetrics_async[.sub] import ...`.
+    ours = cls.__module__.split(".")[0]
+    rest = re.sub(
+        rf"(>>> from )torchmetrics((?:\.\w+)* import (?:.*\W)?{origin.__name__}\b)", rf"\g<1>{ours}\g<2>", rest
+    )
+    paragraph = textwrap.fill(f"Accelerated: {note} {DEFERRED_CHECKS}", width=116)
+    return f"{summary}\n\n{paragraph}\n{rest}"
