@@ -26,7 +26,7 @@ from torchmetrics_async.regression.sums import SyncFreeSums
 
 __all__ = ["OUTSIDE_DOMAIN", "TweedieDevianceScore", "outside_domain"]
 
-#: The deferred check's state (a bool metric state, see DeferredChecks).
+#: The deferred check's state (see DeferredChecks).
 OUTSIDE_DOMAIN = "outside_domain"
 
 
@@ -81,7 +81,7 @@ class TweedieDevianceScore(SyncFreeSums, tm.TweedieDevianceScore):
         Traceback (most recent call last):
         ...
         RuntimeError: For power=1, 'preds' has to be strictly positive and 'targets' cannot be negative. \
-(torchmetrics-async: first recorded in update 1 of this window)
+(torchmetrics-async: first recorded in update 1)
     """
 
     _stat_states = ("sum_deviance_score", "num_observations")
