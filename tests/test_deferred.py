@@ -7,7 +7,6 @@ label out of range for classification), through the one-pass ``forward``, the ge
 
 from __future__ import annotations
 
-import re
 import warnings
 from typing import Any
 
@@ -40,8 +39,8 @@ CLASSES = sorted(
 )
 
 
-def _first_recorded(update: int) -> str:
-    return re.escape(f"(torchmetrics-async: first recorded in update {update})") + "$"
+# A deferred error is torchmetrics' message as it is: nothing appended (tests/parity.py compares the texts).
+TORCHMETRICS_TEXT = r"^(?!.*torchmetrics-async)"
 
 
 def _with_update_override(cls: type) -> type:
@@ -63,7 +62,7 @@ def _all_nan_where_floating(value: Any) -> bool:
 @pytest.mark.parametrize("generic", [False, True], ids=["one-pass", "overriding-subclass"])
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
 def test_step_only_logging_of_a_bad_batch_raises_at_reset(cls: type, generic: bool) -> None:
-    """forward() every step, reset() at the end: the bad second batch's value is NaN and reset() raises naming it."""
+    """forward() every step, reset() at the end: the bad second batch's value is NaN and reset() raises its error."""
     bad = violating_example_for(cls)
     metric = (_with_update_override(cls) if generic else cls)(**bad.init)
     # A class listed as reading the host in forward() (its batch value) does; update() and reset() still must not.
@@ -73,7 +72,7 @@ def test_step_only_logging_of_a_bad_batch_raises_at_reset(cls: type, generic: bo
         metric(*example_for(cls, 2).inputs)
     assert not (isinstance(good, Tensor) and good.is_floating_point() and bool(torch.isnan(good).any()))
     assert _all_nan_where_floating(value), value
-    with count_host_syncs() as syncs, pytest.raises(RuntimeError, match=_first_recorded(2)):
+    with count_host_syncs() as syncs, pytest.raises(RuntimeError, match=TORCHMETRICS_TEXT):
         metric.reset()
     assert syncs.total == 1, syncs.summary()
     # The window is over and was reset all the same: the next one starts clean.
@@ -83,14 +82,14 @@ def test_step_only_logging_of_a_bad_batch_raises_at_reset(cls: type, generic: bo
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
-def test_compute_raises_naming_the_first_offending_update_then_reset_does_not_repeat_it(cls: type) -> None:
+def test_compute_raises_torchmetrics_error_then_reset_does_not_repeat_it(cls: type) -> None:
     bad = violating_example_for(cls)
     metric = cls(**bad.init)
     for seed in range(1, 4):
         metric.update(*example_for(cls, seed).inputs)
     metric.update(*bad.inputs)
     metric.update(*bad.inputs)
-    with pytest.raises(RuntimeError, match=_first_recorded(4)):
+    with pytest.raises(RuntimeError, match=TORCHMETRICS_TEXT):
         metric.compute()
     with no_host_sync():
         metric.reset()  # compute() reported the window: nothing left to read
@@ -166,9 +165,7 @@ def test_warn_strategy_warns_at_reset_when_compute_did_not() -> None:
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         metric.reset()
-    assert [str(w.message) for w in record] == [
-        "Encountered `nan` values in tensor. Will be removed. (torchmetrics-async: first recorded in update 1)"
-    ]
+    assert [str(w.message) for w in record] == ["Encountered `nan` values in tensor. Will be removed."]
 
 
 def test_running_wrapper_keeps_a_violation_that_left_its_window() -> None:
@@ -176,7 +173,7 @@ def test_running_wrapper_keeps_a_violation_that_left_its_window() -> None:
     metric.update(torch.tensor([float("nan")]))
     for value in (1.0, 2.0, 3.0):
         metric.update(torch.tensor(value))
-    with pytest.raises(RuntimeError, match=_first_recorded(1)):
+    with pytest.raises(RuntimeError, match=r"^Encountered `nan` values in tensor$"):
         metric.compute()
 
 

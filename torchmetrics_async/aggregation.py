@@ -29,7 +29,7 @@ import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
-from torchmetrics_async.deferred import CLEAN, DEFERRED_RAISE_OWNED, UNREPORTED
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED
 from torchmetrics_async.errors import ShapeMismatchError
 from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin, clear_compiled_count
 from torchmetrics_async.nan import (
@@ -663,7 +663,7 @@ class _SyncFreeRunning(SyncFreeMixin):
         # device until the next reset: the host does not know the count without a read, and leaving the Python int
         # alone keeps the compiled step's guard on it valid (no recompile after a compute() between compiled steps).
         # A window without compiled updates picks its slot by the Python int, as torchmetrics does (no extra op).
-        position = self._update_index()  # before this update is counted: its 0-based position in the window
+        position = self._unread_window_count()  # before this update is counted: its 0-based position in the window
         if isinstance(position, Tensor):
             position = torch.remainder(position, self.window)
             self._count_compiled_update()
@@ -672,7 +672,7 @@ class _SyncFreeRunning(SyncFreeMixin):
             state["_num_vals_seen"] += 1
             state[UNREPORTED] = True
         for name in self._deferred_checks_registered():
-            self._record_violation(name, getattr(base, name) != CLEAN)
+            self._record_violation(name, getattr(base, name))
         if position is None:
             for key in base._defaults:
                 self._write_slot(f"{key}_{slot}", getattr(base, key))

@@ -7,9 +7,9 @@ curves, the regression moments, ...) and differ only in ``compute``. Here a fami
 in place and derives ``forward``'s batch value by running the torchmetrics class's own ``compute`` on them.
 
 Value checks that need device data (labels out of range, non-binary targets, probabilities outside [0, 1]) cannot be
-raised in ``update`` without a host sync. They are recorded in metric states (the first offending update, reduced
-with ``min``, so synced and checkpointed with the metric) and raised by ``compute()``: one host read for all of them.
-Shape, dtype and argument checks need no device data and stay eager.
+raised in ``update`` without a host sync. They are recorded in bool metric states (reduced with ``max``, so synced
+and checkpointed with the metric) and raised by ``compute()``: one host read for all of them. Shape, dtype and
+argument checks need no device data and stay eager.
 
 Example:
     >>> import torch

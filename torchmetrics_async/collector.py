@@ -428,7 +428,7 @@ class _Record:
     def __init__(self, metric: Metric) -> None:
         self.metric = metric
         self.error: BaseException | None = None
-        # (message, action, first offending update or CLEAN): the check state until read, then its Python value
+        # (message, action, violated): the check state until read, then its Python value
         self.flags: list[tuple] = []
 
 

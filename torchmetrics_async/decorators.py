@@ -273,7 +273,7 @@ def sync_free(cls: M) -> M:
         >>> metric.compute()
         Traceback (most recent call last):
         ...
-        RuntimeError: Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1)
+        RuntimeError: Encountered `nan` values in tensor
     """
     _require_subclass("sync_free", cls, Metric, "it accelerates torchmetrics metrics")
     from torchmetrics_async.accelerate import accelerated_class_for

@@ -1,12 +1,11 @@
 """Deferred checks: value errors recorded on the device in ``update``, raised later, never dropped.
 
 torchmetrics validates values inside ``update`` (``if nans.any()``, ``torch.unique`` of the labels), which makes the
-host wait for the device at every step. A sync-free metric records the violation instead, in an int64 metric state
-per check: the index (in the window) of the first offending update, or :data:`CLEAN` when none. It is reduced with
-``min``, so it is synced, merged and checkpointed with the metric, and the earliest offence wins. It is reported later:
+host wait for the device at every step. A sync-free metric records the violation instead, in a bool metric state per
+check (reduced with ``max``, so it is synced, merged and checkpointed with the metric), and reports it later:
 
-- ``compute()`` raises (or warns) with torchmetrics' message, naming the first offending update: one host read of
-  the metric's own check states (a collection reads all its members' in one read, :func:`read_deferred_together`);
+- ``compute()`` raises (or warns) with torchmetrics' message: one host read of the metric's own check states (a
+  collection reads all its members' in one read, :func:`read_deferred_together`);
 - ``forward()`` returns NaN as the batch value of a batch that violated a check (no host read);
 - ``reset()`` raises what ``compute()`` has not reported since the states were last written (one host read per
   reset), so a window that is only logged per step (``forward`` then ``reset``) cannot lose an error. The states are
@@ -32,7 +31,7 @@ Example:
     >>> metric.compute()
     Traceback (most recent call last):
     ...
-    RuntimeError: Expected only positive values. (torchmetrics-async: first recorded in update 2)
+    RuntimeError: Expected only positive values.
 """
 
 from typing import Any
@@ -43,12 +42,10 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import rank_zero_warn
 
 __all__ = [
-    "CLEAN",
     "DEFERRED_RAISE_OWNED",
-    "FORWARD_INDEX",
+    "FORWARD_BATCH",
     "UNREPORTED",
     "DeferredChecks",
-    "deferred_message",
     "forget_preread",
     "mark_static_address",
     "mark_unreported",
@@ -57,9 +54,6 @@ __all__ = [
     "report_deferred",
 ]
 
-#: A check state's value when no update violated it (above every update index; ``min`` keeps any offence).
-CLEAN = torch.iinfo(torch.int64).max
-
 #: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the check states unread and
 #: whoever set it reads them and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it computes off
 #: the critical path; the generic ``forward`` sets it while it computes the batch value.
@@ -67,9 +61,9 @@ DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
 #: Instance attribute: the check states may have been written (an update, a merge, a load) since they were last read
 #: or handed over: ``reset()`` reads them then. A constant store (also in compiled code: no guard, no host read).
 UNREPORTED = "_deferred_unreported"
-#: While ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge), the index the
-#: batch's update has in the window (``None`` otherwise).
-FORWARD_INDEX = "_forward_index"
+#: ``True`` while ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge): its reset
+#: keeps the window's bookkeeping, its compute gives NaN for a violating batch (``None`` otherwise).
+FORWARD_BATCH = "_forward_batch"
 
 # Instance attributes (in ``__dict__``).
 _CHECKS = "_check_messages"  # check state name -> (message, "error" | "warn"), in registration order
@@ -80,9 +74,6 @@ _PREREAD = "_deferred_preread"  # check values read by read_deferred_together(),
 class DeferredChecks:
     """Mixin for a ``SyncFreeMixin`` metric: value checks recorded on the device, reported by ``compute``/``reset``.
 
-    The metric provides ``_update_index()`` (the current update's index in the window, see
-    :class:`~torchmetrics_async.metric.SyncFreeMixin`).
-
     Example:
         >>> from torchmetrics_async import MeanMetric
         >>> isinstance(MeanMetric(), DeferredChecks)
@@ -90,41 +81,27 @@ class DeferredChecks:
     """
 
     def _add_deferred_check(self, name: str, message: str, action: str = "error") -> None:
-        """Register a check (idempotent): an int64 state ``name`` and what reporting it does (raise or warn)."""
+        """Register a check (idempotent): a bool state ``name`` and what reporting it does (raise or warn)."""
         state = self.__dict__
         state.setdefault(_CHECKS, {})[name] = (message, action)
         state.setdefault(UNREPORTED, False)
         state.setdefault(_WARNED, False)
-        state.setdefault(FORWARD_INDEX, None)
+        state.setdefault(FORWARD_BATCH, None)
         if name not in self._defaults:
-            default = torch.full((), CLEAN, dtype=torch.int64, device=self.device)
-            self.add_state(name, default=default, dist_reduce_fx="min")
+            default = torch.zeros((), dtype=torch.bool, device=self.device)
+            self.add_state(name, default=default, dist_reduce_fx="max")
 
     def _deferred_checks_registered(self) -> dict[str, tuple[str, str]]:
         """Check state name -> ``(message, action)``, in the order ``compute()`` reports them."""
         return self.__dict__.get(_CHECKS, {})
 
     def _record_violation(self, name: str, violated: Tensor | bool) -> None:
-        """Fold a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it.
-
-        The state keeps the minimum of its value and this update's index where violated: its first offence.
-        """
-        index = self.__dict__[FORWARD_INDEX]
-        if index is None:  # (not ``or``: inside compiled code the forward's index is a device tensor)
-            index = self._update_index()
-        first = getattr(self, name)
-        if violated is False or (isinstance(violated, Tensor) and not violated.numel()):
-            return
-        earliest = torch.minimum(first, index) if isinstance(index, Tensor) else first.clamp(max=index)
-        if violated is True:
-            first.copy_(earliest)
-            return
-        if violated.dim():
-            violated = violated.any()
-        if violated.device != first.device:  # a CPU scalar's check: moved by binary ops, which take CPU scalars
-            violated = first.ne(first).logical_or_(violated)
-        # Two ops past the OR of the mask: the flag and the index of its first offence are one state.
-        torch.where(violated, earliest, first, out=first)
+        """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
+        if isinstance(violated, bool):
+            if violated:
+                getattr(self, name).fill_(True)
+        elif violated.numel():
+            getattr(self, name).logical_or_(violated.any() if violated.dim() else violated)
 
     def _add_with_violations(self, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
         """``state.add_(value)`` for every pair, in one ``torch._foreach_add_``, then the violations recorded.
@@ -147,10 +124,10 @@ class DeferredChecks:
 
     def _deferred_violated(self) -> Tensor | None:
         """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
-        firsts = [getattr(self, name) for name in self._deferred_checks_registered()]
-        if not firsts:
+        flags = [getattr(self, name) for name in self._deferred_checks_registered()]
+        if not flags:
             return None
-        return (firsts[0] if len(firsts) == 1 else torch.stack(firsts).amin()) != CLEAN
+        return flags[0] if len(flags) == 1 else torch.stack(flags).any()
 
     def _raise_deferred_checks(self) -> None:
         """Report the violated checks with their messages: one host read for all of them.
@@ -177,8 +154,8 @@ class DeferredChecks:
             return None
         return self._read_deferred()
 
-    def _read_deferred(self) -> list[tuple[str, str, int]]:
-        """Every check as ``(message, action, first offending update or CLEAN)``: one host read; marks them reported.
+    def _read_deferred(self) -> list[tuple[str, str, bool]]:
+        """Every check as ``(message, action, violated)``: one host read; marks them reported.
 
         The values a collection read for this ``compute()`` are used if there are any; the compiled updates' count
         travels in the same read when it changed (see ``SyncFreeMixin._compiled_count_codes``).
@@ -189,7 +166,7 @@ class DeferredChecks:
         values = state.pop(_PREREAD, None)
         if values is None or counts:
             codes = [getattr(self, name) for name in checks]
-            values = torch.stack(codes + counts).tolist()
+            values = torch.stack(codes + counts).tolist()  # the count promotes the flags to int64
             if counts:
                 self._fold_compiled_count(values.pop())
         state[UNREPORTED] = False
@@ -277,13 +254,13 @@ def mark_unreported(metric: Any) -> None:
         >>> import torch
         >>> from torchmetrics_async import MeanMetric
         >>> metric = MeanMetric(nan_strategy="error")
-        >>> metric.nan_seen = torch.tensor(3)  # a check state set from outside: nothing says it is there
+        >>> metric.nan_seen = torch.tensor(True)  # a check state set from outside: nothing says it is there
         >>> mark_unreported(metric)
         >>> try:
         ...     metric.reset()
         ... except RuntimeError as err:
         ...     print(err)
-        Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 3)
+        Encountered `nan` values in tensor
     """
     state = metric.__dict__
     state["_computed"] = None
@@ -312,49 +289,28 @@ def mark_static_address(tensor: Tensor) -> Tensor:
     return tensor
 
 
-def report_deferred(metric: Any, checks: list[tuple[str, str, int]]) -> None:
-    """Raise or warn for read checks ``(message, action, first offending update or CLEAN)``, as ``compute()`` does.
+def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
+    """Raise or warn for read checks ``(message, action, violated)``, as ``compute()`` reports them.
 
     Args:
         metric: the metric the checks belong to (its ``_nan_warned`` attribute makes a warning once per window).
         checks: the checks, read on the host, in reporting order.
 
     Raises:
-        RuntimeError: for the first violated ``"error"`` check.
+        RuntimeError: torchmetrics' message of the first violated ``"error"`` check.
 
     Example:
-        >>> report_deferred(object(), [("Bad.", "error", CLEAN)])  # nothing violated: nothing happens
+        >>> report_deferred(object(), [("Bad.", "error", False)])  # nothing violated: nothing happens
     """
-    for message, action, first in checks:
-        if first == CLEAN:
+    for message, action, violated in checks:
+        if not violated:
             continue
-        text = deferred_message(message, first)
         if action == "error":
-            raise RuntimeError(text)
+            raise RuntimeError(message)
         state = getattr(metric, "__dict__", {})
         if not state.get(_WARNED, False):
-            rank_zero_warn(text, UserWarning)
+            rank_zero_warn(message, UserWarning)
             state[_WARNED] = True
-
-
-def deferred_message(message: str, first: int) -> str:
-    """Torchmetrics' message, followed by the first offending update.
-
-    The index counts the updates of the window that recorded it: this metric's, or, for a check that arrived by a
-    sync or ``merge_state``, the earliest among the windows that recorded one.
-
-    Args:
-        message: torchmetrics' message for the check.
-        first: the index of the first offending update.
-
-    Returns:
-        The message.
-
-    Example:
-        >>> deferred_message("Encountered `nan` values in tensor", 3)
-        'Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 3)'
-    """
-    return f"{message} (torchmetrics-async: first recorded in update {first})"
 
 
 def nan_where(violated: Tensor | None, value: Any) -> Any:

@@ -41,7 +41,7 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
-    FORWARD_INDEX,
+    FORWARD_BATCH,
     UNREPORTED,
     DeferredChecks,
     mark_static_address,
@@ -235,7 +235,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             state[_COMPILED_SEEN] = int(state[COMPILED_UPDATES])
         return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
 
-    def _update_index(self) -> int | Tensor:
+    def _unread_window_count(self) -> int | Tensor:
         """The window count without a host read: an int, or a 0-dim device tensor once compiled code counted.
 
         Inside compiled code it is always the tensor (host count + device count), so Dynamo never guards on a
@@ -362,7 +362,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state["_computed"] = None
         state["_cache"] = None
         state["_is_synced"] = False
-        if state.get(FORWARD_INDEX) is None:  # forward() resets for the batch alone: the window goes on
+        if state.get(FORWARD_BATCH) is None:  # forward() resets for the batch alone: the window goes on
             self._reset_deferred()
         owned = state[OWNED_STATES]
         arena_reset = state.pop(ARENA_RESET, ())  # reset in place already, one copy per arena group
@@ -422,7 +422,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
 
         @functools.wraps(compute)
         def compute_value(*args: Any, **kwargs: Any) -> Any:
-            if state.get(FORWARD_INDEX) is None:
+            if state.get(FORWARD_BATCH) is None:
                 return wrapped(*args, **kwargs)
             return nan_where(self._deferred_violated(), wrapped(*args, **kwargs))
 
@@ -465,14 +465,13 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             return self._forward_generic_compiled(*args, **kwargs)
         state = self.__dict__
         previous = state.get(DEFERRED_RAISE_OWNED, False)
-        # The batch's update is this update of the window; compute() must not read the flags (a host sync): its
-        # wrapper turns a violating batch's value into NaN instead.
-        state[FORWARD_INDEX] = self._update_count + 1
+        # compute() must not read the flags (a host sync): its wrapper turns a violating batch's value into NaN.
+        state[FORWARD_BATCH] = True
         state[DEFERRED_RAISE_OWNED] = True
         try:
             return self._forward_keeping_states_on_error(super().forward, args, kwargs)
         finally:
-            state[FORWARD_INDEX] = None
+            state[FORWARD_BATCH] = None
             state[DEFERRED_RAISE_OWNED] = previous
 
     def _forward_keeping_states_on_error(self, forward: Callable, args: tuple, kwargs: dict) -> Any:
@@ -512,10 +511,9 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         """
         state = self.__dict__
         self._count_compiled_update()
-        index = self._update_index()  # the batch's index in the window: host count + device count, a 0-dim tensor
         host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
         state[_COMPILED_SEEN] = 0  # read as the host count alone until restored
-        state[_COUNTS_ON_HOST], state[FORWARD_INDEX], state[DEFERRED_RAISE_OWNED] = True, index, True
+        state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
         self._own_states()
         # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
         # the batch's merged with these): their values are copied back into these, which stay the states (the
@@ -526,7 +524,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             return super().forward(*args, **kwargs)
         finally:
             state["_update_count"], state[_COMPILED_SEEN] = host, None
-            state[_COUNTS_ON_HOST], state[FORWARD_INDEX], state[DEFERRED_RAISE_OWNED] = False, None, previous
+            state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = False, None, previous
             for attr, tensor in accumulated.items():
                 final = state[attr]
                 if final is not tensor and isinstance(final, Tensor) and _same_layout(tensor, final):
@@ -662,7 +660,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         self._add_extra_states()
         state = self.__dict__
         state[OWNED_STATES] = {}
-        state.setdefault(FORWARD_INDEX, None)
+        state.setdefault(FORWARD_BATCH, None)
         state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
         state[_COMPILED_SEEN] = 0
         state.setdefault(UNREPORTED, False)

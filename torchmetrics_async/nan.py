@@ -32,7 +32,7 @@ __all__ = [
 
 NanStrategy = Union[Literal["error", "warn", "ignore", "disable"], float]
 
-#: Name of the deferred check state "first update of the window that saw a NaN" (int64, reduced with min).
+#: Name of the metric state holding "a NaN was seen in this window" (a bool, reduced with max across ranks).
 NAN_FLAG_STATE = "nan_seen"
 #: Name of CatMetric's list state of keep-masks under ``nan_strategy="ignore"``/``"warn"`` (bool, concatenated).
 NAN_KEPT_STATE = "nan_kept"
@@ -124,7 +124,7 @@ def apply_nan_strategy_to_numbers(
 class DeferredNanFlag(DeferredChecks):
     """Mixin for metrics whose ``"error"``/``"warn"`` NaN strategies are deferred (see :mod:`~.deferred`).
 
-    The flag is a deferred check (:data:`NAN_FLAG_STATE`, an int64 metric state reduced with ``min``) that exists only
+    The flag is a deferred check (:data:`NAN_FLAG_STATE`, a bool metric state reduced with ``max``) that exists only
     for the two strategies that need it: ``compute()`` (or, failing that, ``reset()``) raises or warns with
     torchmetrics' message.
 
@@ -137,7 +137,7 @@ class DeferredNanFlag(DeferredChecks):
         ...     metric.compute()
         ... except RuntimeError as err:
         ...     print(err)
-        Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1)
+        Encountered `nan` values in tensor
     """
 
     def _add_nan_flag_state(self) -> None:

@@ -233,7 +233,7 @@ class _FusedSyncCollection:
             ...     collection.reset()
             ... except RuntimeError as err:
             ...     print(err)
-            Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1)
+            Encountered `nan` values in tensor
             >>> collection["sum"].update_count
             0
         """

@@ -80,8 +80,7 @@ class TweedieDevianceScore(SyncFreeSums, tm.TweedieDevianceScore):
         >>> metric.compute()
         Traceback (most recent call last):
         ...
-        RuntimeError: For power=1, 'preds' has to be strictly positive and 'targets' cannot be negative. \
-(torchmetrics-async: first recorded in update 1)
+        RuntimeError: For power=1, 'preds' has to be strictly positive and 'targets' cannot be negative.
     """
 
     _stat_states = ("sum_deviance_score", "num_observations")
