@@ -189,10 +189,8 @@ def check_compute_reads(name: str, configs: list[dict[str, Any]], batch: tuple) 
 
 
 def assert_no_host_sync(cases: list[tuple[str, Any, str, tuple]]) -> None:
-    """``(label, metric, kind, batch)``: every call inside one ``no_host_sync()``; the ``reset()``s read flags once.
-
-    The first ``reset()`` reads the flags of every metric updated since (one read), the others report from it.
-    """
+    """``(label, metric, kind, batch)``: every call inside one ``no_host_sync()``; each ``reset()`` reads its own flags
+    once."""
     step = ""
     try:
         with no_host_sync():
