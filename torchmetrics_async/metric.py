@@ -250,11 +250,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
     def _compiled_count_codes(self) -> list[Tensor]:
         """The device count, to read in the same host read as the check states, if it changed since last read."""
         state = self.__dict__
-        return (
-            [state[COMPILED_UPDATES]]
-            if state.get(COMPILED_UPDATES) is not None and state.get(_COMPILED_SEEN, 0) is None
-            else []
-        )
+        return [state[COMPILED_UPDATES]] if state.get(_COMPILED_SEEN, 0) is None else []
 
     def _fold_compiled_count(self, count: int) -> None:
         """Record ``count``, a host read of the device count (see :meth:`_compiled_count_codes`)."""
