@@ -198,7 +198,7 @@ def test_accelerated_driver_keeps_a_merged_workers_violation():
     driver = ta.classification.BinaryAccuracy()
     driver.update(torch.tensor([0.9]), torch.tensor([1]))
     driver.merge_state(_bad_binary(ta.classification.BinaryAccuracy()))
-    with pytest.raises(RuntimeError, match=r"Detected the following values in `target`.*merged state"):
+    with pytest.raises(RuntimeError, match=r"^Detected the following values in `target`"):
         driver.compute()
 
 
@@ -208,7 +208,7 @@ def test_accelerated_driver_keeps_a_merged_workers_nan_error():
     worker = ta.MeanMetric(nan_strategy="error")
     worker.update(torch.tensor([1.0, NAN]))
     driver.merge_state(worker)
-    with pytest.raises(RuntimeError, match=r"Encountered `nan` values in tensor .*merged state"):
+    with pytest.raises(RuntimeError, match=r"^Encountered `nan` values in tensor$"):
         driver.compute()
 
 
@@ -305,7 +305,7 @@ def test_a_merged_violation_is_raised_by_the_receiver(case, receiver, then):
     driver.merge_state(worker)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a fresh driver warns "compute before update", as torchmetrics does
-        with pytest.raises(RuntimeError, match="merged state"):
+        with pytest.raises(RuntimeError, match=r"^(?!.*torchmetrics-async)"):
             getattr(driver, then)()
 
 

@@ -28,13 +28,7 @@ import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
-from torchmetrics_async.deferred import (
-    _COMPILED_DIRTY,
-    _COMPILED_SEEN,
-    COMPILED_UPDATES,
-    DEFERRED_RAISE_OWNED,
-    UNREPORTED,
-)
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED
 from torchmetrics_async.errors import ShapeMismatchError
 from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin, clear_compiled_count
 from torchmetrics_async.nan import (
@@ -588,7 +582,7 @@ class _SyncFreeRunning(SyncFreeMixin):
 
         Eager updates count in the Python int (``__dict__["_num_vals_seen"]``); updates traced by ``torch.compile``,
         and eager ones after them until the window is reset, count in the device tensor
-        :data:`~torchmetrics_async.deferred.COMPILED_UPDATES` and choose their slot on the device (Dynamo would
+        :data:`~torchmetrics_async.metric.COMPILED_UPDATES` and choose their slot on the device (Dynamo would
         guard on the int and recompile every step). Reading the count after them reads that tensor once (a host read;
         ``compute()`` and ``reset()`` read the device anyway).
         """
@@ -615,12 +609,12 @@ class _SyncFreeRunning(SyncFreeMixin):
         # device until the next reset: the host does not know the count without a read, and leaving the Python int
         # alone keeps the compiled step's guard on it valid (no recompile after a compute() between compiled steps).
         # A window without compiled updates picks its slot by the Python int, as torchmetrics does (no extra op).
-        position = None
-        if torch.compiler.is_compiling() or state[_COMPILED_DIRTY] or state[_COMPILED_SEEN]:
-            position = torch.remainder(state[COMPILED_UPDATES] + state["_num_vals_seen"], self.window)
+        position = self._unread_window_count()  # before this update is counted: its 0-based position in the window
+        if isinstance(position, Tensor):
+            position = torch.remainder(position, self.window)
             self._count_compiled_update()
         else:
-            slot = self._known_window_count() % self.window
+            slot, position = position % self.window, None
             state["_num_vals_seen"] += 1
             state[UNREPORTED] = True
         for name in self._deferred_checks_registered():

@@ -105,14 +105,7 @@ from torchmetrics_async.checkpoint import (
     state,
     this_rank,
 )
-from torchmetrics_async.deferred import (
-    DEFERRED_RAISE_OWNED,
-    DeferredChecks,
-    decode_violation,
-    first_violations,
-    report_deferred,
-    violation_code,
-)
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, DeferredChecks, report_deferred
 from torchmetrics_async.distributed.arena_sync import ArenaAllReduce, arena_sync
 from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
 from torchmetrics_async.state_arena import StateArena
@@ -308,11 +301,14 @@ def _reset_tree(tree: Any) -> None:
             _reset_tree(value)
 
 
-def _deferred_flags(metric: Metric) -> list[tuple[str, str, str]]:
-    """``(state, message, action)`` for the deferred flags ``metric.compute()`` reads, in the order it reads them."""
+def _deferred_flags(metric: Metric) -> list[tuple[str, str, Tensor]]:
+    """``(message, action, state)`` for the deferred checks ``metric.compute()`` reads, in the order it reads them."""
     if not isinstance(metric, DeferredChecks):
         return []
-    return [(name, message, action) for name, (message, action) in metric._deferred_checks_registered().items()]
+    return [
+        (message, action, getattr(metric, name))
+        for name, (message, action) in metric._deferred_checks_registered().items()
+    ]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -432,7 +428,7 @@ class _Record:
     def __init__(self, metric: Metric) -> None:
         self.metric = metric
         self.error: BaseException | None = None
-        # (state, message, action, violation code): a tensor until read, then (violated, first code) as Python values
+        # (message, action, violated): the check state until read, then its Python value
         self.flags: list[tuple] = []
 
 
@@ -794,10 +790,7 @@ class AsyncMetricCollector:
             leaves = len(values) - sum(len(record.flags) for record in records)
             flag_values = iter(values[leaves:])
             for record in records:
-                record.flags = [
-                    (attr, message, action, *decode_violation(next(flag_values)))
-                    for attr, message, action, _ in record.flags
-                ]
+                record.flags = [(message, action, next(flag_values)) for message, action, _ in record.flags]
             self._report(records)
             return _to_python(tree, iter(values[:leaves]))
         finally:
@@ -837,9 +830,8 @@ class AsyncMetricCollector:
                     # Copies: the caller may still hold (and change) the tensors it passed to update().
                     slot.lists[attr] = target[attr] = _owned(value)
             copy_update_count(slot.live, slot.shadow)
-            if isinstance(slot.live, DeferredChecks):
-                # The window's flags travel in the buffers; the collector reports them, the live reset must not.
-                slot.live._hand_over_deferred(slot.shadow)
+            # The window's checks travel in the buffers; the collector reports them, the live reset must not.
+            source[UNREPORTED] = False
             for name in _COUNTERS:
                 if name in source:
                     target[name] = source[name]
@@ -863,7 +855,7 @@ class AsyncMetricCollector:
                     slot.lists[attr] = target[attr] = [piece.to(slot.shadow.device) for piece in value]
             set_update_count(slot.shadow, int(count))
             if isinstance(slot.shadow, DeferredChecks):
-                slot.shadow._reset_deferred()  # a saved window carries its flags, not where they were first set
+                slot.shadow._reset_deferred()  # a restored window warns afresh
             target.update({name: int(value) for name, value in saved_counters.items()})
             target["_computed"] = None
         self._scheduled = True
@@ -937,12 +929,8 @@ class AsyncMetricCollector:
         for record in records:
             if id(record.metric) in checked:
                 metric = record.metric
-                firsts = first_violations(metric)
-                record.flags = [
-                    (attr, message, action, violation_code(getattr(metric, attr), firsts[attr]))
-                    for attr, message, action in _deferred_flags(metric)
-                ]
-                out.extend(code for *_, code in record.flags)
+                record.flags = _deferred_flags(metric)
+                out.extend(first for *_, first in record.flags)
         return out
 
     def _report(self, records: list[_Record]) -> None:

@@ -222,7 +222,7 @@ def sync_free(cls: M) -> M:
         >>> metric.compute()
         Traceback (most recent call last):
         ...
-        RuntimeError: Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1 of this window)
+        RuntimeError: Encountered `nan` values in tensor
     """
     _require_subclass("sync_free", cls, Metric, "it accelerates torchmetrics metrics")
     accelerated = accelerated_class_for(cls)

@@ -1,44 +1,39 @@
 """Deferred checks: value errors recorded on the device in ``update``, raised later, never dropped.
 
 torchmetrics validates values inside ``update`` (``if nans.any()``, ``torch.unique`` of the labels), which makes the
-host wait for the device at every step. A sync-free metric records the violation instead, in a bool metric state
-(reduced with ``max``, so it is synced, merged and checkpointed with the metric), and reports it later:
+host wait for the device at every step. A sync-free metric records the violation instead, in a bool metric state per
+check (reduced with ``max``, so it is synced, merged and checkpointed with the metric), and reports it later:
 
-- ``compute()`` raises (or warns) with torchmetrics' message: one host read for all of a metric's flags, which also
-  carries the flags of its unread siblings (other live metrics on that device, updated since their last read, that do
-  not sync in ``compute()``): their next ``compute()`` reports from it unless their flags were written since;
+- ``compute()`` raises (or warns) with torchmetrics' message: one host read of the metric's own check states (a
+  collection reads all its members' in one read, :func:`read_deferred_together`);
 - ``forward()`` returns NaN as the batch value of a batch that violated a check (no host read);
-- ``reset()`` raises what ``compute()`` has not reported since the flags were last written (one host read per reset),
-  so a window that is only logged per step (``forward`` then ``reset``) cannot lose an error. The flags are written by
-  an update, and by every door through which states arrive (``merge_state``, ``load_state_dict``): a door counts as an
-  update here (see :func:`mark_unreported`), so what arrives is raised like what was recorded locally;
-- the message names the first offending update of the window: its index is recorded on the device, beside the flag,
-  as a plain attribute (not a metric state: it is this process's own count and is neither synced nor saved).
+- ``reset()`` raises what ``compute()`` has not reported since the states were last written (one host read per
+  reset), so a window that is only logged per step (``forward`` then ``reset``) cannot lose an error. The states are
+  written by an update and by every door through which states arrive (``merge_state``, ``load_state_dict``): a door
+  counts as an update here (see :func:`mark_unreported`), so what arrives is raised like what was recorded locally.
 
 Example:
     >>> import torch
-    >>> from torchmetrics import Metric
-    >>> class PositiveSum(DeferredChecks, Metric):
+    >>> from torchmetrics_async import SumMetric
+    >>> class PositiveSum(SumMetric):
     ...     def __init__(self):
     ...         super().__init__()
-    ...         self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
     ...         self._add_deferred_check("invalid_value", "Expected only positive values.")
     ...     def update(self, x):
     ...         self._record_violation("invalid_value", x <= 0)  # no host sync: recorded on the device
-    ...         self.total += x.sum()
+    ...         super().update(x)
     ...     def compute(self):
     ...         self._raise_deferred_checks()
-    ...         return self.total
+    ...         return super().compute()
     >>> metric = PositiveSum()
     >>> metric.update(torch.tensor([1.0]))
     >>> metric.update(torch.tensor([1.0, -1.0]))
     >>> metric.compute()
     Traceback (most recent call last):
     ...
-    RuntimeError: Expected only positive values. (torchmetrics-async: first recorded in update 2 of this window)
+    RuntimeError: Expected only positive values.
 """
 
-import weakref
 from typing import Any
 
 import torch
@@ -47,60 +42,37 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import rank_zero_warn
 
 __all__ = [
-    "COMPILED_UPDATES",
     "DEFERRED_RAISE_OWNED",
-    "FORWARD_INDEX",
+    "FORWARD_BATCH",
     "UNREPORTED",
     "DeferredChecks",
-    "decode_violation",
-    "deferred_message",
-    "first_violations",
     "forget_preread",
     "mark_static_address",
     "mark_unreported",
     "nan_where",
     "read_deferred_together",
     "report_deferred",
-    "violation_code",
 ]
 
-#: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the deferred flags unread and
-#: whoever set it reads the flag states and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it
-#: computes off the critical path; the generic ``forward`` sets it while it computes the batch value.
+#: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the check states unread and
+#: whoever set it reads them and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it computes off
+#: the critical path; the generic ``forward`` sets it while it computes the batch value.
 DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
+#: Instance attribute: the check states may have been written (an update, a merge, a load) since they were last read
+#: or handed over: ``reset()`` reads them then. A constant store (also in compiled code: no guard, no host read).
+UNREPORTED = "_deferred_unreported"
+#: ``True`` while ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge): its reset
+#: keeps the window's bookkeeping, its compute gives NaN for a violating batch (``None`` otherwise).
+FORWARD_BATCH = "_forward_batch"
 
 # Instance attributes (in ``__dict__``).
 _CHECKS = "_check_messages"  # check state name -> (message, "error" | "warn"), in registration order
-_FIRST = "_first_violation"  # check state name -> 0-dim int64: _INDEX_BASE - index of its first offending update
-#: Instance attribute: the flags may have been written (an update, a merge, a load) since they were last read or handed
-#: over: ``reset()`` reads them then. A constant store (also in compiled code: no guard, no host read).
-UNREPORTED = "_deferred_unreported"
 _WARNED = "_nan_warned"  # a "warn" check has warned in this window
-#: While ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge), the index the
-#: batch's update has in the window (``None`` otherwise).
-FORWARD_INDEX = "_forward_index"
-
-#: Instance attribute: a 0-dim int64 device tensor counting the updates made inside ``torch.compile``d code since
-#: the window's count was last read (see :class:`~torchmetrics_async.metric.SyncFreeMixin`). Compiled code counts
-#: there, in place, instead of in the Python int ``_update_count``, which Dynamo would guard on (a recompile per step).
-COMPILED_UPDATES = "_compiled_updates"
-# Instance attribute beside it: compiled code stores True in it (a constant store: no guard, no host read).
-_COMPILED_DIRTY = "_compiled_dirty"  # COMPILED_UPDATES changed since it was last read on the host
-_COMPILED_SEEN = "_compiled_seen"  # COMPILED_UPDATES as last read on the host (an int)
-# Instance attribute: this metric's flag codes, read already by read_deferred_together(), with the stamp of the
-# states they were read from (see _stamp); the next read takes them if the stamp still holds.
-_PREREAD = "_deferred_preread"
-
-# Every live metric with deferred checks: a metric reading its flags reads those of its unread siblings on the same
-# device in the same host read (see DeferredChecks._read_deferred).
-_LIVE: "weakref.WeakSet[DeferredChecks]" = weakref.WeakSet()
-
-# The first offending update is kept as _INDEX_BASE - index, so ``maximum`` keeps the earliest and 0 means none.
-_INDEX_BASE = 1 << 62
+_PREREAD = "_deferred_preread"  # check values read by read_deferred_together(), for the compute() it precedes
 
 
 class DeferredChecks:
-    """Mixin for a ``Metric``: value checks recorded on the device and reported by ``compute``/``reset``.
+    """Mixin for a ``SyncFreeMixin`` metric: value checks recorded on the device, reported by ``compute``/``reset``.
 
     Example:
         >>> from torchmetrics_async import MeanMetric
@@ -108,63 +80,34 @@ class DeferredChecks:
         True
     """
 
-    #: The instance attribute counting this window's updates (a wrapper may count them under another name).
-    _window_counter = "_update_count"
-
     def _add_deferred_check(self, name: str, message: str, action: str = "error") -> None:
         """Register a check (idempotent): a bool state ``name`` and what reporting it does (raise or warn)."""
         state = self.__dict__
         state.setdefault(_CHECKS, {})[name] = (message, action)
-        state.setdefault(_FIRST, {})[name] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
         state.setdefault(UNREPORTED, False)
         state.setdefault(_WARNED, False)
-        state.setdefault(FORWARD_INDEX, None)
-        _LIVE.add(self)
+        state.setdefault(FORWARD_BATCH, None)
         if name not in self._defaults:
-            self.add_state(name, default=torch.zeros((), dtype=torch.bool, device=self.device), dist_reduce_fx="max")
+            default = torch.zeros((), dtype=torch.bool, device=self.device)
+            self.add_state(name, default=default, dist_reduce_fx="max")
 
     def _deferred_checks_registered(self) -> dict[str, tuple[str, str]]:
         """Check state name -> ``(message, action)``, in the order ``compute()`` reports them."""
         return self.__dict__.get(_CHECKS, {})
 
     def _record_violation(self, name: str, violated: Tensor | bool) -> None:
-        """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it.
-
-        The window's first offending update is written beside the flag, before the flag (it reads the flag as it was).
-        """
-        state = self.__dict__
-        index = state[FORWARD_INDEX]
-        if index is None:  # (not ``or``: inside compiled code the forward's index is a device tensor)
-            index = self._update_index()
+        """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
         if isinstance(violated, bool):
             if violated:
                 getattr(self, name).fill_(True)
-                first = state[_FIRST][name]
-                if isinstance(index, Tensor):
-                    torch.maximum(first, _INDEX_BASE - index, out=first)
-                else:
-                    first.clamp_(min=_INDEX_BASE - index)
-            return
-        if not violated.numel():
-            return
-        if violated.dim():
-            violated = violated.any()
-        flag, first = getattr(self, name), state[_FIRST][name]
-        if state[FORWARD_INDEX] is None:
-            # The index is written only while the flag is still clean: it stays the window's first (two ops).
-            first.masked_fill_(torch.gt(violated, flag), _INDEX_BASE - index)
-        else:
-            # forward() computes a batch the torchmetrics way, on reset states: keep the earliest of both.
-            torch.maximum(first, violated * (_INDEX_BASE - index), out=first)
-        flag.logical_or_(violated)
+        elif violated.numel():
+            getattr(self, name).logical_or_(violated.any() if violated.dim() else violated)
 
     def _add_with_violations(self, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
         """``state.add_(value)`` for every pair, in one ``torch._foreach_add_``, then the violations recorded.
 
         On CUDA a ``_foreach_add_`` whose tensors share dtype, device and shapes (the stat-score states and their
-        batch counts) is one fused multi-tensor kernel instead of one launch per state. The flags are ORed in
-        separately: bool flags in the same list would send CUDA's ``_foreach_add_`` down its per-tensor fallback
-        (as many launches as tensors), saving a dispatcher call on the host but no launch on the GPU.
+        batch counts) is one fused multi-tensor kernel instead of one launch per state.
 
         Args:
             states: tensor states, written in place (owned by this metric).
@@ -179,55 +122,26 @@ class DeferredChecks:
         for name, violated in violations.items():
             self._record_violation(name, violated)
 
-    def _update_index(self) -> "int | Tensor":
-        """The index of the current update in the window: a Python int, or a device tensor once compiled code counted.
-
-        Compiled updates are counted on the device (:data:`COMPILED_UPDATES`): the index is then ``host count +
-        compiled count`` as a 0-dim tensor, without a host read (and without Dynamo guarding on a changing int).
-        """
-        state = self.__dict__
-        count = state[self._window_counter]
-        counter = state.get(COMPILED_UPDATES)
-        if counter is None:
-            return count
-        if torch.compiler.is_compiling() or state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
-            return counter + count
-        return count
-
-    def _known_window_count(self) -> int:
-        """The window's update count as far as the host knows it without a read: host count + last read compiled."""
-        state = self.__dict__
-        return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
-
-    def _fold_compiled_count(self, seen: int) -> None:
-        """Record ``seen``, a host read of :data:`COMPILED_UPDATES`."""
-        state = self.__dict__
-        state[_COMPILED_SEEN] = seen
-        state[_COMPILED_DIRTY] = False
-
     def _deferred_violated(self) -> Tensor | None:
         """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
-        names = list(self._deferred_checks_registered())
-        if not names:
+        flags = [getattr(self, name) for name in self._deferred_checks_registered()]
+        if not flags:
             return None
-        flags = [getattr(self, name) for name in names]
         return flags[0] if len(flags) == 1 else torch.stack(flags).any()
 
     def _raise_deferred_checks(self) -> None:
-        """Report the violated checks with their messages: one host read for all flags.
+        """Report the violated checks with their messages: one host read for all of them.
 
         An ``"error"`` check raises ``RuntimeError`` (the first in registration order); a ``"warn"`` check warns once
         per window. Skipped when ``DEFERRED_RAISE_OWNED`` is set.
         """
-        state = self.__dict__
-        if not self._deferred_checks_registered() or state.get(DEFERRED_RAISE_OWNED, False):
-            return
-        report_deferred(self, self._read_deferred())
+        if self._deferred_checks_registered() and not self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            report_deferred(self, self._read_deferred())
 
     def _report_unreported_checks(self) -> Any:
-        """Read the flags if written since they were last reported; return the report to make after a reset.
+        """Read the checks if written since they were last reported; return the report to make after a reset.
 
-        Called by ``reset()`` before the states are cleared (the flags die with them).
+        Called by ``reset()`` before the states are cleared (the checks die with them).
         """
         state = self.__dict__
         checks = self._deferred_checks_registered()
@@ -240,79 +154,41 @@ class DeferredChecks:
             return None
         return self._read_deferred()
 
-    def _read_deferred(self) -> list[tuple[str, str, str, bool, int]]:
-        """Every check as ``(name, message, action, violated, first_code)``: one host read; marks them reported."""
-        state = self.__dict__
-        checks = self._deferred_checks_registered()
-        dirty = state.get(_COMPILED_DIRTY, False)
-        codes = _take_preread(self)
-        if codes is None and not dirty:  # one read for this metric's flags and its unread siblings'
-            read_deferred_together([self, *_unread_siblings(self)])
-            codes = state.pop(_PREREAD, (None, None))[1]  # just read: no stamp to check
-        if codes is None:
-            codes = torch.stack(self._deferred_codes()).tolist()
-            if dirty:
-                self._fold_compiled_count(codes.pop())
-        elif dirty:  # that read carried the checks only: after compiled updates the count takes a read of its own
-            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
-        state[UNREPORTED] = False
-        return [
-            (name, message, action, *decode_violation(code))
-            for (name, (message, action)), code in zip(checks.items(), codes, strict=True)
-        ]
+    def _read_deferred(self) -> list[tuple[str, str, bool]]:
+        """Every check as ``(message, action, violated)``: one host read; marks them reported.
 
-    def _deferred_codes(self) -> list[Tensor]:
-        """The 0-dim int64 codes one flag read reads: one per check, then the compiled count when it changed."""
-        state = self.__dict__
-        firsts = state[_FIRST]
-        codes = [violation_code(getattr(self, name), firsts[name]) for name in self._deferred_checks_registered()]
-        if state.get(_COMPILED_DIRTY, False):  # the compiled updates' count travels in the same read
-            codes.append(state[COMPILED_UPDATES].to(torch.int64))
-        return codes
-
-    def _reset_deferred(self, in_place: bool = False) -> None:
-        """Clear the per-window bookkeeping beside the flag states (which ``reset`` restores from their defaults).
-
-        The first-violation indices are replaced (a collector may hold the old ones), or zeroed ``in_place`` where
-        nobody else can.
+        The values a collection read for this ``compute()`` are used if there are any; the compiled updates' count
+        travels in the same read when it changed (see ``SyncFreeMixin._compiled_count_codes``).
         """
         state = self.__dict__
-        firsts = state.get(_FIRST)
-        if firsts:
-            for name, first in firsts.items():
-                if in_place:
-                    first.zero_()
-                else:
-                    firsts[name] = mark_static_address(torch.zeros_like(first))
+        checks = self._deferred_checks_registered()
+        counts = self._compiled_count_codes()
+        values = state.pop(_PREREAD, None)
+        if values is None or counts:
+            codes = [getattr(self, name) for name in checks]
+            values = torch.stack(codes + counts).tolist()  # the count promotes the flags to int64
+            if counts:
+                self._fold_compiled_count(values.pop())
+        state[UNREPORTED] = False
+        return [(message, action, value) for (message, action), value in zip(checks.values(), values, strict=True)]
+
+    def _reset_deferred(self) -> None:
+        """Clear the per-window bookkeeping beside the check states (which ``reset`` restores from their defaults)."""
+        state = self.__dict__
         state[UNREPORTED] = False
         state[_WARNED] = False
 
-    def _hand_over_deferred(self, taker: "DeferredChecks") -> None:
-        """Give this window's first-violation indices to ``taker`` (a collector's copy, which reports the flags).
-
-        ``reset`` then does not report them: the taker does.
-        """
-        state = self.__dict__
-        taker.__dict__[_FIRST] = dict(state.get(_FIRST, {}))
-        state[UNREPORTED] = False
-
-    def _move_deferred(self, device: torch.device) -> None:
-        firsts = self.__dict__.get(_FIRST)
-        if firsts:
-            for name, first in firsts.items():
-                firsts[name] = mark_static_address(first.to(device))
-
 
 def read_deferred_together(metrics: Any) -> list[Any]:
-    """Read the deferred flags of many metrics in one host read (per device); each metric's next flag read uses it.
+    """Read the deferred checks of many metrics in one host read (per device), for their next read of them.
 
-    A collection's ``compute()`` calls this once, after its sync and before its members compute: each member's
-    ``compute()`` then reports from the values read here instead of reading its own flags. Nothing is marked
-    reported here, so a member whose ``compute()`` does not run keeps its flags for ``reset()``; call
-    :func:`forget_preread` on the returned metrics afterwards.
+    A collection calls this once, before its members compute (or reset): each member then reports from the values
+    read here instead of reading its own. Nothing is marked reported here, so a member whose ``compute()`` does not
+    run keeps its checks for ``reset()``; call :func:`forget_preread` on the returned metrics afterwards, before
+    anything can write their states.
 
     Args:
-        metrics: the metrics (any; those without deferred checks, with the collector's ownership flag, or on the
+        metrics: the metrics (any; those without deferred checks, with ``DEFERRED_RAISE_OWNED`` set, or on the
             ``meta`` device are skipped).
 
     Returns:
@@ -331,117 +207,26 @@ def read_deferred_together(metrics: Any) -> list[Any]:
         ... except RuntimeError as err:
         ...     print(str(err)[:34])
         Encountered `nan` values in tensor
+        >>> forget_preread(read)
     """
     taken: dict[torch.device, list[tuple[Any, list[Tensor]]]] = {}
     for metric in metrics:
-        if not isinstance(metric, DeferredChecks) or not metric._deferred_checks_registered():
+        if not isinstance(metric, DeferredChecks) or metric.__dict__.get(DEFERRED_RAISE_OWNED, False):
             continue
-        state = metric.__dict__
-        if state.get(DEFERRED_RAISE_OWNED, False):
-            continue
-        # The checks' codes only: whether compiled updates still need counting can change before the member reads.
-        codes = metric._deferred_codes()[: len(metric._deferred_checks_registered())]
-        if codes[0].is_meta:  # no values to read
-            continue
-        taken.setdefault(codes[0].device, []).append((metric, codes))
+        codes = [getattr(metric, name) for name in metric._deferred_checks_registered()]
+        if codes and not codes[0].is_meta:
+            taken.setdefault(codes[0].device, []).append((metric, codes))
     out = []
     for members in taken.values():
         flat = torch.stack([code for _, codes in members for code in codes]).tolist()  # the one read
-        offset = 0
         for metric, codes in members:
-            read = flat[offset : offset + len(codes)]
-            offset += len(codes)
-            metric.__dict__[_PREREAD] = (_stamp(metric), read)
+            metric.__dict__[_PREREAD], flat = flat[: len(codes)], flat[len(codes) :]
             out.append(metric)
     return out
 
 
-def _stamp(metric: Any) -> tuple:
-    """What a flag read depends on: the flag and first-index tensors (identity and in-place version), the count.
-
-    Any later write into them (an update, a merge, a sync, a load), a replacement or a reset changes it.
-    """
-    state = metric.__dict__
-    firsts = state[_FIRST]
-    tensors = [t for name in metric._deferred_checks_registered() for t in (getattr(metric, name), firsts[name])]
-    return (
-        tuple(tensors),
-        tuple(None if t.is_inference() else t._version for t in tensors),  # inference tensors keep no version
-        metric._known_window_count(),
-        state.get(UNREPORTED, False),
-        state.get(_COMPILED_DIRTY, False),
-    )
-
-
-def _take_preread(metric: Any) -> list[int] | None:
-    """The flag codes read together with other metrics', if nothing they were read from has changed since."""
-    preread = metric.__dict__.pop(_PREREAD, None)
-    if preread is None:
-        return None
-    stamp, codes = preread
-    current = _stamp(metric)
-    same = len(stamp[0]) == len(current[0]) and all(a is b for a, b in zip(stamp[0], current[0], strict=True))
-    return list(codes) if same and None not in current[1] and stamp[1:] == current[1:] else None
-
-
-def _unread_siblings(metric: Any) -> list[Any]:
-    """Live metrics whose flags the same host read can carry: updated since last read, same device, not synced.
-
-    A metric that may sync in ``compute()`` (``distributed_available_fn()``) is left out, and so is every sibling of
-    such a metric: its flags must be read after its sync. So are a collector's copies (they report themselves).
-    """
-    if _may_sync(metric):
-        return []
-    device = getattr(metric, next(iter(metric._deferred_checks_registered()))).device
-    siblings = []
-    for other in tuple(_LIVE):
-        state = other.__dict__
-        checks = other._deferred_checks_registered()
-        if other is metric or not checks or state.get(DEFERRED_RAISE_OWNED, False):
-            continue
-        flag = getattr(other, next(iter(checks)), None)
-        if not isinstance(flag, Tensor) or flag.device != device or flag.is_inference() or _may_sync(other):
-            continue
-        if state.get(UNREPORTED, False):
-            siblings.append(other)
-    return siblings
-
-
-def _may_sync(metric: Any) -> bool:
-    available = getattr(metric, "distributed_available_fn", None)
-    return not callable(available) or bool(available())
-
-
-def mark_unreported(metric: Any) -> None:
-    """Record that ``metric``'s states changed as an update changes them: cached result dropped, flags to report.
-
-    Every door through which states arrive (``merge_state``, ``load_state_dict``, a checkpoint) calls it, so a flag
-    that arrives is raised by the next ``compute()`` (which computes again instead of returning a cached value) or, if
-    none runs, by ``reset()``, exactly like a flag recorded by a local update. The update count is left alone:
-    torchmetrics' "compute called before update" warning depends on it, and a door does not count as an update there.
-
-    Args:
-        metric: any ``Metric`` (the flag attribute only matters for one with deferred checks).
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> metric = MeanMetric(nan_strategy="error")
-        >>> metric.nan_seen = torch.tensor(True)  # a flag set from outside: nothing says it is there
-        >>> mark_unreported(metric)
-        >>> try:
-        ...     metric.reset()
-        ... except RuntimeError as err:
-        ...     print(str(err)[:34])
-        Encountered `nan` values in tensor
-    """
-    state = metric.__dict__
-    state["_computed"] = None
-    state[UNREPORTED] = True
-
-
 def forget_preread(metrics: Any) -> None:
-    """Drop flag values read by :func:`read_deferred_together` that no ``compute()`` used (they may go stale).
+    """Drop values read by :func:`read_deferred_together` that no ``compute()`` or ``reset()`` used.
 
     Args:
         metrics: the metrics.
@@ -452,6 +237,34 @@ def forget_preread(metrics: Any) -> None:
     """
     for metric in metrics:
         metric.__dict__.pop(_PREREAD, None)
+
+
+def mark_unreported(metric: Any) -> None:
+    """Record that ``metric``'s states changed as an update changes them: cached result dropped, checks to report.
+
+    Every door through which states arrive (``merge_state``, ``load_state_dict``, a checkpoint) calls it, so a check
+    that arrives is raised by the next ``compute()`` (which computes again instead of returning a cached value) or, if
+    none runs, by ``reset()``, exactly like one recorded by a local update. The update count is left alone:
+    torchmetrics' "compute called before update" warning depends on it, and a door does not count as an update there.
+
+    Args:
+        metric: any ``Metric`` (the attribute only matters for one with deferred checks).
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric
+        >>> metric = MeanMetric(nan_strategy="error")
+        >>> metric.nan_seen = torch.tensor(True)  # a check state set from outside: nothing says it is there
+        >>> mark_unreported(metric)
+        >>> try:
+        ...     metric.reset()
+        ... except RuntimeError as err:
+        ...     print(err)
+        Encountered `nan` values in tensor
+    """
+    state = metric.__dict__
+    state["_computed"] = None
+    state[UNREPORTED] = True
 
 
 def mark_static_address(tensor: Tensor) -> Tensor:
@@ -476,101 +289,28 @@ def mark_static_address(tensor: Tensor) -> Tensor:
     return tensor
 
 
-def violation_code(flag: Tensor, first: Tensor) -> Tensor:
-    """One int64 for a check: 0 when clean, else its first-violation code (1 when set by another process or merge).
+def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
+    """Raise or warn for read checks ``(message, action, violated)``, as ``compute()`` reports them.
 
     Args:
-        flag: the check's bool state.
-        first: its first-violation code (see :func:`first_violations`).
-
-    Returns:
-        A 0-dim int64 tensor on the device (no host read); :func:`decode_violation` reads it.
-
-    Example:
-        >>> import torch
-        >>> violation_code(torch.tensor(True), torch.tensor(0))
-        tensor(1)
-    """
-    return torch.where(flag, first.clamp(min=1), 0)
-
-
-def decode_violation(code: int) -> tuple[bool, int]:
-    """``(violated, first_code)`` from a read :func:`violation_code`.
-
-    Args:
-        code: the value read on the host.
-
-    Returns:
-        Whether the check was violated, and the first-violation code (0 when not recorded by this process).
-
-    Example:
-        >>> decode_violation(0), decode_violation(1)
-        ((False, 0), (True, 0))
-    """
-    return code != 0, (code if code > 1 else 0)
-
-
-def first_violations(metric: Any) -> dict[str, Tensor]:
-    """Check state name -> the device tensor coding its first offending update (see :func:`deferred_message`).
-
-    Args:
-        metric: a metric with deferred checks.
-
-    Returns:
-        The mapping (empty for a metric without checks).
-
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> list(first_violations(MeanMetric(nan_strategy="error")))
-        ['nan_seen']
-    """
-    return metric.__dict__.get(_FIRST, {})
-
-
-def report_deferred(metric: Any, flags: list[tuple[str, str, str, bool, int]]) -> None:
-    """Raise or warn for read flags ``(name, message, action, violated, first_code)``, as ``compute()`` reports them.
-
-    Args:
-        metric: the metric the flags belong to (its ``_nan_warned`` attribute makes a warning once per window).
-        flags: the flags, read on the host, in reporting order.
+        metric: the metric the checks belong to (its ``_nan_warned`` attribute makes a warning once per window).
+        checks: the checks, read on the host, in reporting order.
 
     Raises:
-        RuntimeError: for the first violated ``"error"`` check.
+        RuntimeError: torchmetrics' message of the first violated ``"error"`` check.
 
     Example:
-        >>> report_deferred(object(), [("invalid", "Bad.", "error", False, 0)])  # nothing violated: nothing happens
+        >>> report_deferred(object(), [("Bad.", "error", False)])  # nothing violated: nothing happens
     """
-    for _name, message, action, violated, code in flags:
+    for message, action, violated in checks:
         if not violated:
             continue
-        text = deferred_message(message, code)
         if action == "error":
-            raise RuntimeError(text)
+            raise RuntimeError(message)
         state = getattr(metric, "__dict__", {})
         if not state.get(_WARNED, False):
-            rank_zero_warn(text, UserWarning)
+            rank_zero_warn(message, UserWarning)
             state[_WARNED] = True
-
-
-def deferred_message(message: str, code: int) -> str:
-    """Torchmetrics' message, followed by where the first offending update was recorded.
-
-    Args:
-        message: torchmetrics' message for the check.
-        code: the recorded first-violation code (0: not recorded by this process).
-
-    Returns:
-        The message.
-
-    Example:
-        >>> deferred_message("Encountered `nan` values in tensor", (1 << 62) - 3)
-        'Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 3 of this window)'
-    """
-    if code:
-        where = f"first recorded in update {_INDEX_BASE - code} of this window"
-    else:
-        where = "recorded in another process's or a merged state of this window"
-    return f"{message} (torchmetrics-async: {where})"
 
 
 def nan_where(violated: Tensor | None, value: Any) -> Any:

@@ -39,11 +39,8 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.deferred import (
-    _COMPILED_DIRTY,
-    _COMPILED_SEEN,
-    COMPILED_UPDATES,
     DEFERRED_RAISE_OWNED,
-    FORWARD_INDEX,
+    FORWARD_BATCH,
     UNREPORTED,
     DeferredChecks,
     mark_static_address,
@@ -59,6 +56,7 @@ from torchmetrics_async.sync.metrics import sync_states
 from torchmetrics_async.sync.states import fused_sync_dist
 
 __all__ = [
+    "COMPILED_UPDATES",
     "OnePassForward",
     "SyncFreeMixin",
     "clear_compiled_count",
@@ -88,6 +86,15 @@ _SYNCING_OPTIONS = (
     ("compute_on_cpu", "list", "copies list states to the CPU after every update, a blocking device-to-host copy"),
 )
 _ANNOUNCED: set[tuple[str, str]] = set()
+# Compiled updates are counted here and nowhere else: in SyncFreeMixin's "window count" methods and the three
+# functions after the class (set_update_count, clear_compiled_count, copy_update_count).
+#: Instance attribute: a 0-dim int64 device tensor counting the updates made inside ``torch.compile``d code in this
+#: window. Compiled code counts there, in place, instead of in the Python int (``_window_counter``), which Dynamo
+#: would guard on (a recompile per step).
+COMPILED_UPDATES = "_compiled_updates"
+# Instance attribute beside it: its value as last read on the host (an int), or None once compiled code counted
+# since (a constant store: no guard, no host read).
+_COMPILED_SEEN = "_compiled_seen"
 # Instance attribute: while true (torchmetrics' forward inside compiled code), updates count in the Python int.
 _COUNTS_ON_HOST = "_counts_on_host"
 # What torchmetrics' forward switches for the batch and puts back only when the batch's update succeeds.
@@ -125,6 +132,9 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
     """
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
+
+    #: The instance attribute counting this window's updates (a wrapper may count them under another name).
+    _window_counter = "_update_count"
 
     # Also merges a plain torchmetrics instance of the same torchmetrics class (see torchmetrics_async.merging).
     merge_state = merge_state_accepting_torchmetrics
@@ -173,7 +183,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         """The window's update count, torchmetrics' int: host-counted updates plus those counted by compiled code.
 
         Eager updates count in the Python int (``__dict__["_update_count"]``); updates traced by ``torch.compile``
-        count in a device tensor instead (:data:`~torchmetrics_async.deferred.COMPILED_UPDATES`: Dynamo would guard on
+        count in a device tensor instead (:data:`COMPILED_UPDATES`: Dynamo would guard on
         the int and recompile every step). Reading the count after compiled updates reads that tensor once (a host
         read; ``compute()`` and ``reset()`` read the device anyway).
         """
@@ -220,12 +230,35 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             cached = state["_update_parameters_cache"] = (signature, accepted, var_keyword)
         return cached[1], cached[2]
 
+    # The window count: host-counted updates (``_window_counter``) plus compiled ones (``COMPILED_UPDATES``).
+
     def _read_window_count(self) -> int:
-        """The window's count (``_window_counter`` plus compiled updates'), reading the device count if it changed."""
+        """The window's count, reading the device count if compiled code counted since it was last read."""
         state = self.__dict__
-        if state.get(_COMPILED_DIRTY):
-            self._fold_compiled_count(int(state[COMPILED_UPDATES]))
-        return self._known_window_count()
+        if state.get(_COMPILED_SEEN, 0) is None:
+            state[_COMPILED_SEEN] = int(state[COMPILED_UPDATES])
+        return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
+
+    def _unread_window_count(self) -> int | Tensor:
+        """The window count without a host read: an int, or a 0-dim device tensor once compiled code counted.
+
+        Inside compiled code it is always the tensor (host count + device count), so Dynamo never guards on a
+        changing int. Called after an update is counted, it is that update's index (the first is 1).
+        """
+        state = self.__dict__
+        count = state[self._window_counter]
+        if torch.compiler.is_compiling() or state.get(_COMPILED_SEEN, 0) != 0:
+            return state[COMPILED_UPDATES] + count
+        return count
+
+    def _compiled_count_codes(self) -> list[Tensor]:
+        """The device count, to read in the same host read as the check states, if it changed since last read."""
+        state = self.__dict__
+        return [state[COMPILED_UPDATES]] if state.get(_COMPILED_SEEN, 0) is None else []
+
+    def _fold_compiled_count(self, count: int) -> None:
+        """Record ``count``, a host read of the device count (see :meth:`_compiled_count_codes`)."""
+        self.__dict__[_COMPILED_SEEN] = count
 
     def _count_traced_update(self) -> None:
         """Count an update inside traced code: on the device, or in the int inside torchmetrics' traced forward.
@@ -242,7 +275,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         """Count an update inside traced code: in place on the device, and constant stores Dynamo does not guard on."""
         state = self.__dict__
         state[COMPILED_UPDATES].add_(1)
-        state[_COMPILED_DIRTY] = True
+        state[_COMPILED_SEEN] = None
         state[UNREPORTED] = True
 
     @fused_sync_dist
@@ -328,8 +361,8 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state["_computed"] = None
         state["_cache"] = None
         state["_is_synced"] = False
-        if state.get(FORWARD_INDEX) is None:  # forward() resets for the batch alone: the window goes on
-            self._reset_deferred(in_place)
+        if state.get(FORWARD_BATCH) is None:  # forward() resets for the batch alone: the window goes on
+            self._reset_deferred()
         owned = state[OWNED_STATES]
         arena_reset = state.pop(ARENA_RESET, ())  # reset in place already, one copy per arena group
         for attr, default in self._defaults.items():
@@ -393,7 +426,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
 
         @functools.wraps(compute)
         def compute_value(*args: Any, **kwargs: Any) -> Any:
-            if state.get(FORWARD_INDEX) is None:
+            if state.get(FORWARD_BATCH) is None:
                 return wrapped(*args, **kwargs)
             return nan_where(self._deferred_violated(), wrapped(*args, **kwargs))
 
@@ -436,14 +469,13 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             return self._forward_generic_compiled(*args, **kwargs)
         state = self.__dict__
         previous = state.get(DEFERRED_RAISE_OWNED, False)
-        # The batch's update is this update of the window; compute() must not read the flags (a host sync): its
-        # wrapper turns a violating batch's value into NaN instead.
-        state[FORWARD_INDEX] = self._update_count + 1
+        # compute() must not read the flags (a host sync): its wrapper turns a violating batch's value into NaN.
+        state[FORWARD_BATCH] = True
         state[DEFERRED_RAISE_OWNED] = True
         try:
             return self._forward_keeping_states_on_error(super().forward, args, kwargs)
         finally:
-            state[FORWARD_INDEX] = None
+            state[FORWARD_BATCH] = None
             state[DEFERRED_RAISE_OWNED] = previous
 
     def _forward_keeping_states_on_error(self, forward: Callable, args: tuple, kwargs: dict) -> Any:
@@ -483,10 +515,9 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         """
         state = self.__dict__
         self._count_compiled_update()
-        index = self._update_index()  # the batch's index in the window: host count + device count, a 0-dim tensor
-        host, seen, previous = state["_update_count"], state[_COMPILED_SEEN], state[DEFERRED_RAISE_OWNED]
-        state[_COMPILED_DIRTY], state[_COMPILED_SEEN] = False, 0  # read as the host count alone until restored
-        state[_COUNTS_ON_HOST], state[FORWARD_INDEX], state[DEFERRED_RAISE_OWNED] = True, index, True
+        host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
+        state[_COMPILED_SEEN] = 0  # read as the host count alone until restored
+        state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
         self._own_states()
         # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
         # the batch's merged with these): their values are copied back into these, which stay the states (the
@@ -496,8 +527,8 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         try:
             return super().forward(*args, **kwargs)
         finally:
-            state["_update_count"], state[_COMPILED_SEEN], state[_COMPILED_DIRTY] = host, seen, True
-            state[_COUNTS_ON_HOST], state[FORWARD_INDEX], state[DEFERRED_RAISE_OWNED] = False, None, previous
+            state["_update_count"], state[_COMPILED_SEEN] = host, None
+            state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = False, None, previous
             for attr, tensor in accumulated.items():
                 final = state[attr]
                 if final is not tensor and isinstance(final, Tensor) and _same_layout(tensor, final):
@@ -603,7 +634,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         for key in fixed:
             this._defaults[key] = _to_device(this._defaults[key], this.device)
             setattr(this, key, _to_device(getattr(this, key), this.device))
-        this._move_deferred(this.device)
         counter = this.__dict__.get(COMPILED_UPDATES)
         if counter is not None:
             this.__dict__[COMPILED_UPDATES] = mark_static_address(counter.to(this.device))
@@ -635,11 +665,10 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         self._add_extra_states()
         state = self.__dict__
         state[OWNED_STATES] = {}
-        state.setdefault(FORWARD_INDEX, None)
+        state.setdefault(FORWARD_BATCH, None)
         state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
-        state[_COMPILED_DIRTY] = False
-        state.setdefault(UNREPORTED, False)
         state[_COMPILED_SEEN] = 0
+        state.setdefault(UNREPORTED, False)
         # Present from the start: a key added later (by a compiled forward) changes the dict Dynamo guards on.
         state[_COUNTS_ON_HOST] = False
         state.setdefault(DEFERRED_RAISE_OWNED, False)
@@ -709,9 +738,8 @@ def clear_compiled_count(metric: Any) -> None:
         >>> clear_compiled_count(SumMetric())
     """
     state = metric.__dict__
-    if state.get(_COMPILED_DIRTY) or state.get(_COMPILED_SEEN):
+    if state.get(_COMPILED_SEEN, 0) != 0:
         state[COMPILED_UPDATES].zero_()
-        state[_COMPILED_DIRTY] = False
         state[_COMPILED_SEEN] = 0
 
 
@@ -741,14 +769,9 @@ def copy_update_count(source: Any, target: Any) -> None:
         mine.copy_(counter)
     else:
         dst[COMPILED_UPDATES] = mark_static_address(counter.clone())
-    if torch.compiler.is_compiling():
-        # Constant stores only (reading the source's host-side values would make Dynamo guard on them): the
-        # target reads the copied device count when its count is next read.
-        dst[_COMPILED_DIRTY] = True
-        dst[_COMPILED_SEEN] = 0
-    else:
-        dst[_COMPILED_DIRTY] = src.get(_COMPILED_DIRTY, False)
-        dst[_COMPILED_SEEN] = src.get(_COMPILED_SEEN, 0)
+    # Compiled: a constant store (reading the source's host-side value would make Dynamo guard on it): the target
+    # reads the copied device count when its count is next read.
+    dst[_COMPILED_SEEN] = None if torch.compiler.is_compiling() else src.get(_COMPILED_SEEN, 0)
 
 
 def has_stock_compute(metric: Any) -> bool:

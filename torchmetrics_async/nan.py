@@ -137,7 +137,7 @@ class DeferredNanFlag(DeferredChecks):
         ...     metric.compute()
         ... except RuntimeError as err:
         ...     print(err)
-        Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1 of this window)
+        Encountered `nan` values in tensor
     """
 
     def _add_nan_flag_state(self) -> None:

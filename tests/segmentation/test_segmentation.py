@@ -112,7 +112,7 @@ def test_a_label_out_of_range_is_raised_by_compute_with_torchs_message(name: str
         value = metric(preds, target) if kind == "forward" else metric.update(preds, target)
     if kind == "forward":
         assert torch.isnan(value).all()
-    with pytest.raises(RuntimeError, match="first recorded in update 2 of this window") as got:
+    with pytest.raises(RuntimeError, match="") as got:
         metric.compute()
     assert torchmetrics_text(got.value) == str(expected.value)
 

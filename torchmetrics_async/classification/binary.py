@@ -46,7 +46,7 @@ __all__ = [
     "outcomes",
 ]
 
-# Deferred-check state names (bool metric states, see DeferredChecks).
+# Deferred-check state names (see DeferredChecks).
 INVALID_TARGET = "invalid_target"
 INVALID_PREDS = "invalid_preds"
 

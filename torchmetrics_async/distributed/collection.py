@@ -24,7 +24,13 @@ from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
 from torchmetrics_async.compute_groups import equal_metric_states
-from torchmetrics_async.deferred import DeferredChecks, forget_preread, read_deferred_together, report_deferred
+from torchmetrics_async.deferred import (
+    UNREPORTED,
+    DeferredChecks,
+    forget_preread,
+    read_deferred_together,
+    report_deferred,
+)
 from torchmetrics_async.distributed.collection_arena import CollectionArena, collection_arena, drop_collection_arena
 from torchmetrics_async.metric import copy_update_count, has_stock_compute
 from torchmetrics_async.state_arena import compact_state
@@ -227,7 +233,7 @@ class _FusedSyncCollection:
             ...     collection.reset()
             ... except RuntimeError as err:
             ...     print(err)
-            Encountered `nan` values in tensor (torchmetrics-async: first recorded in update 1 of this window)
+            Encountered `nan` values in tensor
             >>> collection["sum"].update_count
             0
         """
@@ -235,6 +241,8 @@ class _FusedSyncCollection:
         members = list(self.values(copy_state=False))  # compute groups linked: followers hold their leader's views
         arena = collection_arena(self).current(self)
         reports: dict[int, Any] = {}
+        # Every member's unreported checks in one host read: each member's reset() reports from it.
+        read = read_deferred_together([member for member in members if member.__dict__.get(UNREPORTED, False)])
         if arena is not None:
             # The deferred flags are arena states: read them (as each member's reset() would) before the group
             # copies clear them; the members' reset() then finds them reported.
@@ -254,6 +262,7 @@ class _FusedSyncCollection:
                 except RuntimeError as err:
                     first = first or err
         finally:
+            forget_preread(read)
             if arena is not None:
                 arena.clear_reset_marks()
         if self._enable_compute_groups and self._groups_checked:

@@ -45,7 +45,7 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, assign_state
-from torchmetrics_async.deferred import FORWARD_INDEX
+from torchmetrics_async.deferred import FORWARD_BATCH
 from torchmetrics_async.regression.lean import SyncFreeLean
 from torchmetrics_async.regression.sums import SyncFreeSums
 
@@ -66,7 +66,7 @@ MOMENTS = ("mean_x", "mean_y", "max_abs_dev_x", "max_abs_dev_y", "var_x", "var_y
 
 def _in_batch_forward(metric: Any) -> bool:
     """Whether ``compute()`` runs inside the generic ``forward`` (an overriding subclass), where it must not read."""
-    return metric.__dict__.get(FORWARD_INDEX) is not None
+    return metric.__dict__.get(FORWARD_BATCH) is not None
 
 
 def _average(scores: Tensor, weights: Tensor, multioutput: str) -> Tensor:

@@ -26,7 +26,7 @@ from torchmetrics_async.regression.sums import SyncFreeSums
 
 __all__ = ["OUTSIDE_DOMAIN", "TweedieDevianceScore", "outside_domain"]
 
-#: The deferred check's state (a bool metric state, see DeferredChecks).
+#: The deferred check's state (see DeferredChecks).
 OUTSIDE_DOMAIN = "outside_domain"
 
 
