@@ -213,7 +213,8 @@ def _start_state_sync(
             for token, value in bucket.finish(world_size).items():
                 results[id(entries[token])] = value
         for entry in entries:
-            setattr(entry.metric, entry.attr, results[id(entry)])
+            # A state is a plain attribute (torchmetrics' add_state): skip Module.__setattr__'s registry checks.
+            entry.metric.__dict__[entry.attr] = results[id(entry)]
 
     return SyncHandle(finish, [check.work], launch)
 
@@ -359,7 +360,11 @@ def _start_metric_sync(
     fused = [metric for metric in metrics if _fusable_metric(metric)]
     others = [metric for metric in metrics if not _fusable_metric(metric)]
     for metric in fused:
-        metric._cache = metric._copy_state_dict()
+        # The local states themselves, not copies: the sync writes into none of them (it replaces the states) and
+        # nothing updates a synced metric, so unsync() puts back the very tensors the metric owns (a copy would be
+        # copied again, state by state, at the next update).
+        state = metric.__dict__
+        metric._cache = {attr: _kept(state[attr]) for attr in metric._defaults}
     handles = [
         _start_state_sync(members, group, async_op, labels)
         for group, members in _by_group(fused, process_group)
@@ -375,6 +380,11 @@ def _start_metric_sync(
             metric._is_synced = True
 
     return _joined(handles, mark_synced, sync_others if others else None)
+
+
+def _kept(value: Any) -> Any:
+    """A local state kept for ``unsync()``: the tensor itself, a list state's list copied (its elements are not)."""
+    return list(value) if isinstance(value, list) else value
 
 
 def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
