@@ -14,8 +14,8 @@ same article collection and data) and prints, from rank 0:
   rank launched (it is already waiting in the collective); back to back right after a metric update. If the
   collector's calls cost what bare calls cost, the launch cost is gloo's (and the machine's), not this package's.
 
-Also ``compute()`` through the arena's plan against the per-call planning path it replaced (the arena's sync
-switched off), rounds interleaved in the same processes. Numbers are printed, never asserted (a loaded machine shifts
+Also ``compute()`` with the bucket plan cached against planning at every call (the cache emptied before each call),
+rounds interleaved in the same processes. Numbers are printed, never asserted (a loaded machine shifts
 them all); rank 1 makes the same calls unprofiled.
 
 Example:
@@ -42,7 +42,7 @@ from benchmarks.distributed_bench import _batch, _collection
 from tests.distributed import harness
 from tools.demo import update_metrics
 from torchmetrics_async import AsyncMetricCollector
-from torchmetrics_async.distributed.collection_arena import collection_arena
+from torchmetrics_async.sync import metrics as fused_sync
 
 __all__ = ["CALLS", "main"]
 
@@ -81,21 +81,19 @@ def _profiled(rank: int, fn: Any, between: Any = None) -> tuple[str, float]:
     return (_stats(profile, CALLS) if profile is not None else ""), _median_us(times)
 
 
-def _with_and_without_arena(collection: Any, rounds: int = 20, calls: int = 10) -> tuple[float, float]:
-    """Median ``compute()`` through the arena's plan and through the per-call planning path, rounds interleaved."""
-    holder = collection_arena(collection)
+def _with_and_without_plan_cache(collection: Any, rounds: int = 20, calls: int = 10) -> tuple[float, float]:
+    """Median ``compute()`` with the bucket plan cached and planned at every call, rounds interleaved."""
     times: dict[bool, list[float]] = {True: [], False: []}
     for index in range(2 * rounds):
-        arena = index % 2 == 0
-        if arena:
-            holder.__dict__.pop("start_sync", None)
-        else:
-            holder.start_sync = lambda *args: None  # the path before the arena: plan and pack at every call
-        start = time.perf_counter()
+        cached = index % 2 == 0
+        elapsed = 0.0
         for _ in range(calls):
+            if not cached:
+                fused_sync._PLANS.clear()  # on both ranks: the same calls
+            start = time.perf_counter()
             collection.compute()
-        times[arena].append((time.perf_counter() - start) / calls)
-    holder.__dict__.pop("start_sync", None)
+            elapsed += time.perf_counter() - start
+        times[cached].append(elapsed / calls)
     return _median_us(times[True]), _median_us(times[False])
 
 
@@ -127,7 +125,7 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     for _ in range(10):
         collection.compute()
     compute_stats, compute_us = _profiled(rank, collection.compute)
-    arena_us, per_call_us = _with_and_without_arena(collection)
+    cached_us, per_call_us = _with_and_without_plan_cache(collection)
 
     members, collection = _collection(None, accelerated=True)
     collector = AsyncMetricCollector(collection)
@@ -141,8 +139,20 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     for _ in range(10):
         collector.schedule_collection()
         next_window()
-    launches: list[float] = []
     original = dist.all_reduce
+    buffers: list[torch.Tensor] = []  # one window's buckets, for the bare launches below
+
+    def recording_all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        buffers.append(tensor.clone())
+        return original(tensor, *args, **kwargs)
+
+    dist.all_reduce = recording_all_reduce
+    try:
+        collector.schedule_collection()
+        next_window()
+    finally:
+        dist.all_reduce = original
+    launches: list[float] = []
 
     def timed_all_reduce(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
@@ -164,7 +174,6 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     collector.schedule_collection()
     collect_stats, collect_us = _profiled(rank, collector.collect_results, next_schedule)
     collector.collect_results()
-    buffers = [bucket.buffer.clone() for bucket in collector._arena_sync[0].buckets]
     # each waited for before the next launch; back to back (as schedule_collection() launches them); back to back
     # 2 ms after the other rank (already waiting in the collective); back to back right after a metric update
     bare = _bare_launches(buffers, wait_each=True)
@@ -174,7 +183,7 @@ def _on_rank(rank: int, world_size: int) -> dict[str, Any]:
     return {
         "compute_us": compute_us,
         "compute_profile": compute_stats,
-        "compute_arena_us": arena_us,
+        "compute_cached_plan_us": cached_us,
         "compute_per_call_planning_us": per_call_us,
         "schedule_us": schedule_us,
         "schedule_profile": schedule_stats,
@@ -202,9 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"accelerated collection compute() (sync+compute), median {result['compute_us']} µs per call")
     print(result["compute_profile"])
     print(
-        "compute(), rounds interleaved in the same processes: through the arena's plan"
-        f" {result['compute_arena_us']} µs, planning and packing per call (the path before the arena)"
-        f" {result['compute_per_call_planning_us']} µs"
+        "compute(), rounds interleaved in the same processes: bucket plan cached"
+        f" {result['compute_cached_plan_us']} µs, planned at every call {result['compute_per_call_planning_us']} µs"
     )
     print(f"schedule_collection(), median {result['schedule_us']} µs per call")
     print(result["schedule_profile"])

@@ -3,8 +3,10 @@ the byte layout of the gather, the collective-device decision, the hooks and the
 here (the real collectives run in ``tests/distributed``)."""
 
 import copy
+import gc
 import math
 import pickle
+import weakref
 
 import pytest
 import torch
@@ -17,6 +19,7 @@ from torchmetrics_async import distributed as fused
 from torchmetrics_async import metric as metric_base
 from torchmetrics_async.distributed.collection import _FusedSyncCollection
 from torchmetrics_async.sync import buckets as fused_buckets
+from torchmetrics_async.sync import metrics as fused_sync
 from torchmetrics_async.sync.buckets import _plan_buckets
 from torchmetrics_async.sync.gather import (
     _ALIGN,
@@ -357,3 +360,45 @@ def test_plan_fingerprint_follows_the_layout_not_the_values():
     assert _fingerprint(layout[0]) == _fingerprint(layout[1])
     assert _fingerprint(("a", 1)) != _fingerprint(("a", 2))
     assert 0 <= _fingerprint(("a", 1)) < 2**62
+
+
+class _Group:
+    """Stands for a process group: a cached plan must not keep it alive (gloo's threads would outlive the group)."""
+
+
+def _leaves(value):
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def test_bucket_plans_are_cached_by_layout_and_hold_no_state_or_group(monkeypatch, local_devices):
+    monkeypatch.setattr(fused_sync, "collective_device", lambda group=None, device=None, backend=None: device)
+    monkeypatch.setattr(fused_sync, "_PLANS", {})
+    group = _Group()
+    alive = weakref.ref(group)
+
+    def plan(metrics, group=group):
+        reduces, gathers, _, _, layout = fused_sync._plan_states(metrics)
+        return fused_sync._cached_plan(layout, reduces, len(gathers), group, None), reduces
+
+    first, _ = plan([tma.MeanMetric(), tma.MaxMetric()])
+    other = [tma.MeanMetric(), tma.MaxMetric()]
+    other[0].update(torch.tensor([1.0, 2.0]))  # other values, the same layout: the same plan
+    again, reduces = plan(other)
+    assert again is first
+    wider = [tma.MeanMetric(), tma.MaxMetric()]
+    wider[1].set_dtype(torch.float64)
+    assert plan(wider)[0] is not first
+    placed, leftovers = first.place(reduces)
+    fresh, fresh_leftovers = _plan_buckets(reduces, group)
+    assert fused_buckets.bucket_layout(placed) == fused_buckets.bucket_layout(fresh)
+    for mine, theirs in zip([*placed, leftovers], [*fresh, fresh_leftovers], strict=True):
+        segments = mine.segments if isinstance(mine, fused_buckets._Bucket) else mine
+        expected = theirs.segments if isinstance(theirs, fused_buckets._Bucket) else theirs
+        assert [(s.token, s.ride, s.tensor) for s in segments] == [(s.token, s.ride, s.tensor) for s in expected]
+    kept = _leaves([getattr(first, slot) for slot in type(first).__slots__])
+    assert all(isinstance(leaf, (int, str, torch.device, torch.dtype, type(None))) for leaf in kept), kept
+    del plan, group  # what remains is the cache
+    gc.collect()
+    assert alive() is None

@@ -12,9 +12,8 @@ import torchmetrics_async
 PACKAGE = "torchmetrics_async"
 ROOT = Path(torchmetrics_async.__file__).parent
 
-# Function-level imports of our own modules tolerated only in files other helpers of issue 20 are deleting or moving
-# out of the package: the state arena (item 2) and the conformance runner (item 6). Remove each entry with its file.
-LAZY_IMPORT_ALLOWED = {"torchmetrics_async.state_arena", "torchmetrics_async.conformance"}
+# Function-level imports of our own modules tolerated nowhere: keep this empty.
+LAZY_IMPORT_ALLOWED: set[str] = set()
 
 
 def _module_names() -> dict[str, Path]:

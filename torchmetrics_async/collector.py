@@ -7,12 +7,10 @@ on belong to the next window; it then launches one fused round of collectives on
 (:func:`~torchmetrics_async.distributed.sync_metrics` with ``async_op=True``). ``collect_results()``, some steps
 later, finishes the sync, computes, and returns Python scalars.
 
-The state arena (:mod:`torchmetrics_async.state_arena`): at ``bind()`` the all-reduced tensor states of the
-accelerated metrics the collector computes become views into one flat buffer per (device, dtype, reduction), and
-the shadow gets buffers of the same layout. The snapshot is then one copy per buffer, the reset of the live metrics
-one copy per buffer, and the window's all_reduce is planned once
-(:class:`~torchmetrics_async.distributed.arena_sync.ArenaAllReduce`); a replaced state makes the next
-``schedule_collection()`` plan again.
+The snapshot copies every tensor state into the shadow's buffers, and the live metrics' reset copies their defaults into
+fresh states, each with one ``torch._foreach_copy_`` per device and dtype
+(:func:`~torchmetrics_async.metric.fused_copy_`, :func:`~torchmetrics_async.metric.fused_reset`); the window's bucket
+plan is cached by its layout (see :mod:`~torchmetrics_async.sync.metrics`).
 
 Where the work runs:
 
@@ -106,9 +104,14 @@ from torchmetrics_async.checkpoint import (
     this_rank,
 )
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, DeferredChecks, report_deferred
-from torchmetrics_async.distributed.arena_sync import ArenaAllReduce, arena_sync
-from torchmetrics_async.metric import _same_layout, copy_update_count, has_stock_compute, set_update_count
-from torchmetrics_async.state_arena import StateArena
+from torchmetrics_async.metric import (
+    _same_layout,
+    copy_update_count,
+    fused_copy_,
+    fused_reset,
+    has_stock_compute,
+    set_update_count,
+)
 from torchmetrics_async.sync.collectives import SyncHandle
 from torchmetrics_async.sync.metrics import sync_metrics
 
@@ -409,14 +412,13 @@ class _Transfer:
 class _Slot:
     """One metric of the structure: the live metric, its shadow, and the shadow's snapshot buffers."""
 
-    __slots__ = ("arena_states", "buffers", "lists", "live", "name", "shadow")
+    __slots__ = ("buffers", "lists", "live", "name", "shadow")
 
     def __init__(self, name: str, live: Metric, shadow: Metric) -> None:
         self.name = name
         self.live = live
         self.shadow = shadow
         self.buffers: dict[str, Tensor] = {}  # tensor state -> buffer: the window's local values, stable storage
-        self.arena_states: frozenset[str] = frozenset()  # states copied by the arenas, not one by one
         self.lists: dict[str, list[Tensor]] = {}  # list state -> the window's elements (copies the window owns)
 
 
@@ -509,11 +511,6 @@ class AsyncMetricCollector:
         self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
-        # The live metrics' arena states and the window's (same layout, the collector's own buffers), and the plan of
-        # the window's all_reduce over the latter (see _plan_arenas).
-        self._live_arena: StateArena | None = None
-        self._window_arena: StateArena | None = None
-        self._arena_sync: list[ArenaAllReduce] = []
 
     # ---------------------------------------------------------------------------------------------------------------
     # bind / unbind
@@ -606,30 +603,6 @@ class AsyncMetricCollector:
             else:
                 _announce_own_sync(unit)
             unit.__dict__["compute"] = _capturing(unit, unit.compute, self._log)
-        self._plan_arenas(plan_live=True)
-
-    def _plan_arenas(self, plan_live: bool) -> None:
-        """The live metrics' states become views into one buffer per group; the window gets buffers of that layout.
-
-        Only metrics whose ``compute()`` the collector calls itself (not wrappers or their inner metrics, which keep
-        their own windows) take part.
-        """
-        checked = {id(unit) for unit in self._checked_units}
-        pairs = [(slot.live, slot.shadow) for slot in self._slots if id(slot.shadow) in checked]
-        if plan_live or self._live_arena is None:
-            if self._live_arena is not None:
-                self._live_arena.release()
-            self._live_arena = StateArena([live for live, _ in pairs])
-        self._window_arena = StateArena([shadow for _, shadow in pairs], like=self._live_arena)
-        self._arena_sync = []
-        held: dict[int, set[str]] = {}
-        for arena_slot in self._window_arena.slots:
-            held.setdefault(id(arena_slot.metric), set()).add(arena_slot.attr)
-        for slot in self._slots:
-            slot.arena_states = frozenset(held.get(id(slot.shadow), ()))
-            state = slot.shadow.__dict__
-            for attr in slot.arena_states:
-                slot.buffers[attr] = state[attr]
 
     def unbind(self) -> None:
         """Release the side stream and the buffers.
@@ -653,10 +626,6 @@ class AsyncMetricCollector:
         self._side = None
         self._shadow = None
         self._slots = []
-        if self._live_arena is not None:
-            self._live_arena.release()  # the live states stay views; reset() replaces them again, as unbound
-        self._live_arena = self._window_arena = None
-        self._arena_sync = []
         self._sync_units = []
         self._checked_units = []
         self._log = []
@@ -736,11 +705,8 @@ class AsyncMetricCollector:
             raise
         self._scheduled = True
         _IN_FLIGHT.add(self)
-        self._live_arena.reset()  # one copy per group; the metrics' reset() does the rest (counters, lists, flags)
-        try:
+        with fused_reset(slot.live for slot in self._slots):
             _reset_tree(self._metric)
-        finally:
-            self._live_arena.clear_reset_marks()
 
     def collect_results(self) -> Any:
         """Wait for the scheduled window, compute it, and return its values as Python scalars.
@@ -802,29 +768,21 @@ class AsyncMetricCollector:
             raise RuntimeError(f"AsyncMetricCollector is not bound: call bind() before {what}().")
 
     def _snapshot(self) -> None:
-        """Copy the live states into the buffers (in place), copy list elements, copy update counts.
-
-        Arena states: one copy per group (planned again first if a live state was replaced); the rest one by one.
-        """
-        live, window = self._live_arena, self._window_arena
-        if live.ensure() or window.signature != live.signature or not window.is_current():
-            self._plan_arenas(plan_live=False)
-            window = self._window_arena
-        window.copy_from(live)
+        """Copy the live states into the buffers (in place: one fused copy), copy list elements, copy update counts."""
+        buffers: list[Tensor] = []
+        values: list[Tensor] = []
         for slot in self._slots:
             source = slot.live.__dict__
             target = slot.shadow.__dict__
-            arena_states = slot.arena_states
             for attr in slot.live._defaults:
-                if attr in arena_states:
-                    continue  # copied above; the shadow holds its window view (see _release)
                 value = source[attr]
                 if isinstance(value, Tensor):
                     buffer = slot.buffers.get(attr)
                     if buffer is None or not _same_layout(buffer, value):
                         buffer = slot.buffers[attr] = value.detach().clone()  # the state changed shape: re-allocate
                     else:
-                        buffer.copy_(value)
+                        buffers.append(buffer)
+                        values.append(value)
                     target[attr] = buffer
                 else:
                     # Copies: the caller may still hold (and change) the tensors it passed to update().
@@ -836,6 +794,7 @@ class AsyncMetricCollector:
                 if name in source:
                     target[name] = source[name]
             target["_computed"] = None
+        fused_copy_(buffers, values)
 
     def _install(self, window: Mapping[str, Mapping[str, Any]]) -> None:
         """Put a saved window (``state_dict()["window"]``) into the buffers: it is scheduled, not launched."""
@@ -874,7 +833,7 @@ class AsyncMetricCollector:
         self._log.clear()
         ops = self._ops
         if ops is None:
-            handle = self._handle = self._start_sync()
+            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
             # Every collective of the window is issued here, on every rank: list states' data exchange needs the
             # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
             handle.launch_remaining()
@@ -889,7 +848,7 @@ class AsyncMetricCollector:
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
         with ops.use(self._side):
-            handle = self._handle = self._start_sync()
+            handle = self._handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
             # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
             handle.wait()
             tree = _compute_tree(self._shadow)
@@ -899,13 +858,6 @@ class AsyncMetricCollector:
         self._handle = handle
         self._outcome = (tree, transfer)
         self._launched = True
-
-    def _start_sync(self) -> SyncHandle | None:
-        """The fused sync of the window: the window arena's planned all_reduce if it covers every state."""
-        handle = arena_sync(self._sync_units, self._window_arena, self._process_group, self._arena_sync)
-        if handle is None:
-            handle = sync_metrics(self._sync_units, self._process_group, async_op=True)
-        return handle
 
     def _drain(self) -> None:
         """After a failed launch: let whatever was started stop reading the buffers before they are released.

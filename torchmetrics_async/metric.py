@@ -18,10 +18,11 @@ Example:
     (tensor(1.5000), tensor(6.), tensor(3.))
 """
 
+import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 import torch
@@ -51,7 +52,6 @@ from torchmetrics_async.deferred import (
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 from torchmetrics_async.registry import AutoRegistered, defined_in_package, torchmetrics_origin
-from torchmetrics_async.state_arena import ARENA, ARENA_RESET, compact_state
 from torchmetrics_async.sync.metrics import sync_states
 from torchmetrics_async.sync.states import fused_sync_dist
 
@@ -61,6 +61,8 @@ __all__ = [
     "SyncFreeMixin",
     "clear_compiled_count",
     "copy_update_count",
+    "fused_copy_",
+    "fused_reset",
     "has_stock_compute",
     "set_update_count",
     "uses_one_pass_forward",
@@ -74,6 +76,8 @@ __all__ = [
 #: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
 #: in this record first (a follower's), and writes into its own.
 OWNED_STATES = "_owned_states"
+# Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
+_FRESH_DEFAULTS = "_fresh_defaults"
 
 # The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
 # metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
@@ -325,8 +329,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         written since they were last read): an error is never dropped, even where only ``forward()``'s batch values
         are logged. Each state becomes a fresh device-side copy of its default (no host-to-device copy); whatever
         held the old tensor (a ``Running`` window slot, a compute-group sibling, a user's variable) keeps its value,
-        as with torchmetrics. States in a state arena (a bound collector's metrics, an accelerated collection's
-        members; see :mod:`torchmetrics_async.state_arena`) are the exception: the arena has reset them in place.
+        as with torchmetrics. Inside :func:`fused_reset` the fresh copies of many metrics are made by one fused copy.
 
         Raises:
             RuntimeError: the first deferred error of the window, if ``compute()`` did not raise it.
@@ -364,17 +367,16 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         if state.get(FORWARD_BATCH) is None:  # forward() resets for the batch alone: the window goes on
             self._reset_deferred()
         owned = state[OWNED_STATES]
-        arena_reset = state.pop(ARENA_RESET, ())  # reset in place already, one copy per arena group
+        prepared = state.pop(_FRESH_DEFAULTS, {})  # copied by fused_reset()
         for attr, default in self._defaults.items():
             current = state.get(attr)
             if isinstance(default, Tensor):
-                if attr in arena_reset:
-                    continue
                 if in_place and owned.get(attr) is current and _same_layout(current, default):
                     current.copy_(default)
                     continue
-                target = current.device if isinstance(current, Tensor) else default.device
-                fresh = mark_static_address(default.detach().clone().to(target))
+                fresh = prepared.get(attr)
+                if fresh is None:
+                    fresh = mark_static_address(default.detach().clone().to(_reset_device(current, default)))
                 setattr(self, attr, fresh)
                 owned[attr] = fresh
             else:
@@ -398,11 +400,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             The state to pickle.
         """
         state = super().__getstate__()
-        # Arena views pickle as their own elements, not the whole arena; the copy is not in any arena.
-        state.pop(ARENA, None)
-        state.pop(ARENA_RESET, None)
-        for attr in self._defaults:
-            state[attr] = compact_state(state[attr])
         state[OWNED_STATES] = {}
         return state
 
@@ -588,9 +585,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             ['_update_count', 'sum_value']
         """
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
-        for attr in self._defaults:  # an arena view is saved as its own elements, not the whole arena
-            if prefix + attr in destination:
-                destination[prefix + attr] = compact_state(destination[prefix + attr])
         self._as_torchmetrics_holds(destination, prefix)
         if self._window_counter == _UPDATE_COUNT_KEY and any(self._persistent.values()):
             destination[prefix + _UPDATE_COUNT_KEY] = torch.tensor(self._update_count)
@@ -772,6 +766,92 @@ def copy_update_count(source: Any, target: Any) -> None:
     # Compiled: a constant store (reading the source's host-side value would make Dynamo guard on it): the target
     # reads the copied device count when its count is next read.
     dst[_COMPILED_SEEN] = None if torch.compiler.is_compiling() else src.get(_COMPILED_SEEN, 0)
+
+
+@contextlib.contextmanager
+def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
+    """Reset many metrics with one fused copy of their defaults instead of one clone per state.
+
+    On entry, a fresh tensor is allocated for every tensor state of every metric of this package (skipping those
+    prepared already by an enclosing block) and the defaults are copied into all of them at once
+    (:func:`fused_copy_`: one kernel per device and dtype on CUDA); ``reset()`` inside the block takes them
+    instead of cloning each default. The states are still fresh tensors: whatever held the old ones keeps its
+    values, as with torchmetrics. On exit what no ``reset()`` took is dropped.
+
+    Args:
+        metrics: the metrics about to be reset (others are ignored).
+
+    Yields:
+        Nothing; reset the metrics inside the block.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MaxMetric, SumMetric
+        >>> metrics = [SumMetric(), MaxMetric()]
+        >>> for metric in metrics:
+        ...     metric.update(torch.tensor(3.0))
+        >>> held = metrics[0].sum_value
+        >>> with fused_reset(metrics):
+        ...     for metric in metrics:
+        ...         metric.reset()
+        >>> float(metrics[0].sum_value), float(metrics[1].max_value), float(held)
+        (0.0, -inf, 3.0)
+    """
+    prepared: list[dict[str, Any]] = []
+    fresh: list[Tensor] = []
+    defaults: list[Tensor] = []
+    for metric in metrics:
+        state = metric.__dict__
+        if OWNED_STATES not in state or _FRESH_DEFAULTS in state:  # not ours, or prepared by an enclosing block
+            continue
+        mine = {}
+        for attr, default in metric._defaults.items():
+            if isinstance(default, Tensor):
+                tensor = mine[attr] = torch.empty_like(default, device=_reset_device(state.get(attr), default))
+                fresh.append(mark_static_address(tensor))
+                defaults.append(default)
+        state[_FRESH_DEFAULTS] = mine
+        prepared.append(state)
+    fused_copy_(fresh, defaults)
+    try:
+        yield
+    finally:
+        for state in prepared:
+            state.pop(_FRESH_DEFAULTS, None)
+
+
+def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
+    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) of both sides.
+
+    CUDA fuses a ``_foreach_`` op into one kernel only where every tensor shares device and dtype, so the pairs are
+    grouped by those first: one kernel per group instead of one per pair.
+
+    Args:
+        targets: the tensors written.
+        sources: what each receives (same shapes).
+
+    Example:
+        >>> import torch
+        >>> targets = [torch.zeros(2), torch.zeros((), dtype=torch.int64)]
+        >>> fused_copy_(targets, [torch.ones(2), torch.tensor(7)])
+        >>> targets
+        [tensor([1., 1.]), tensor(7)]
+    """
+    groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
+    for target, source in zip(targets, sources, strict=True):
+        key = (target.device, target.dtype, source.device, source.dtype)
+        pair = groups.get(key)
+        if pair is None:
+            pair = groups[key] = ([], [])
+        pair[0].append(target)
+        pair[1].append(source)
+    for group_targets, group_sources in groups.values():
+        torch._foreach_copy_(group_targets, group_sources)
+
+
+def _reset_device(current: Any, default: Tensor) -> torch.device:
+    """Where a reset state lives: where the state lives now (a default may lag behind a move), else the default's."""
+    return current.device if isinstance(current, Tensor) else default.device
 
 
 def has_stock_compute(metric: Any) -> bool:

@@ -17,7 +17,6 @@ from copy import deepcopy
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async._torchmetrics import (
@@ -26,14 +25,10 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.deferred import (
     UNREPORTED,
-    DeferredChecks,
     forget_preread,
     read_deferred_together,
-    report_deferred,
 )
-from torchmetrics_async.distributed.collection_arena import CollectionArena, collection_arena, drop_collection_arena
-from torchmetrics_async.metric import copy_update_count, has_stock_compute
-from torchmetrics_async.state_arena import compact_state
+from torchmetrics_async.metric import copy_update_count, fused_reset, has_stock_compute
 from torchmetrics_async.sync.metrics import _labels, _start_metric_sync
 from torchmetrics_async.sync.states import _collect_metrics, _fusable_metric
 
@@ -85,29 +80,11 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
         >>> values
         {'loss': tensor(2.), 'peak': tensor(3.)}
     """
-    with _synced(metrics, process_group):
-        yield
-
-
-@contextlib.contextmanager
-def _synced(
-    metrics: Any,
-    process_group: Any = None,
-    arena: CollectionArena | None = None,
-) -> Iterator[None]:
-    """:func:`sync_context`.
-
-    ``arena``: the collection's (``metrics``), whose planned all_reduce syncs the members if it covers them all.
-    """
     members = [metric for metric in _collect_metrics(metrics, {}).values() if _syncs_in_compute(metric)]
     previous = [(metric, metric._to_sync) for metric in members]
     try:
         if members:
-            labels = _labels(metrics, {})
-            handle = None if arena is None else arena.start_sync(metrics, members, labels)
-            if handle is None:
-                handle = _start_metric_sync(members, process_group, False, labels)
-            handle.wait()
+            _start_metric_sync(members, process_group, False, _labels(metrics, {})).wait()
         for metric in members:
             metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
         yield
@@ -178,7 +155,7 @@ class _FusedSyncCollection:
                     member = getattr(self, name)
                     for state in first._defaults:
                         value = getattr(first, state)
-                        setattr(member, state, _copied(value) if copy else value)
+                        setattr(member, state, deepcopy(value) if copy else value)
                     copy_update_count(first, member)
         self._state_is_copy = copy
 
@@ -200,7 +177,7 @@ class _FusedSyncCollection:
             >>> collection.compute()
             {'mean': tensor(1.5000), 'sum': tensor(3.)}
         """
-        with _synced(self, None, collection_arena(self)):
+        with sync_context(self):
             # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its
             # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
             # to the others: on a rank where a group formed from the data, they would compute another rank's values.
@@ -217,9 +194,9 @@ class _FusedSyncCollection:
     def reset(self) -> None:
         """Reset every member, then raise the first deferred error a member's ``reset()`` reported.
 
-        The members' arena states (see :mod:`~torchmetrics_async.distributed.collection_arena`) are reset in place,
-        one copy per group; each member's ``reset()`` does the rest. torchmetrics' loop would stop at the first
-        member that raises and leave the others holding the old window.
+        The members' fresh states are made by one fused copy of their defaults (see
+        :func:`~torchmetrics_async.metric.fused_reset`). torchmetrics' loop would stop at the first member that
+        raises and leave the others holding the old window.
 
         Raises:
             RuntimeError: the first deferred error that a member's ``compute()`` had not reported.
@@ -238,59 +215,22 @@ class _FusedSyncCollection:
             0
         """
         first: RuntimeError | None = None
-        members = list(self.values(copy_state=False))  # compute groups linked: followers hold their leader's views
-        arena = collection_arena(self).current(self)
-        reports: dict[int, Any] = {}
+        members = list(self.values(copy_state=False))
         # Every member's unreported checks in one host read: each member's reset() reports from it.
         read = read_deferred_together([member for member in members if member.__dict__.get(UNREPORTED, False)])
-        if arena is not None:
-            # The deferred flags are arena states: read them (as each member's reset() would) before the group
-            # copies clear them; the members' reset() then finds them reported.
-            for metric in arena.metrics:
-                if isinstance(metric, DeferredChecks):
-                    reports[id(metric)] = metric._report_unreported_checks()
-            arena.reset()
         try:
-            for metric in members:
-                try:
-                    if reports.get(id(metric)):
-                        report_deferred(metric, reports[id(metric)])
-                except RuntimeError as err:
-                    first = first or err
-                try:
-                    metric.reset()
-                except RuntimeError as err:
-                    first = first or err
+            with fused_reset(members):
+                for metric in members:
+                    try:
+                        metric.reset()
+                    except RuntimeError as err:
+                        first = first or err
         finally:
             forget_preread(read)
-            if arena is not None:
-                arena.clear_reset_marks()
         if self._enable_compute_groups and self._groups_checked:
             self._compute_groups_create_state_ref()  # as torchmetrics' reset: re-link the groups' states
         if first is not None:
             raise first
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The attributes to pickle or deep-copy: the members (their states compact), not the arena.
-
-        Returns:
-            A copy of ``__dict__`` without the arena holder.
-        """
-        return drop_collection_arena(dict(super().__getstate__()))
-
-    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """``Module._apply`` (``.to()``, ``.half()``...), which replaces every state: the arena is planned again."""
-        drop_collection_arena(self.__dict__, release=True)
-        return super()._apply(fn, *args, **kwargs)
-
-
-def _copied(value: Any) -> Any:
-    """A deep copy of a state; an arena view is copied alone, not with the buffer it is a view of."""
-    if isinstance(value, Tensor) and not value.requires_grad:
-        compact = compact_state(value)
-        if compact is not value:
-            return compact
-    return deepcopy(value)
 
 
 class MetricCollection(_FusedSyncCollection, _TorchMetricsCollection):
@@ -322,7 +262,7 @@ def _rebuild_collection(base: type, state: dict) -> Any:
 
 def _reduce_collection(self: Any, protocol: int) -> tuple:
     # A derived class shares its base's name, so pickle could not find it by name: rebuild it from the base.
-    return _rebuild_collection, (type(self).__bases__[1], drop_collection_arena(self.__dict__.copy()))
+    return _rebuild_collection, (type(self).__bases__[1], self.__dict__.copy())
 
 
 def fused_collection_class(cls: type) -> type:

@@ -98,11 +98,6 @@ class _Bucket:
         self._mask_nan(offset)
         return buffer
 
-    def refill(self) -> Tensor:
-        """After the values were copied into :attr:`buffer` again (an arena's sync): the NaN mask too."""
-        self._mask_nan(sum(segment.numel for segment in self.segments))
-        return self.buffer
-
     def _mask_nan(self, offset: int) -> None:
         if self.masks_nan:
             buffer = self.buffer

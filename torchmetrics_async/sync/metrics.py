@@ -29,7 +29,7 @@ from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
 from torchmetrics_async.reductions import STATE_OPS, fusable
-from torchmetrics_async.sync.buckets import _plan_buckets, bucket_layout
+from torchmetrics_async.sync.buckets import _Bucket, _plan_buckets, _Segment, bucket_layout
 from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
 from torchmetrics_async.sync.gather import _CatPieces, _Gather, _gather_device
 from torchmetrics_async.sync.plan import _fingerprint, _label, _plan_entry, _PlanCheck
@@ -45,10 +45,10 @@ __all__ = ["sync_metrics", "sync_states"]
 
 def _plan_states(
     metrics: list[Metric],
-) -> tuple[list[tuple[int, Tensor, str]], list[_Entry], list[_Entry], dict[int, tuple[Metric, list[str]]], list[int]]:
-    """Sort every state into all_reduce items, gathered entries and torchmetrics fallbacks; hash each member's layout.
+) -> tuple[list[tuple[int, Tensor, str]], list[_Entry], list[_Entry], dict[int, tuple[Metric, list[str]]], list[tuple]]:
+    """Sort every state into all_reduce items, gathered entries and torchmetrics fallbacks; each member's layout.
 
-    Returns ``(reduces, gathers, entries, fallbacks, member_hashes)``; a reduce item's token is its entry's index.
+    Returns ``(reduces, gathers, entries, fallbacks, layout)``; a reduce item's token is its entry's index.
     """
     reduces: list[tuple[int, Tensor, str]] = []
     gathers: list[_Entry] = []
@@ -80,15 +80,75 @@ def _plan_states(
             member.append(_plan_entry(entry, kind))
             entries.append(entry)
         layout.append(tuple(member))
-    return reduces, gathers, entries, fallbacks, [_fingerprint(member) for member in layout]
+    return reduces, gathers, entries, fallbacks, layout
 
 
 def _plan_fingerprint(member_hashes: list[int], buckets: list[Any], gathered: int = 0, flags: int = 0) -> int:
-    """The fingerprint of a whole plan: its members, and the sizes of its collectives (buckets, gathered items).
-
-    The one definition, for ``sync_metrics`` and an arena's planned all_reduce: the same metrics give the same value.
-    """
+    """The fingerprint of a whole plan: its members, and the sizes of its collectives (buckets, gathered items)."""
     return _fingerprint((tuple(member_hashes), bucket_layout(buckets), gathered, flags))
+
+
+class _Plan:
+    """A bucket plan without its tensors: which all_reduce item goes into which bucket and how, and the fingerprints.
+
+    It holds devices, dtypes, ops and indices only: never a state, a buffer or a process group (a plan that held
+    the group kept gloo's threads running past ``destroy_process_group()``, and the process aborted at exit).
+    """
+
+    __slots__ = ("buckets", "fingerprint", "leftovers", "member_hashes")
+
+    def __init__(
+        self, layout: list[tuple], items: list[tuple[int, Tensor, str]], gathered: int, group: Any, spare: Any
+    ) -> None:
+        buckets, leftovers = _plan_buckets(items, group, spare=spare)
+        position = {token: index for index, (token, _, _) in enumerate(items)}
+        #: per bucket: (device, dtype, op, ((item position, ride), ...)), in launch order
+        self.buckets = [
+            (b.device, b.dtype, b.op, tuple((position[seg.token], seg.ride) for seg in b.segments)) for b in buckets
+        ]
+        self.leftovers = [position[segment.token] for segment in leftovers]
+        self.member_hashes = [_fingerprint(member) for member in layout]
+        flags = sum(segment.numel for segment in leftovers)
+        self.fingerprint = _plan_fingerprint(self.member_hashes, buckets, gathered, flags)
+
+    def place(self, items: list[tuple[int, Tensor, str]]) -> tuple[list[_Bucket], list[_Segment]]:
+        """The buckets (and leftover bool flags) of ``items``, which have the layout this plan was made for."""
+        buckets = []
+        for device, dtype, op, placed in self.buckets:
+            bucket = _Bucket(device, dtype, op)
+            for index, ride in placed:
+                bucket.segments.append(_segment(items[index], ride))
+            buckets.append(bucket)
+        return buckets, [_segment(items[index], None) for index in self.leftovers]
+
+
+def _segment(item: tuple[int, Tensor, str], ride: str | None) -> _Segment:
+    segment = _Segment(*item)
+    segment.ride = ride
+    return segment
+
+
+#: Bucket plans by everything the fingerprint hashes, plus where each item's collective runs: a sync of the same
+#: metrics plans nothing again. Bounded: the oldest plan goes first.
+_PLANS: dict[tuple, _Plan] = {}
+_MAX_PLANS = 64
+
+
+def _cached_plan(
+    layout: list[tuple], items: list[tuple[int, Tensor, str]], gathered: int, group: Any, spare: Any
+) -> _Plan:
+    """The plan of a sync whose members have ``layout`` (made once per layout and collective devices)."""
+    devices: dict[torch.device, torch.device] = {}
+    for _, tensor, _ in items:
+        if tensor.device not in devices:
+            devices[tensor.device] = collective_device(group, tensor.device)
+    key = (tuple(layout), tuple(devices[tensor.device] for _, tensor, _ in items), spare)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            del _PLANS[next(iter(_PLANS))]
+        plan = _PLANS[key] = _Plan(layout, items, gathered, group, spare)
+    return plan
 
 
 def _start_state_sync(
@@ -107,7 +167,7 @@ def _start_state_sync(
     plan and before any state is set; then it launches the buckets' all_reduces and the gather.
     """
     labels = labels or {}
-    reduces, gathers, entries, fallbacks, member_hashes = _plan_states(metrics)
+    reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
     member_labels = [_label(metric, labels) for metric in metrics]
 
     items: list[Tensor | _CatPieces] = [
@@ -117,12 +177,14 @@ def _start_state_sync(
     if gathers:
         tensors = [t for item in items for t in (item.pieces if isinstance(item, _CatPieces) else [item])]
         gather_device = _gather_device(group, tensors, gathers[0].metric.device)
-    buckets, flags = _plan_buckets(reduces, group, spare=gather_device)
-    fingerprint = _plan_fingerprint(member_hashes, buckets, len(items), sum(flag.numel for flag in flags))
+    plan = _cached_plan(layout, reduces, len(items), group, gather_device)
+    buckets, flags = plan.place(reduces)
     for bucket in buckets:
         bucket.pack()  # the states as they are when the sync starts
     gather = _Gather(items, group, gather_device, flags) if gathers else None
-    check = _PlanCheck(fingerprint, member_hashes, member_labels, group, collective_device(group, metrics[0].device))
+    check = _PlanCheck(
+        plan.fingerprint, plan.member_hashes, member_labels, group, collective_device(group, metrics[0].device)
+    )
     world_size = dist.get_world_size(group)
     rank = dist.get_rank(group)
 
@@ -151,7 +213,8 @@ def _start_state_sync(
             for token, value in bucket.finish(world_size).items():
                 results[id(entries[token])] = value
         for entry in entries:
-            setattr(entry.metric, entry.attr, results[id(entry)])
+            # A state is a plain attribute (torchmetrics' add_state): skip Module.__setattr__'s registry checks.
+            entry.metric.__dict__[entry.attr] = results[id(entry)]
 
     return SyncHandle(finish, [check.work], launch)
 
@@ -297,7 +360,11 @@ def _start_metric_sync(
     fused = [metric for metric in metrics if _fusable_metric(metric)]
     others = [metric for metric in metrics if not _fusable_metric(metric)]
     for metric in fused:
-        metric._cache = metric._copy_state_dict()
+        # The local states themselves, not copies: the sync writes into none of them (it replaces the states) and
+        # nothing updates a synced metric, so unsync() puts back the very tensors the metric owns (a copy would be
+        # copied again, state by state, at the next update).
+        state = metric.__dict__
+        metric._cache = {attr: _kept(state[attr]) for attr in metric._defaults}
     handles = [
         _start_state_sync(members, group, async_op, labels)
         for group, members in _by_group(fused, process_group)
@@ -313,6 +380,11 @@ def _start_metric_sync(
             metric._is_synced = True
 
     return _joined(handles, mark_synced, sync_others if others else None)
+
+
+def _kept(value: Any) -> Any:
+    """A local state kept for ``unsync()``: the tensor itself, a list state's list copied (its elements are not)."""
+    return list(value) if isinstance(value, list) else value
 
 
 def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:

@@ -1,5 +1,6 @@
-"""The state arena on 2 gloo ranks: the planned all_reduce (a collective per bucket) of the collector and of an
-accelerated ``MetricCollection``'s ``compute()``, with torchmetrics' values.
+"""The fused sync on 2 gloo ranks, window after window: the collector and an accelerated ``MetricCollection``'s
+``compute()`` (the plan check, then one all_reduce per bucket), with torchmetrics' values, across resets, a replaced
+state, an added member, compute groups and a list state.
 
 Expected values are torchmetrics' own: the same per-rank data fed to torchmetrics' classes, computed with torchmetrics'
 sync. One spawn for the module.
@@ -17,13 +18,15 @@ import torchmetrics_async as ta
 from tests.distributed import harness
 from tests.distributed.harness import scenario
 from torchmetrics_async import AsyncMetricCollector
-from torchmetrics_async.distributed.collection_arena import collection_arena
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="needs gloo"
 )
 
 CLASSES = 4
+# The members' all_reduce buckets: float32 sums (means, and the float16 sum travelling in float32), float32 max, float32
+# min, int64 sums (the stat scores); the bool flags ride in them.
+BUCKETS = 4
 
 
 def _members(make: Any) -> dict[str, Any]:
@@ -68,7 +71,7 @@ def windows(rank: int, world_size: int) -> dict[str, Any]:
     collection = ta.MetricCollection(_members(ta), compute_groups=False)
     collector = AsyncMetricCollector(collection)
     collector.bind()
-    got, expected, counted, plans = [], [], [], []
+    got, expected, counted = [], [], []
     for window in range(3):
         steps = range(2 * window, 2 * window + 2)
         change = _set_sum if window == 2 else None  # a state replaced mid-run (by the user), on every rank
@@ -81,15 +84,7 @@ def windows(rank: int, world_size: int) -> dict[str, Any]:
         counted.append(scheduled.as_dict())
         got.append(collector.collect_results())
         expected.append(_reference(rank, steps, change))
-        plans.append(id(collector._arena_sync[0]) if collector._arena_sync else None)
-    return {
-        "got": got,
-        "expected": expected,
-        "collectives": counted,
-        "buckets": len(collector._arena_sync[0].buckets),
-        "plans": plans,
-        "live_plans": collector._live_arena.plans,
-    }
+    return {"got": got, "expected": expected, "collectives": counted}
 
 
 def added(rank: int, world_size: int) -> dict[str, Any]:
@@ -107,7 +102,7 @@ def added(rank: int, world_size: int) -> dict[str, Any]:
     collection["top"].update(torch.tensor(10.0 * rank))
     collector.schedule_collection()
     second = collector.collect_results()
-    return {"first": first, "second": second, "planned": bool(collector._arena_sync)}
+    return {"first": first, "second": second}
 
 
 def _floats(values: dict[str, Any]) -> dict[str, float]:
@@ -117,8 +112,7 @@ def _floats(values: dict[str, Any]) -> dict[str, float]:
 def collection_windows(rank: int, world_size: int) -> dict[str, Any]:
     """compute() twice per window (the second after more updates: the local states were kept), reset between."""
     collection = ta.MetricCollection(_members(ta), compute_groups=False)
-    holder = collection_arena(collection)
-    got, expected, counted, plans, sync_plans = [], [], [], [], []
+    got, expected, counted = [], [], []
     for window in range(3):
         steps = range(3 * window, 3 * window + 3)
         change = _set_sum if window == 2 else None  # a state replaced between computes (by the user), every rank
@@ -134,12 +128,8 @@ def collection_windows(rank: int, world_size: int) -> dict[str, Any]:
             got.append(_floats(collection.compute()))
         expected.append(_reference(rank, steps, change))
         counted.append([first.as_dict(), second.as_dict()])
-        plans.append(holder.plans)
-        sync_plans.append(id(holder._sync[0]) if holder._sync else None)
         collection.reset()
-    result = {"got": got, "expected": expected, "collectives": counted}
-    result.update(buckets=len(holder._sync[0].buckets), plans=plans, sync_plans=sync_plans)
-    return result
+    return {"got": got, "expected": expected, "collectives": counted}
 
 
 def _scores(make: Any, **kwargs: Any) -> Any:
@@ -149,7 +139,7 @@ def _scores(make: Any, **kwargs: Any) -> Any:
 
 
 def compute_groups(rank: int, world_size: int) -> dict[str, Any]:
-    """Followers hold their leader's views (aliased): each still sends its own piece; values as torchmetrics'."""
+    """Followers hold their leader's states: each still sends its own piece; values as torchmetrics'."""
     collection = _scores(ta)
     reference = _scores(torchmetrics, compute_groups=False)
     got, expected, counted = [], [], []
@@ -164,19 +154,11 @@ def compute_groups(rank: int, world_size: int) -> dict[str, Any]:
             got.append(_floats(collection.compute()))
         expected.append(_floats(reference.compute()))
         counted.append(calls.as_dict())
-    holder = collection_arena(collection)
-    return {
-        "got": got,
-        "expected": expected,
-        "collectives": counted,
-        "buckets": len(holder._sync[0].buckets) if holder._sync else None,
-        "groups": len(collection._groups),
-        "aliased": holder.arena.aliased,
-    }
+    return {"got": got, "expected": expected, "collectives": counted, "groups": len(collection._groups)}
 
 
 def list_states(rank: int, world_size: int) -> dict[str, Any]:
-    """A member with a list state: the arena does not cover the collection whole, compute() syncs as before."""
+    """A member with a list state: its elements are gathered beside the buckets, across resets."""
 
     def members(make: Any) -> dict[str, Any]:
         return {"loss": make.MeanMetric(), "all": make.CatMetric(), "peak": make.MaxMetric()}
@@ -192,13 +174,7 @@ def list_states(rank: int, world_size: int) -> dict[str, Any]:
         got.append({name: value.tolist() for name, value in collection.compute().items()})
         expected.append({name: value.tolist() for name, value in reference.compute().items()})
         collection.reset()
-    holder = collection_arena(collection)
-    return {
-        "got": got,
-        "expected": expected,
-        "arena": sorted(type(metric).__name__ for metric in holder.arena.metrics),
-        "planned_sync": bool(holder._sync),
-    }
+    return {"got": got, "expected": expected}
 
 
 def run_all(rank: int, world_size: int) -> dict[str, Any]:
@@ -222,22 +198,16 @@ def test_collector_windows_match_torchmetrics(ranks):
         assert result["got"] == result["expected"]
 
 
-def test_one_all_reduce_per_bucket_and_a_plan_kept_until_a_state_is_replaced(ranks):
+def test_one_all_reduce_per_bucket_also_after_a_state_is_replaced(ranks):
     for result in scenario(ranks, "windows"):
         # + the plan check: one fixed-size all_gather per sync
-        assert result["collectives"] == [{"all_gather_single": 1, "all_reduce": result["buckets"]}] * 3
-        first, second, third = result["plans"]
-        assert first is not None
-        assert first == second  # planned once
-        assert third != second  # the replaced state made the arenas and the sync plan again
-        assert result["live_plans"] == 2
+        assert result["collectives"] == [{"all_gather_single": 1, "all_reduce": BUCKETS}] * 3
 
 
 def test_a_metric_added_to_a_collection(ranks):
     for result in scenario(ranks, "added"):
         assert result["first"] == {"loss": 0.5}
         assert result["second"] == {"loss": 2.5, "top": 10.0}
-        assert result["planned"]
 
 
 def test_collection_compute_matches_torchmetrics(ranks):
@@ -245,29 +215,19 @@ def test_collection_compute_matches_torchmetrics(ranks):
         assert result["got"] == result["expected"]
 
 
-def test_collection_compute_is_one_all_reduce_per_bucket_planned_until_a_state_is_replaced(ranks):
+def test_collection_compute_is_one_all_reduce_per_bucket_also_after_a_state_is_replaced(ranks):
     for result in scenario(ranks, "collection_windows"):
-        buckets = result["buckets"]
-        assert result["collectives"] == [[{"all_gather_single": 1, "all_reduce": buckets}] * 2] * 3
-        # planned at the first compute; reset in place keeps the plan; the state replaced in window 2 re-plans
-        assert result["plans"] == [1, 1, 2]
-        first, second, third = result["sync_plans"]
-        assert first is not None
-        assert first == second
-        assert third != second
+        assert result["collectives"] == [[{"all_gather_single": 1, "all_reduce": BUCKETS}] * 2] * 3
 
 
-def test_collection_compute_groups_sync_through_the_arena(ranks):
+def test_collection_compute_groups_send_one_piece_per_member(ranks):
     for result in scenario(ranks, "compute_groups"):
         assert result["got"] == result["expected"]
         assert result["groups"] == 1
-        assert result["aliased"]
-        assert result["buckets"] is not None
-        assert result["collectives"] == [{"all_gather_single": 1, "all_reduce": result["buckets"]}] * 3
+        # int64 sums (the stat scores of all three members), the bool flags riding in them
+        assert result["collectives"] == [{"all_gather_single": 1, "all_reduce": 1}] * 3
 
 
-def test_collection_with_a_list_state_syncs_as_before(ranks):
+def test_collection_with_a_list_state_matches_torchmetrics(ranks):
     for result in scenario(ranks, "list_states"):
         assert result["got"] == result["expected"]
-        assert result["arena"] == ["MaxMetric", "MeanMetric"]  # reset by group; CatMetric resets itself
-        assert not result["planned_sync"]
