@@ -19,7 +19,8 @@ import torchmetrics
 from torch import nn
 
 import torchmetrics_async as ta
-from tests._compile import assert_same, assert_same_deferred_error, check_metric, compile_and_run
+from tests._compile import TOLERANCE, assert_same_deferred_error, check_metric, compile_and_run
+from tests.parity import assert_same
 from torchmetrics_async import accelerate
 from torchmetrics_async.classification import (
     BinaryF1Score,
@@ -89,7 +90,7 @@ def test_weights_and_constant_numbers_one_graph() -> None:
     for (x,) in _values((4,)):
         step(eager, x)
     assert (report.graphs, report.recompiles) == (1, 0), report
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
     assert compiled.update_count == eager.update_count == 2 * STEPS
 
 
@@ -118,7 +119,7 @@ def test_torchmetrics_forward_one_graph(cls: type) -> None:
     outputs, report = compile_and_run(compiled, batches[:12])
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
     outputs += [compiled(*batch) for batch in batches[12:]]
-    assert_same(outputs, [eager(*batch) for batch in batches])
+    assert_same(outputs, [eager(*batch) for batch in batches], **TOLERANCE)
     assert compiled.update_count == eager.update_count == STEPS
     assert_same_deferred_error(compiled, eager, update=6)
 
@@ -188,7 +189,7 @@ def test_growing_states_recompile_up_to_the_limit_then_run_eagerly(case: str) ->
         step(*batch)
         eager.update(*batch)
     assert counting.graphs == torch._dynamo.config.recompile_limit
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
 
 
 def test_deferred_check_under_compile_names_the_first_offending_update() -> None:
@@ -242,7 +243,7 @@ def test_metric_collection_one_graph(groups: str) -> None:
     for batch in batches:
         eager.update(*batch)
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
     for name in compiled:
         assert compiled[name].update_count == eager[name].update_count
 
@@ -284,9 +285,9 @@ def test_eval_step_with_the_five_demo_metrics_compiles_to_one_graph() -> None:
     losses, report = compile_and_run(_eval_step(model, compiled), batches, backend="aot_eager")
     expected = [_eval_step(model, eager)(*batch) for batch in batches]
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
-    assert_same(losses, expected)
+    assert_same(losses, expected, **TOLERANCE)
     for name in eager:
-        assert_same(compiled[name].compute(), eager[name].compute())
+        assert_same(compiled[name].compute(), eager[name].compute(), **TOLERANCE)
 
 
 def test_training_step_breaks_only_at_backward() -> None:
@@ -373,6 +374,6 @@ def test_members_reached_inside_the_compiled_step_one_graph(access: str, groups:
     for batch in batches[:3]:
         _indexed_step(eager, access)(*batch)
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
     for name in ("acc", "f1"):
         assert compiled[name].update_count == eager[name].update_count

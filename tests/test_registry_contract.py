@@ -19,6 +19,7 @@ from torchmetrics import MetricCollection
 
 from tests.example_families import is_task_wrapper
 from tests.examples import Example, example_for
+from tests.parity import assert_same
 from torchmetrics_async.registry import registry
 
 REGISTERED = sorted(registry().items(), key=lambda item: (item[0].__module__, item[0].__name__))
@@ -57,15 +58,11 @@ def _detach(x: Any) -> Any:
     return x
 
 
-def _same(actual: Any, expected: Any) -> None:
-    torch.testing.assert_close(_detach(actual), _detach(expected), equal_nan=True)
-
-
 def _steps(ours: Any, ref: Any, batches: list[tuple[Tensor, ...]]) -> None:
     """Updates, with every third step a forward whose batch values must match."""
     for i, inputs in enumerate(batches):
         if i % 3 == 2:
-            _same(_quiet(ours, *_clone(inputs)), _quiet(ref, *_clone(inputs)))
+            assert_same(_quiet(ours, *_clone(inputs)), _quiet(ref, *_clone(inputs)))
         else:
             _quiet(ours.update, *_clone(inputs))
             _quiet(ref.update, *_clone(inputs))
@@ -79,7 +76,7 @@ def _compute_same(ours: Any, ref: Any) -> None:
         with pytest.raises(type(err)):
             _quiet(ours.compute)
         return
-    _same(_quiet(ours.compute), expected)
+    assert_same(_quiet(ours.compute), expected)
 
 
 @parametrize_registered
@@ -219,5 +216,5 @@ def test_in_a_metric_collection(origin: type, accelerated: type, compute_groups:
         kind = "forward" if i % 2 else "update"
         ours_out = _quiet(getattr(ours, kind), *_clone(inputs))
         ref_out = _quiet(getattr(ref, kind), *_clone(inputs))
-        _same(ours_out, ref_out)
-    _same(_quiet(ours.compute), _quiet(ref.compute))
+        assert_same(ours_out, ref_out)
+    assert_same(_quiet(ours.compute), _quiet(ref.compute))

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.classification.multiclass as mc
+from tests.parity import assert_same
 from torchmetrics_async import _torchmetrics as seam
 from torchmetrics_async._torchmetrics import dim_zero_cat
 
@@ -46,10 +47,6 @@ def make_pair(name: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             accelerated_cls(**kwargs)
         pytest.skip("both reject the arguments")  # pragma: no cover - strategies only draw accepted arguments
     return reference, accelerated_cls(**kwargs)
-
-
-def assert_same(actual: Any, expected: Any) -> None:
-    torch.testing.assert_close(actual, expected, equal_nan=True)
 
 
 def assert_nan_where_floating(value: Any) -> None:
