@@ -811,6 +811,7 @@ def _assert_same_outcome(actual: tuple[str, Any], expected: tuple[str, Any], pat
         assert_same(actual[1], expected[1], where=path)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(("origin", "accelerated"), PATH_CLASSES, ids=[o.__name__ for o, _ in PATH_CLASSES])
 def test_every_path_to_a_class_gives_the_same_setup_and_behaviour(origin: type, accelerated: type) -> None:
     """Direct construction, the task wrapper, ``accelerate()`` and ``patch()``: same checks, same values and errors.

@@ -127,6 +127,7 @@ def test_pickle_round_trip_mid_window(name: str) -> None:
     assert_compute_same(ours, ref)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("how", ["deepcopy", "clone"])
 @pytest.mark.parametrize("name", NAMES)
 def test_copy_mid_window_is_independent(name: str, how: str) -> None:
@@ -222,6 +223,7 @@ def _script_outcome(metric: Any) -> Any:
 SCRIPTED_BY_TORCHMETRICS = ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric")
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 def test_jit_script_works_where_torchmetrics_scripts(name: str) -> None:
     ours, ref = make_pair(name)

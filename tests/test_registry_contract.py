@@ -101,6 +101,7 @@ def test_update_forward_compute_reset(origin: type, accelerated: type) -> None:
     _compute_same(ours, ref)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("how", ["pickle", "deepcopy", "clone"])
 @parametrize_registered
 def test_copies_mid_window_continue_independently(origin: type, accelerated: type, how: str) -> None:
@@ -162,6 +163,7 @@ def _script_outcome(metric: Any) -> Any:
         return err
 
 
+@pytest.mark.sweep
 @parametrize_registered
 def test_jit_script_works_where_torchmetrics_scripts(origin: type, accelerated: type) -> None:
     ours, ref = _pair(origin, accelerated, example_for(origin))
@@ -169,6 +171,7 @@ def test_jit_script_works_where_torchmetrics_scripts(origin: type, accelerated: 
         assert isinstance(_script_outcome(ours), torch.jit.ScriptModule)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("move", ["double", "set_dtype", "to_float64"])
 @parametrize_registered
 def test_module_moves_and_set_dtype(origin: type, accelerated: type, move: str) -> None:
@@ -201,6 +204,7 @@ def test_merge_state(origin: type, accelerated: type) -> None:
     _compute_same(ours, ref)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("compute_groups", [True, False])
 @parametrize_registered
 def test_in_a_metric_collection(origin: type, accelerated: type, compute_groups: bool) -> None:

@@ -71,6 +71,7 @@ def _quiet(fn: Any, *args: Any) -> Any:
         return fn(*args)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -141,6 +142,7 @@ def test_values_match_torchmetrics(
         theirs.reset()
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("name", NAMES)
 def test_binned_update_and_forward_make_no_host_sync(name: str, device: str) -> None:
@@ -294,6 +296,7 @@ _OUT_OF_RANGE_CASES = [
 ]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("bad", [C, -1])
 @pytest.mark.parametrize(("name", "average", "thresholds"), _OUT_OF_RANGE_CASES)
 def test_multiclass_labels_out_of_range_raise_in_compute_and_reset(
@@ -379,6 +382,7 @@ def _shaped(name: str, preds_shape: tuple, target_shape: tuple) -> tuple[torch.T
     return preds, torch.randint(0, high, target_shape, generator=rng)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("validate_args", [True, False])
 @pytest.mark.parametrize("ignore_index", [None, -1])
 @pytest.mark.parametrize("thresholds", [None, 5])

@@ -255,6 +255,7 @@ def step_lists(draw: Any, kwargs: dict[str, Any], valid: bool = True) -> list[tu
 # Property-based parity
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 @SETTINGS
 @given(data=st.data())
@@ -266,6 +267,7 @@ def test_matches_torchmetrics(name: str, data: Any) -> None:
     run_pair(reference, accelerated, steps)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(
     "name", ["MulticlassAccuracy", "MulticlassStatScores", "MulticlassExactMatch", "MulticlassConfusionMatrix"]
 )
@@ -421,6 +423,7 @@ REDUCTION_CONFIGS = [
 REDUCTION_BATCHES = ["scores", "absent-classes", "all-ignored", "extra-dims", "ties", "batch-of-one-scores"]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("config", REDUCTION_CONFIGS, ids=str)
 @pytest.mark.parametrize("name", [n for n in STAT_SCORES if n != "MulticlassStatScores"])
 def test_reductions_edge_table(name: str, config: dict[str, Any]) -> None:

@@ -209,6 +209,7 @@ def scenarios(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[tuple[st
     return init, steps(draw(st.integers(1, 4))), steps(draw(st.integers(1, 2)))
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", sorted(CASES))
 @SETTINGS
 @given(data=st.data())
