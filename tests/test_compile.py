@@ -49,6 +49,7 @@ def _values(shape: tuple[int, ...], nan_at: int | None = None) -> list[tuple[tor
 STRATEGIES = ["warn", "error", "ignore", "disable", 0.5]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
 @pytest.mark.parametrize("shape", [(), (8,)], ids=["0dim", "batched"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -63,6 +64,7 @@ def test_mean_metric_one_graph(strategy: Any, shape: tuple, use_forward: bool) -
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
 @pytest.mark.parametrize(
     ("cls", "strategy"),
@@ -73,6 +75,7 @@ def test_aggregators_one_graph(cls: type, strategy: Any, use_forward: bool) -> N
     assert (report.graphs, report.recompiles) == (1, 0), report
 
 
+@pytest.mark.slow
 def test_weights_and_constant_numbers_one_graph() -> None:
     """Tensor weights, and Python numbers that are constants of the step (values, weights), trace into one graph."""
     generator = torch.Generator().manual_seed(1)
@@ -107,6 +110,7 @@ class _FullStateDoubledMean(_DoubledMean):
     full_state_update = True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [_DoubledMean, _FullStateDoubledMean], ids=["reduce-state", "full-state"])
 def test_torchmetrics_forward_one_graph(cls: type) -> None:
     """torchmetrics' forward saves and restores the update count: compiled, the count stays on the device.
@@ -152,6 +156,7 @@ CLASSIFICATION = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
 @pytest.mark.parametrize("case", sorted(CLASSIFICATION))
 def test_classification_one_graph(case: str, use_forward: bool) -> None:
@@ -169,6 +174,7 @@ LIST_STATES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(LIST_STATES))
 def test_growing_states_recompile_up_to_the_limit_then_run_eagerly(case: str) -> None:
     """List states grow: Dynamo guards on their lengths, so every step recompiles.
@@ -192,6 +198,7 @@ def test_growing_states_recompile_up_to_the_limit_then_run_eagerly(case: str) ->
     assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
 
 
+@pytest.mark.slow
 def test_deferred_check_under_compile_names_the_first_offending_update() -> None:
     """A label out of range at step 7 of a compiled window: compute() raises it with its index, reset() starts over."""
     batches = _classification_batches("multiclass")
@@ -207,6 +214,7 @@ def test_deferred_check_under_compile_names_the_first_offending_update() -> None
     assert metric.update_count == 1
 
 
+@pytest.mark.slow
 def test_compiled_and_eager_updates_mix() -> None:
     """Eager updates, then compiled ones, then eager again: one count, one window, eager's values."""
     batches = _values((4,), nan_at=8)
@@ -230,6 +238,7 @@ def _collection(compute_groups: bool) -> Any:
     return accelerate(torchmetrics.MetricCollection(metrics, compute_groups=compute_groups))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("groups", ["unformed", "formed-eagerly", "disabled"])
 def test_metric_collection_one_graph(groups: str) -> None:
     batches = _classification_batches("multiclass")
@@ -273,6 +282,7 @@ def _eval_step(model: nn.Module, metrics: dict[str, Any]) -> Callable:
     return step
 
 
+@pytest.mark.slow
 def test_eval_step_with_the_five_demo_metrics_compiles_to_one_graph() -> None:
     """The article's eval step (model, loss, five metrics), AOTAutograd traced: one graph, no recompile, eager's values.
 
@@ -290,6 +300,7 @@ def test_eval_step_with_the_five_demo_metrics_compiles_to_one_graph() -> None:
         assert_same(compiled[name].compute(), eager[name].compute(), **TOLERANCE)
 
 
+@pytest.mark.slow
 def test_training_step_breaks_only_at_backward() -> None:
     """A training step with the metrics: Dynamo splits it where ``backward()`` is, and nowhere because of metrics."""
     import torch._dynamo
@@ -353,6 +364,7 @@ def _indexed_step(metrics: Any, access: str) -> Callable:
     return step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("access", ["key", "attribute", "values", "items"])
 @pytest.mark.parametrize("groups", ["unformed", "disabled"])
 def test_members_reached_inside_the_compiled_step_one_graph(access: str, groups: str) -> None:
