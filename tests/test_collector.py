@@ -935,9 +935,20 @@ class _Stream:
     """A side stream that can be watched with a weak reference."""
 
 
-def _alive(cls: type) -> int:
-    gc.collect()
-    return sum(type(obj) is cls for obj in gc.get_objects())
+class _TrackedSum(ta.SumMetric):
+    """Its instances, copies included (``copy.deepcopy`` creates them through ``__new__``), held weakly."""
+
+    instances: list[weakref.ref] = []  # weak references (a Metric's hash reads its states: no WeakSet)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        instance = super().__new__(cls)
+        cls.instances.append(weakref.ref(instance))
+        return instance
+
+
+def _alive() -> int:
+    gc.collect()  # the collector's copy holds reference cycles (its hooked compute)
+    return sum(ref() is not None for ref in _TrackedSum.instances)
 
 
 def test_unbind_releases_the_buffers_and_the_stream():
@@ -950,14 +961,14 @@ def test_unbind_releases_the_buffers_and_the_stream():
             streams.append(weakref.ref(stream))
             return stream
 
-    metric = ta.SumMetric()
+    metric = _TrackedSum()
     collector = AsyncMetricCollector(metric, stream_ops=Ops())
-    before = _alive(ta.SumMetric)
+    before = _alive()
     collector.bind()
-    assert _alive(ta.SumMetric) == before + 1  # the collector's copy of the metric, holding its buffers
+    assert _alive() == before + 1  # the collector's copy of the metric, holding its buffers
     assert streams[0]() is not None
     collector.unbind()
-    assert _alive(ta.SumMetric) == before
+    assert _alive() == before
     assert streams[0]() is None
 
 
