@@ -13,6 +13,11 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from tests.parity import assert_same
+
+# Compiled kernels may fuse and reorder float operations.
+TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
+
 
 class CountingBackend:
     """A ``torch.compile`` backend that counts the graphs it receives and hands them to ``inner``."""
@@ -61,22 +66,6 @@ def compile_and_run(step: Callable, batches: Sequence[tuple], backend: str = "ea
     return outputs, report
 
 
-def assert_same(actual: Any, expected: Any) -> None:
-    """Equal values (NaN equal to NaN), through dicts, lists and tuples."""
-    if isinstance(expected, dict):
-        assert actual.keys() == expected.keys()
-        for key in expected:
-            assert_same(actual[key], expected[key])
-    elif isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected)
-        for a, e in zip(actual, expected, strict=True):
-            assert_same(a, e)
-    elif isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-5, atol=1e-6)
-    else:
-        assert actual == expected
-
-
 def check_metric(
     make: Callable[[], Any], batches: Sequence[tuple], use_forward: bool, backend: str = "eager"
 ) -> CompileReport:
@@ -93,12 +82,12 @@ def check_metric(
     outputs, report = compile_and_run(step, batches, backend)
     expected = [eager(*b) if use_forward else eager.update(*b) for b in batches]
     if use_forward:
-        assert_same(outputs, expected)
+        assert_same(outputs, expected, **TOLERANCE)
     # The window's count (``_update_count``, or a ``Running`` wrapper's ``_num_vals_seen``), read through its property.
     counter = compiled_metric._window_counter
     assert getattr(compiled_metric, counter) == getattr(eager, counter) == len(batches)
     assert compiled_metric.update_count == eager.update_count
-    assert_same(compiled_metric.compute(), eager.compute())
+    assert_same(compiled_metric.compute(), eager.compute(), **TOLERANCE)
     return report
 
 

@@ -44,12 +44,50 @@ def _nan_warnings(record: list) -> int:
     return sum(NAN_WARNING in str(w.message) for w in record)
 
 
-def assert_same(actual: Any, expected: Any) -> None:
-    if isinstance(expected, list) and not expected:
-        assert isinstance(actual, list), actual
-        assert not actual, actual
-        return
-    torch.testing.assert_close(actual, expected, equal_nan=True)
+def assert_same(
+    actual: Any,
+    expected: Any,
+    *,
+    exact: bool = False,
+    rtol: float | None = None,
+    atol: float | None = None,
+    where: str = "value",
+) -> None:
+    """``actual`` equals ``expected``: the one comparison of values in the test suite.
+
+    - Structure, recursively: dicts with the same keys in the same order; lists and tuples of the same type and length.
+    - Tensors (detached): the same dtype, device and shape; NaN equal to NaN; values within
+      ``torch.testing.assert_close``'s default tolerance for their dtype, or bit for bit with ``exact=True``, or within
+      ``rtol``/``atol`` where given (both).
+    - Python numbers: the same type (``bool``, ``int``, ``float``), then as tensors.
+    - Anything else: ``==``.
+
+    ``where`` names the compared value in failure messages (paths into it are appended).
+    """
+    if exact:
+        assert (rtol, atol) == (None, None), "exact=True is rtol=atol=0"
+        rtol = atol = 0.0
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{where}: {type(actual).__name__} instead of a dict"
+        assert list(actual) == list(expected), f"{where}: keys {list(actual)} != {list(expected)}"
+        for key, value in expected.items():
+            assert_same(actual[key], value, rtol=rtol, atol=atol, where=f"{where}[{key!r}]")
+    elif isinstance(expected, (list, tuple)):
+        assert type(actual) is type(expected), f"{where}: {type(actual).__name__} instead of {type(expected).__name__}"
+        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            assert_same(a, e, rtol=rtol, atol=atol, where=f"{where}[{index}]")
+    elif isinstance(expected, (Tensor, bool, int, float)):
+        if isinstance(expected, Tensor):
+            assert isinstance(actual, Tensor), f"{where}: {type(actual).__name__} instead of a tensor"
+            actual, expected = actual.detach(), expected.detach()
+        else:
+            assert type(actual) is type(expected), f"{where}: {actual!r} ({type(actual).__name__}) != {expected!r}"
+        torch.testing.assert_close(
+            actual, expected, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{where}: {m}"
+        )
+    else:
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
 
 
 def run_side_by_side(reference: Any, accelerated: Any, steps: list[Step], compare_forward: bool = True) -> None:

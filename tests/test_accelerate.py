@@ -24,6 +24,7 @@ from torchmetrics.text import CharErrorRate  # a metric this package does not ac
 import torchmetrics_async as tma
 from tests.example_families import is_task_wrapper
 from tests.examples import example_for, violating_example_for
+from tests.parity import assert_same
 from tests.test_decorators import SquaredTotal  # a user's plain Metric
 from torchmetrics_async import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.accelerate import registry
@@ -61,18 +62,6 @@ def batches(n: int, seed: int = 0, nan: bool = False) -> list[Tensor]:
 
 def clone(x: Any) -> Any:
     return x.clone() if isinstance(x, Tensor) else x
-
-
-def assert_same(actual: Any, expected: Any) -> None:
-    if isinstance(expected, Tensor):
-        expected = expected.detach()
-    if isinstance(actual, Tensor):
-        actual = actual.detach()
-    if isinstance(expected, list) and not expected:
-        assert isinstance(actual, list), actual
-        assert not actual, actual
-        return
-    torch.testing.assert_close(actual, expected, equal_nan=True)
 
 
 def feed(ours: Any, ref: Any, xs: list[Tensor], start: int = 0) -> None:
@@ -798,7 +787,7 @@ def _assert_same_setup(actual: dict[str, Any], expected: dict[str, Any], path: s
         assert actual[part].keys() == expected[part].keys(), (path, part, actual[part].keys() ^ expected[part].keys())
         for key, value in expected[part].items():
             if isinstance(value, Tensor):
-                torch.testing.assert_close(actual[part][key], value, equal_nan=True, msg=f"{path}: {part} {key}")
+                assert_same(actual[part][key], value, where=f"{path}: {part} {key}")
             else:
                 assert actual[part][key] == value, (path, part, key, actual[part][key], value)
 
@@ -819,9 +808,10 @@ def _assert_same_outcome(actual: tuple[str, Any], expected: tuple[str, Any], pat
     if actual[0] == "error":
         assert actual[1] == expected[1], path
     else:
-        torch.testing.assert_close(actual[1], expected[1], equal_nan=True, msg=path)
+        assert_same(actual[1], expected[1], where=path)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(("origin", "accelerated"), PATH_CLASSES, ids=[o.__name__ for o, _ in PATH_CLASSES])
 def test_every_path_to_a_class_gives_the_same_setup_and_behaviour(origin: type, accelerated: type) -> None:
     """Direct construction, the task wrapper, ``accelerate()`` and ``patch()``: same checks, same values and errors.

@@ -4,17 +4,21 @@ checkpoints at every lifecycle point, and the accelerator path driven by a fake 
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import math
 import warnings
+import weakref
 from typing import Any
 
 import pytest
 import torch
 import torchmetrics
+from torch.utils._python_dispatch import TorchDispatchMode
 from torchmetrics import Metric
 
 import torchmetrics_async as ta
+from tests.parity import assert_same
 from torchmetrics_async import AsyncMetricCollector
 from torchmetrics_async import collector as collector_module
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
@@ -133,25 +137,6 @@ def python(tree: Any) -> Any:
     return tree
 
 
-def assert_close(got: Any, expected: Any) -> None:
-    if isinstance(expected, dict):
-        assert isinstance(got, dict)
-        assert list(got) == list(expected)
-        for key in expected:
-            assert_close(got[key], expected[key])
-    elif isinstance(expected, (list, tuple)):
-        assert type(got) is type(expected)
-        assert len(got) == len(expected)
-        for g, e in zip(got, expected, strict=True):
-            assert_close(g, e)
-    elif isinstance(expected, float) and math.isnan(expected):
-        assert isinstance(got, float)
-        assert math.isnan(got)
-    else:
-        assert type(got) is type(expected), (got, expected)
-        assert got == pytest.approx(expected, rel=1e-6, abs=1e-6)
-
-
 def collection(with_classification: bool = True) -> ta.MetricCollection:
     metrics = aggregators()
     if with_classification and MulticlassAccuracy is not None:
@@ -188,8 +173,8 @@ def test_updates_after_schedule_belong_to_the_next_window(fake):
     for (xs, pairs), got in zip(windows, results, strict=True):
         expected = reference()
         feed(expected, xs, pairs)
-        assert_close(got, python(expected.compute()))
-    assert live["sum"]._update_count == 0  # everything went into windows
+        assert_same(got, python(expected.compute()), rtol=1e-6, atol=1e-6)
+    assert live["sum"].update_count == 0  # everything went into windows
 
 
 @pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
@@ -267,7 +252,9 @@ def test_plain_torchmetrics_metrics_work_too():
     collector.schedule_collection()
     expected = aggregators(torchmetrics)
     feed(expected, xs)
-    assert_close(collector.collect_results(), {key: python(m.compute()) for key, m in expected.items()})
+    assert_same(
+        collector.collect_results(), {key: python(m.compute()) for key, m in expected.items()}, rtol=1e-6, atol=1e-6
+    )
 
 
 @needs_classification
@@ -289,7 +276,7 @@ def test_compute_groups_of_the_live_collection():
         )
         for preds, target in pairs:
             expected.update(preds, target)
-        assert_close(collector.collect_results(), python(expected.compute()))
+        assert_same(collector.collect_results(), python(expected.compute()), rtol=1e-6, atol=1e-6)
 
 
 def test_window_without_updates_warns_as_compute_does():
@@ -349,7 +336,7 @@ def test_scheduling_again_without_collecting_drops_the_window(fake):
             assert collector.is_scheduled
         results = collector.collect_results()
     reference.update(batch)
-    assert_close(results, {"bad": 0.0, **python(reference.compute())})
+    assert_same(results, {"bad": 0.0, **python(reference.compute())}, rtol=1e-6, atol=1e-6)
     assert not collector.is_scheduled
     live["sum"].update(torch.tensor(5.0))
     collector.schedule_collection()
@@ -377,7 +364,7 @@ class _Failing(ta.SumMetric):
 
 
 @pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
-def test_compute_exception_is_raised_at_collect_and_ends_the_window(fake):
+def test_compute_exception_is_raised_at_collect_and_ends_the_window(monkeypatch, fake):
     live = ta.MetricCollection({"a": ta.SumMetric(), "b": _Failing()})
     collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
     collector.bind()
@@ -387,7 +374,7 @@ def test_compute_exception_is_raised_at_collect_and_ends_the_window(fake):
         collector.collect_results()
     with pytest.raises(RuntimeError, match="nothing scheduled"):
         collector.collect_results()
-    collector._slots[1].shadow.fail = False  # the next window works
+    monkeypatch.setattr(_Failing, "fail", False)  # the next window works
     live.update(torch.tensor(3.0))
     collector.schedule_collection()
     assert collector.collect_results() == {"a": 3.0, "b": 3.0}
@@ -497,7 +484,7 @@ def test_collect_results_reads_the_device_once_per_log(fake):
         with count_host_syncs() as syncs:
             got = collector.collect_results()
         assert syncs.total == 1, syncs.by_op
-        assert_close(got, python(expected.compute()))
+        assert_same(got, python(expected.compute()), rtol=1e-6, atol=1e-6)
         expected.reset()
 
 
@@ -627,31 +614,47 @@ def test_schedule_and_collect_refuse_a_cuda_graph_capture(monkeypatch):
     assert collector.collect_results() == 1.0
 
 
-def _buffer_pointers(collector: AsyncMetricCollector) -> dict[tuple[str, str], int]:
-    return {(slot.name, attr): buffer.data_ptr() for slot in collector._slots for attr, buffer in slot.buffers.items()}
+class _CopyTargets(TorchDispatchMode):
+    """The storages that in-place copies (``copy_``, ``_foreach_copy_``) write to, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[int] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if func.overloadpacket in (torch.ops.aten.copy_, torch.ops.aten._foreach_copy_):
+            target = args[0]
+            for tensor in target if isinstance(target, (list, tuple)) else [target]:
+                self.targets.append(tensor.untyped_storage().data_ptr())
+        return func(*args, **(kwargs or {}))
+
+
+def _live_storages(live: ta.MetricCollection) -> set[int]:
+    return {
+        state.untyped_storage().data_ptr()
+        for metric in live.values()
+        for state in metric.metric_state.values()
+        if isinstance(state, torch.Tensor)
+    }
 
 
 @pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
 def test_snapshot_buffers_are_not_reallocated(fake):
+    # Seen from the op stream: the snapshot copies in place into the same storages every window (the live states'
+    # own storages, written by the in-place reset, aside).
     live = collection()
     collector = AsyncMetricCollector(live, stream_ops=FakeStreamOps() if fake else None)
     collector.bind()
-    pointers = []
+    windows = []
     for cycle in range(3):
         feed(live, values(2, cycle), labels(2, cycle))
-        collector.schedule_collection()
-        pointers.append(_buffer_pointers(collector))
-        for slot in collector._slots:  # the shadow holds the snapshot in the buffers themselves
-            for attr, buffer in slot.buffers.items():
-                if not fake:  # (on the stream path the shadow is synced already)
-                    assert getattr(slot.shadow, attr) is buffer
+        before = _live_storages(live)
+        with _CopyTargets() as copies:
+            collector.schedule_collection()
+        windows.append(set(copies.targets) - before - _live_storages(live))
         collector.collect_results()
-        for slot in collector._slots:  # and is back on them after collect, unsynced
-            assert not slot.shadow._is_synced
-            for attr, buffer in slot.buffers.items():
-                assert getattr(slot.shadow, attr) is buffer
-    assert len(pointers[0]) >= 10
-    assert pointers[0] == pointers[1] == pointers[2]
+    assert len(windows[0]) >= 10  # a buffer for each tensor state
+    assert windows[0] == windows[1] == windows[2]
 
 
 def test_list_states_are_copied_into_the_window_before_the_reset():
@@ -664,12 +667,14 @@ def test_list_states_are_copied_into_the_window_before_the_reset():
     elements = list(metric.value)
     collector.schedule_collection()
     assert metric.value == []  # reset in place
-    window = collector._slots[0].lists["value"]
+    window = collector.state_dict()["rank0"]["window"]["metric"]["states"]["value"]
     assert [piece.tolist() for piece in window] == [piece.tolist() for piece in elements]
-    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(window, elements, strict=True))  # owned copies
+    for piece in elements:
+        piece.fill_(-1.0)  # the window holds copies, not the tensors update() was given
     metric.update(torch.tensor([9.0]))
     assert collector.collect_results() == [1.0, 2.0, 3.0]
-    assert collector._slots[0].shadow.value == []  # released
+    # Released: only the collector's own copy shows it (no public read of a collected window's memory).
+    assert collector._slots[0].shadow.value == []
 
 
 @pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
@@ -699,6 +704,9 @@ def test_a_closed_window_owns_its_list_states(fake, batches):
 # --------------------------------------------------------------------------------------------------------------------
 
 
+WINDOW_VALUES = {"metric.max": "max_value", "metric.sum": "sum_value"}
+
+
 def test_stream_path_orders_snapshot_event_wait_sync_compute_copies(monkeypatch):
     ops = FakeStreamOps()
     live = ta.MetricCollection({"sum": ta.SumMetric(), "max": ta.MaxMetric(nan_strategy="error")})
@@ -713,16 +721,27 @@ def test_stream_path_orders_snapshot_event_wait_sync_compute_copies(monkeypatch)
 
     real_sync = collector_module.sync_metrics
     monkeypatch.setattr(collector_module, "sync_metrics", logged_sync)
-    snapshots = []
+    copied_at_record = []
 
     def on_record(stream: Any) -> None:
-        if stream == "main":  # the snapshot is in the buffers when the event is recorded
-            snapshots.append({slot.name: float(slot.buffers[next(iter(slot.buffers))]) for slot in collector._slots})
+        if stream == "main":
+            copied_at_record.append(set(copies.targets))
 
     ops.on_record = on_record
     live.update(torch.tensor([2.0, 5.0]))
-    collector.schedule_collection("group")
-    assert snapshots == [{"metric.max": 5.0, "metric.sum": 7.0}]
+    before = _live_storages(live)
+    with _CopyTargets() as copies:
+        collector.schedule_collection("group")
+    # the snapshot (every copy into the window's buffers, not into the live states) is enqueued before the event
+    snapshot = set(copies.targets) - before - _live_storages(live)
+    assert len(snapshot) >= 2
+    assert len(copied_at_record) == 1
+    assert snapshot <= copied_at_record[0]
+    window = collector.state_dict()["rank0"]["window"]
+    assert {name: float(window[name]["states"][state]) for name, state in WINDOW_VALUES.items()} == {
+        "metric.max": 5.0,
+        "metric.sum": 7.0,
+    }
     names = ops.names()
     assert names[:4] == ["record_event", "wait_event", "enter", "sync"]
     ready = ops.calls[0][2]
@@ -814,7 +833,7 @@ def test_state_dict_roundtrip_at_every_lifecycle_point(point, fake):
     if collector.is_bound:
         fresh.bind()
     # the restored collector's own state_dict is the checkpoint (also while its window waits for bind/collect)
-    assert_close(python(fresh.state_dict()), python(state))
+    assert_same(python(fresh.state_dict()), python(state), rtol=1e-6, atol=1e-6)
 
     after = _run(collector, live, rest, seed=100)
     restored = _run(fresh, fresh_live, rest, seed=100)
@@ -854,17 +873,20 @@ def test_a_loaded_window_starts_at_load_or_at_bind():
     metric.update(torch.tensor(3.0))
     saved.schedule_collection()
     state = saved.state_dict()
-    bound = AsyncMetricCollector(ta.SumMetric())
+    bound_ops = FakeStreamOps()
+    bound = AsyncMetricCollector(ta.SumMetric(), stream_ops=bound_ops)
     bound.bind()
+    bound_ops.calls.clear()
     bound.load_state_dict(state)
     assert bound.is_scheduled
-    assert bound._launched  # by the load: collecting stays local
-    unbound = AsyncMetricCollector(ta.SumMetric())
+    assert ("enter", "side") in bound_ops.calls  # launched by the load: collecting stays local
+    unbound_ops = FakeStreamOps()
+    unbound = AsyncMetricCollector(ta.SumMetric(), stream_ops=unbound_ops)
     unbound.load_state_dict(state)
     assert unbound.is_scheduled
-    assert not unbound._launched
+    assert unbound_ops.calls == []  # no stream before bind(): nothing launched
     unbound.bind()
-    assert unbound._launched
+    assert ("enter", "side") in unbound_ops.calls
     assert bound.collect_results() == unbound.collect_results() == saved.collect_results() == 3.0
 
 
@@ -909,25 +931,54 @@ def test_distributed_checkpoint_save_and_load(tmp_path):
     assert fresh.collect_results() == collector.collect_results()
 
 
+class _Stream:
+    """A side stream that can be watched with a weak reference."""
+
+
+class _TrackedSum(ta.SumMetric):
+    """Its instances, copies included (``copy.deepcopy`` creates them through ``__new__``), held weakly."""
+
+    instances: list[weakref.ref] = []  # weak references (a Metric's hash reads its states: no WeakSet)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        instance = super().__new__(cls)
+        cls.instances.append(weakref.ref(instance))
+        return instance
+
+
+def _alive() -> int:
+    gc.collect()  # the collector's copy holds reference cycles (its hooked compute)
+    return sum(ref() is not None for ref in _TrackedSum.instances)
+
+
 def test_unbind_releases_the_buffers_and_the_stream():
-    ops = FakeStreamOps()
-    collector = AsyncMetricCollector(ta.SumMetric(), stream_ops=ops)
+    streams: list[weakref.ref] = []
+
+    class Ops(FakeStreamOps):
+        def new_stream(self) -> Any:
+            super().new_stream()
+            stream = _Stream()
+            streams.append(weakref.ref(stream))
+            return stream
+
+    metric = _TrackedSum()
+    collector = AsyncMetricCollector(metric, stream_ops=Ops())
+    before = _alive()
     collector.bind()
-    assert collector._side == "side"
-    assert collector._slots
+    assert _alive() == before + 1  # the collector's copy of the metric, holding its buffers
+    assert streams[0]() is not None
     collector.unbind()
-    assert collector._side is None
-    assert collector._shadow is None
-    assert collector._slots == []
+    assert _alive() == before
+    assert streams[0]() is None
 
 
 def test_the_live_metric_keeps_its_own_compute_and_sync():
     metric = ta.SumMetric(nan_strategy="error")
     collector = AsyncMetricCollector(metric)
+    compute = vars(metric)["compute"]  # torchmetrics' wrapped compute
     collector.bind()
-    shadow = collector._slots[0].shadow
-    assert shadow is not metric
-    assert (shadow._to_sync, metric._to_sync) == (False, True)
+    assert vars(metric)["compute"] is compute  # the collector hooks its own copy, not the user's metric
+    assert metric._to_sync  # torchmetrics' own setting: the live metric still syncs in its compute()
     metric.update(torch.tensor(math.nan))
     with pytest.raises(RuntimeError, match=NAN_ERROR):  # the deferred-raise hook is on the shadow only
         metric.compute()
@@ -956,7 +1007,7 @@ def test_wrapper_metrics_run_their_own_compute_and_say_so(monkeypatch):
             expected.update(torch.tensor(x))
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the window's position is in the snapshot: no "compute before update"
-            assert_close(collector.collect_results(), python(expected.compute()))
+            assert_same(collector.collect_results(), python(expected.compute()), rtol=1e-6, atol=1e-6)
 
 
 def test_running_window_position_survives_a_checkpoint():
@@ -983,11 +1034,21 @@ def test_running_window_position_survives_a_checkpoint():
     assert results[0] == results[1] == {"running": 5.0, "sum": 13.0}
 
 
-def test_the_same_metric_under_two_keys():
-    metric = ta.SumMetric()
+class _CountingSum(ta.SumMetric):
+    computes = 0
+
+    def compute(self) -> Any:
+        type(self).computes += 1
+        return super().compute()
+
+
+def test_the_same_metric_under_two_keys(monkeypatch):
+    monkeypatch.setattr(_CountingSum, "computes", 0)
+    metric = _CountingSum()
     collector = AsyncMetricCollector({"a": metric, "b": metric})
     collector.bind()
     metric.update(torch.tensor(2.0))
     collector.schedule_collection()
+    assert list(collector.state_dict()["rank0"]["window"]) == ["a"]  # one window entry: snapshotted once
     assert collector.collect_results() == {"a": 2.0, "b": 2.0}
-    assert len(collector._slots) == 1
+    assert _CountingSum.computes == 1

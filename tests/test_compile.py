@@ -20,7 +20,8 @@ import torchmetrics
 from torch import nn
 
 import torchmetrics_async as ta
-from tests._compile import assert_same, assert_same_deferred_error, check_metric, compile_and_run
+from tests._compile import TOLERANCE, assert_same_deferred_error, check_metric, compile_and_run
+from tests.parity import assert_same
 from tools.demo import build_metrics, update_metrics
 from torchmetrics_async import accelerate
 from torchmetrics_async.classification import (
@@ -49,6 +50,7 @@ def _values(shape: tuple[int, ...], nan_at: int | None = None) -> list[tuple[tor
 STRATEGIES = ["warn", "error", "ignore", "disable", 0.5]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
 @pytest.mark.parametrize("shape", [(), (8,)], ids=["0dim", "batched"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -63,6 +65,7 @@ def test_mean_metric_one_graph(strategy: Any, shape: tuple, use_forward: bool) -
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
 @pytest.mark.parametrize(
     ("cls", "strategy"),
@@ -73,6 +76,7 @@ def test_aggregators_one_graph(cls: type, strategy: Any, use_forward: bool) -> N
     assert (report.graphs, report.recompiles) == (1, 0), report
 
 
+@pytest.mark.slow
 def test_weights_and_constant_numbers_one_graph() -> None:
     """Tensor weights, and Python numbers that are constants of the step (values, weights), trace into one graph."""
     generator = torch.Generator().manual_seed(1)
@@ -90,7 +94,7 @@ def test_weights_and_constant_numbers_one_graph() -> None:
     for (x,) in _values((4,)):
         step(eager, x)
     assert (report.graphs, report.recompiles) == (1, 0), report
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
     assert compiled.update_count == eager.update_count == 2 * STEPS
 
 
@@ -107,6 +111,7 @@ class _FullStateDoubledMean(_DoubledMean):
     full_state_update = True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [_DoubledMean, _FullStateDoubledMean], ids=["reduce-state", "full-state"])
 def test_torchmetrics_forward_one_graph(cls: type) -> None:
     """torchmetrics' forward saves and restores the update count: compiled, the count stays on the device.
@@ -119,7 +124,7 @@ def test_torchmetrics_forward_one_graph(cls: type) -> None:
     outputs, report = compile_and_run(compiled, batches[:12])
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
     outputs += [compiled(*batch) for batch in batches[12:]]
-    assert_same(outputs, [eager(*batch) for batch in batches])
+    assert_same(outputs, [eager(*batch) for batch in batches], **TOLERANCE)
     assert compiled.update_count == eager.update_count == STEPS
     assert_same_deferred_error(compiled, eager, update=6)
 
@@ -152,6 +157,7 @@ CLASSIFICATION = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
 @pytest.mark.parametrize("case", sorted(CLASSIFICATION))
 def test_classification_one_graph(case: str, use_forward: bool) -> None:
@@ -169,6 +175,7 @@ LIST_STATES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(LIST_STATES))
 def test_growing_states_recompile_up_to_the_limit_then_run_eagerly(case: str) -> None:
     """List states grow: Dynamo guards on their lengths, so every step recompiles.
@@ -189,9 +196,10 @@ def test_growing_states_recompile_up_to_the_limit_then_run_eagerly(case: str) ->
         step(*batch)
         eager.update(*batch)
     assert counting.graphs == torch._dynamo.config.recompile_limit
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
 
 
+@pytest.mark.slow
 def test_deferred_check_under_compile_is_raised_by_compute() -> None:
     """A label out of range at step 7 of a compiled window: compute() raises it, reset() starts over."""
     batches = _classification_batches("multiclass")
@@ -218,6 +226,7 @@ def _received(door: str) -> Any:
     return metric
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_forward", [False, True], ids=["update", "forward"])
 @pytest.mark.parametrize("door", ["unpickled", "loaded"])
 def test_one_graph_after_states_arrive_at_a_door(door: str, use_forward: bool) -> None:
@@ -226,6 +235,7 @@ def test_one_graph_after_states_arrive_at_a_door(door: str, use_forward: bool) -
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
 
 
+@pytest.mark.slow
 def test_compiled_and_eager_updates_mix() -> None:
     """Eager updates, then compiled ones, then eager again: one count, one window, eager's values."""
     batches = _values((4,), nan_at=8)
@@ -249,6 +259,7 @@ def _collection(compute_groups: bool) -> Any:
     return accelerate(torchmetrics.MetricCollection(metrics, compute_groups=compute_groups))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("groups", ["unformed", "formed-eagerly", "disabled"])
 def test_metric_collection_one_graph(groups: str) -> None:
     batches = _classification_batches("multiclass")
@@ -262,7 +273,7 @@ def test_metric_collection_one_graph(groups: str) -> None:
     for batch in batches:
         eager.update(*batch)
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
     for name in compiled:
         assert compiled[name].update_count == eager[name].update_count
 
@@ -292,6 +303,7 @@ def _eval_step(model: nn.Module, metrics: dict[str, Any]) -> Callable:
     return step
 
 
+@pytest.mark.slow
 def test_eval_step_with_the_five_demo_metrics_compiles_to_one_graph() -> None:
     """The article's eval step (model, loss, five metrics), AOTAutograd traced: one graph, no recompile, eager's values.
 
@@ -304,11 +316,12 @@ def test_eval_step_with_the_five_demo_metrics_compiles_to_one_graph() -> None:
     losses, report = compile_and_run(_eval_step(model, compiled), batches, backend="aot_eager")
     expected = [_eval_step(model, eager)(*batch) for batch in batches]
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
-    assert_same(losses, expected)
+    assert_same(losses, expected, **TOLERANCE)
     for name in eager:
-        assert_same(compiled[name].compute(), eager[name].compute())
+        assert_same(compiled[name].compute(), eager[name].compute(), **TOLERANCE)
 
 
+@pytest.mark.slow
 def test_training_step_breaks_only_at_backward() -> None:
     """A training step with the metrics: Dynamo splits it where ``backward()`` is, and nowhere because of metrics."""
     import torch._dynamo
@@ -372,6 +385,7 @@ def _indexed_step(metrics: Any, access: str) -> Callable:
     return step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("access", ["key", "attribute", "values", "items"])
 @pytest.mark.parametrize("groups", ["unformed", "disabled"])
 def test_members_reached_inside_the_compiled_step_one_graph(access: str, groups: str) -> None:
@@ -393,6 +407,6 @@ def test_members_reached_inside_the_compiled_step_one_graph(access: str, groups:
     for batch in batches[:3]:
         _indexed_step(eager, access)(*batch)
     assert (report.graphs, report.recompiles, report.graph_breaks) == (1, 0, 0), report
-    assert_same(compiled.compute(), eager.compute())
+    assert_same(compiled.compute(), eager.compute(), **TOLERANCE)
     for name in ("acc", "f1"):
         assert compiled[name].update_count == eager[name].update_count

@@ -17,12 +17,13 @@ import pytest
 import torchmetrics
 
 from tests._compile import (  # one_thread_per_module: an autouse fixture
-    assert_same,
+    TOLERANCE,
     compile_and_run,
     one_thread_per_module,  # noqa: F401
     registry_case,
     task_origin,
 )
+from tests.parity import assert_same
 from tools.coverage_table import COMPILE_CAVEATS
 from torchmetrics_async import accelerate
 from torchmetrics_async.accelerate import registry
@@ -70,8 +71,8 @@ def _check(origins: tuple[type, ...], call: str) -> None:
     for index, (origin, collection, twin) in enumerate(zip(origins, compiled, eager, strict=True)):
         expected = [twin(*args) if call == "forward" else twin.update(*args) for args in (s[index] for s in steps)]
         if call == "forward":
-            assert_same([output[index] for output in outputs], expected)
-        assert_same(collection.compute(), twin.compute())
+            assert_same([output[index] for output in outputs], expected, **TOLERANCE)
+        assert_same(collection.compute(), twin.compute(), **TOLERANCE)
         for name in twin:
             assert collection[name].update_count == twin[name].update_count, origin.__name__
 

@@ -19,7 +19,8 @@ import torch._dynamo
 import torchmetrics
 
 import torchmetrics_async as ta
-from tests._compile import CountingBackend, assert_same, assert_same_deferred_error
+from tests._compile import TOLERANCE, CountingBackend, assert_same_deferred_error
+from tests.parity import assert_same
 from torchmetrics_async.testing import count_host_syncs
 
 WINDOW = 3
@@ -54,15 +55,15 @@ class Twins:
                 value = getattr(self.metric, kind)(x)
             expected = getattr(self.reference, kind)(x)
             if kind == "forward":
-                assert_same(value, expected)
+                assert_same(value, expected, **TOLERANCE)
 
     def check(self) -> None:
         """Every window slot, ``compute()`` and the count equal torchmetrics' (which reads the device count once)."""
         for key in self.reference.base_metric._defaults:
             for slot in range(WINDOW):
                 name = f"{key}_{slot}"
-                assert_same(getattr(self.metric, name), getattr(self.reference, name))
-        assert_same(self.metric.compute(), self.reference.compute())
+                assert_same(getattr(self.metric, name), getattr(self.reference, name), **TOLERANCE)
+        assert_same(self.metric.compute(), self.reference.compute(), **TOLERANCE)
         assert self.metric._num_vals_seen == self.reference._num_vals_seen
         assert self.metric.update_count == self.reference.update_count
 
@@ -113,7 +114,7 @@ def test_state_dict_and_pickle_mid_window_after_compiled_updates() -> None:
     ours, theirs = twins.metric.state_dict(), twins.reference.state_dict()
     assert set(theirs) <= set(ours)
     for key, value in theirs.items():
-        assert_same(ours[key], value)
+        assert_same(ours[key], value, **TOLERANCE)
     twins.metric = pickle.loads(pickle.dumps(twins.metric))  # the device count travels with it
     twins.call("update", compiled=False, times=2)
     twins.check()

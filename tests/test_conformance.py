@@ -95,6 +95,7 @@ def test_missing_upstream_skips(tmp_path, capsys):
     assert "SKIPPED" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_end_to_end(tmp_path):
     """Patched vs plain runs of a fake upstream: one listed patch-only failure, one failure on both."""
     tests = tmp_path / "up" / "tests" / "unittests"
@@ -134,6 +135,7 @@ def test_end_to_end(tmp_path):
     assert result["counts"] == {"passed": 1, "failed": 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "module"), [("patch", "torchmetrics_async.aggregation"), ("off", "torchmetrics.aggregation")]
 )

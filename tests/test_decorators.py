@@ -17,6 +17,7 @@ from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.classification import BinaryAccuracy
 
 import torchmetrics_async as tma
+from tests.parity import assert_same
 from torchmetrics_async import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.testing import no_host_sync
 
@@ -114,10 +115,6 @@ class DecoratedScalarSquaredTotal(SquaredTotal):
 
 def clone(x: Any) -> Any:
     return x.clone() if isinstance(x, Tensor) else x
-
-
-def assert_same(actual: Any, expected: Any) -> None:
-    torch.testing.assert_close(actual, expected, equal_nan=True)
 
 
 def batches(n: int, seed: int = 0, nan: bool = False) -> list[Tensor]:

@@ -59,6 +59,7 @@ def _all_nan_where_floating(value: Any) -> bool:
     return True
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("generic", [False, True], ids=["one-pass", "overriding-subclass"])
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
 def test_step_only_logging_of_a_bad_batch_raises_at_reset(cls: type, generic: bool) -> None:
@@ -126,6 +127,7 @@ DOORS = [
 ]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(("receiver", "then"), [("fresh", "reset"), ("computed", "compute"), ("computed", "reset")])
 @pytest.mark.parametrize(("cls", "door"), DOORS, ids=lambda c: getattr(c, "__name__", c))
 def test_a_violation_arriving_through_a_door_is_raised_like_a_local_one(

@@ -17,6 +17,7 @@ from torch import Tensor
 from torchmetrics import MetricCollection
 
 import torchmetrics_async as tma
+from tests.parity import assert_same
 
 NAMES = ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric", "CatMetric", "RunningMean", "RunningSum")
 RUNNING = ("RunningMean", "RunningSum")
@@ -52,14 +53,6 @@ def detach(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: detach(v) for k, v in x.items()}
     return x
-
-
-def assert_same(actual: Any, expected: Any) -> None:
-    if isinstance(expected, list) and not expected:  # CatMetric with nothing kept
-        assert isinstance(actual, list), actual
-        assert not actual, actual
-        return
-    torch.testing.assert_close(detach(actual), detach(expected), equal_nan=True)
 
 
 def step(ours: Any, ref: Any, kind: str, *args: Any, **kwargs: Any) -> None:
@@ -134,6 +127,7 @@ def test_pickle_round_trip_mid_window(name: str) -> None:
     assert_compute_same(ours, ref)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("how", ["deepcopy", "clone"])
 @pytest.mark.parametrize("name", NAMES)
 def test_copy_mid_window_is_independent(name: str, how: str) -> None:
@@ -229,6 +223,7 @@ def _script_outcome(metric: Any) -> Any:
 SCRIPTED_BY_TORCHMETRICS = ("MeanMetric", "SumMetric", "MaxMetric", "MinMetric")
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 def test_jit_script_works_where_torchmetrics_scripts(name: str) -> None:
     ours, ref = make_pair(name)

@@ -67,6 +67,7 @@ def _run(metric: Any, steps: list[tuple[str, tuple[Tensor, ...]]]) -> list[Any]:
     return out
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("what", ["update", "compute"])
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
 def test_overriding_subclass_matches_torchmetrics(cls: type, what: str) -> None:
@@ -76,6 +77,7 @@ def test_overriding_subclass_matches_torchmetrics(cls: type, what: str) -> None:
     torch.testing.assert_close(_run(ours, _steps(cls)), _run(theirs, _steps(cls)), equal_nan=True)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
 def test_overriding_subclass_in_a_collection_matches_torchmetrics(cls: type) -> None:
     init = example_for(cls).init

@@ -17,6 +17,7 @@ SEED = 0
 CASES = 300  # 20 s to 50 s on 2 shared cores (7 agents); every registered class at least once
 
 
+@pytest.mark.slow
 def test_fuzzer_finds_nothing_outside_the_readme_deviations() -> None:
     report = fuzz.fuzz(SEED, cases=CASES, shrink_seconds=2.0)
     assert report.cases == CASES

@@ -14,6 +14,7 @@ from benchmarks import gpu_check
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_cpu_quick_dry_run_writes_every_section(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable}
     proc = subprocess.run(

@@ -81,6 +81,7 @@ def _step(kind, value, weight=None, nan_strategy=None, with_weight=False):
     return step
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("nan_strategy", STRATEGIES)
 @pytest.mark.parametrize("name", ["sum", "max", "min", "cat"])
 @SETTINGS

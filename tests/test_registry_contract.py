@@ -22,6 +22,7 @@ from torchmetrics import MetricCollection
 
 from tests.example_families import is_task_wrapper
 from tests.examples import Example, example_for
+from tests.parity import assert_same
 from torchmetrics_async import accelerate
 from torchmetrics_async.registry import registry
 
@@ -61,15 +62,11 @@ def _detach(x: Any) -> Any:
     return x
 
 
-def _same(actual: Any, expected: Any) -> None:
-    torch.testing.assert_close(_detach(actual), _detach(expected), equal_nan=True)
-
-
 def _steps(ours: Any, ref: Any, batches: list[tuple[Tensor, ...]]) -> None:
     """Updates, with every third step a forward whose batch values must match."""
     for i, inputs in enumerate(batches):
         if i % 3 == 2:
-            _same(_quiet(ours, *_clone(inputs)), _quiet(ref, *_clone(inputs)))
+            assert_same(_quiet(ours, *_clone(inputs)), _quiet(ref, *_clone(inputs)))
         else:
             _quiet(ours.update, *_clone(inputs))
             _quiet(ref.update, *_clone(inputs))
@@ -83,7 +80,7 @@ def _compute_same(ours: Any, ref: Any) -> None:
         with pytest.raises(type(err)):
             _quiet(ours.compute)
         return
-    _same(_quiet(ours.compute), expected)
+    assert_same(_quiet(ours.compute), expected)
 
 
 @parametrize_registered
@@ -130,6 +127,7 @@ def _through_shared_memory(metric: Any) -> Any:
     return pickle.loads(ForkingPickler.dumps(metric))
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("how", ["pickle", "deepcopy", "clone", "shared-memory"])
 @parametrize_registered
 def test_copies_mid_window_continue_independently(origin: type, accelerated: type, how: str) -> None:
@@ -221,6 +219,7 @@ def _script_outcome(metric: Any) -> Any:
         return err
 
 
+@pytest.mark.sweep
 @parametrize_registered
 def test_jit_script_works_where_torchmetrics_scripts(origin: type, accelerated: type) -> None:
     ours, ref = _pair(origin, accelerated, example_for(origin))
@@ -228,6 +227,7 @@ def test_jit_script_works_where_torchmetrics_scripts(origin: type, accelerated: 
         assert isinstance(_script_outcome(ours), torch.jit.ScriptModule)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("move", ["double", "set_dtype", "to_float64"])
 @parametrize_registered
 def test_module_moves_and_set_dtype(origin: type, accelerated: type, move: str) -> None:
@@ -260,6 +260,7 @@ def test_merge_state(origin: type, accelerated: type) -> None:
     _compute_same(ours, ref)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("compute_groups", [True, False])
 @parametrize_registered
 def test_in_a_metric_collection(origin: type, accelerated: type, compute_groups: bool) -> None:
@@ -275,5 +276,5 @@ def test_in_a_metric_collection(origin: type, accelerated: type, compute_groups:
         kind = "forward" if i % 2 else "update"
         ours_out = _quiet(getattr(ours, kind), *_clone(inputs))
         ref_out = _quiet(getattr(ref, kind), *_clone(inputs))
-        _same(ours_out, ref_out)
-    _same(_quiet(ours.compute), _quiet(ref.compute))
+        assert_same(ours_out, ref_out)
+    assert_same(_quiet(ours.compute), _quiet(ref.compute))

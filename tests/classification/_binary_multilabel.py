@@ -8,6 +8,7 @@ import torchmetrics.classification as tmc
 from torch import Tensor
 
 import torchmetrics_async.classification as tac
+from tests.parity import assert_same
 
 BINARY = [
     "BinaryStatScores",
@@ -99,14 +100,7 @@ def compute(metric: Any) -> tuple[Any, Exception | None]:
 def assert_states_equal(ours: Any, reference: Any) -> None:
     """Every torchmetrics state (ours may have more: the deferred-check flags) holds the same values."""
     for key in reference._defaults:
-        expected, actual = getattr(reference, key), getattr(ours, key)
-        if isinstance(expected, list):
-            assert isinstance(actual, list), key
-            assert len(actual) == len(expected), key
-            for a, e in zip(actual, expected, strict=True):
-                torch.testing.assert_close(a, e, rtol=0, atol=0)
-        else:
-            torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+        assert_same(getattr(ours, key), getattr(reference, key), exact=True, where=key)
 
 
 def run_side_by_side(reference: Any, ours: Any, steps: list[tuple[str, Tensor, Tensor]]) -> None:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.classification as tac
+from tests.parity import assert_same
 from torchmetrics_async._torchmetrics import dim_zero_cat
 from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
 
@@ -95,7 +96,7 @@ def assert_same_value(ours: Any, theirs: Any, name: str) -> None:
         assert ours.is_floating_point(), (ours, theirs)
         assert theirs.item() in allowed, (ours, theirs)
         theirs = theirs.to(ours.dtype)
-    torch.testing.assert_close(ours, theirs, equal_nan=True)
+    assert_same(ours, theirs, where=name)
 
 
 def states(metric: Any) -> dict[str, torch.Tensor]:

@@ -63,6 +63,7 @@ def batches(name, device, samplewise):
 META_BATCHES = ("probs", "labels", "ignored")
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("name", NAMES)
 def test_update_and_forward_make_no_host_sync(name, device):

@@ -84,6 +84,7 @@ def batches(draw, name: str, ignore_index: int | None, samplewise: bool) -> tupl
     return preds.reshape(shape), target.reshape(shape).to(draw(st.sampled_from([torch.long, torch.long, torch.int32])))
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 @SETTINGS
 @given(data=st.data())
@@ -146,6 +147,7 @@ def _edge_kwargs(name, extra, validate_args):
     return kwargs
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("validate_args", [True, False])
 @pytest.mark.parametrize("name", NAMES)
 def test_edge_cases_match_torchmetrics(name, validate_args):
@@ -190,6 +192,7 @@ def test_bool_targets_match_torchmetrics(name):
         run_side_by_side(*make_pair(name), [("forward", preds, target), ("update", preds, target)])
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("ignore_index", [0, 1])
 @pytest.mark.parametrize("name", NAMES)
 def test_bool_targets_with_ignore_index_match_torchmetrics(name, ignore_index):
@@ -255,6 +258,7 @@ def _unusual_shapes(name):
 ALWAYS_CHECKED = ("shape-mismatch", "wrong-num-labels")
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("validate_args", [True, False])
 @pytest.mark.parametrize("kind", ["update", "forward"])
 @pytest.mark.parametrize("name", NAMES)

@@ -59,6 +59,7 @@ def _empty_crammer_singer(name: str, kwargs: dict[str, Any]) -> Any:
     return tolerated if name == "MulticlassHingeLoss" else None
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 @SETTINGS
 @given(data=st.data())
@@ -116,6 +117,7 @@ def _inputs(name: str, device: str) -> dict[str, tuple[torch.Tensor, torch.Tenso
     return batches
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("kind", ["update", "forward"])
 @pytest.mark.parametrize("name", NAMES)

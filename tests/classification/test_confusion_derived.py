@@ -53,6 +53,7 @@ def configs(draw: Any, name: str) -> dict[str, Any]:
     return kwargs
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 @SETTINGS
 @given(data=st.data())
@@ -100,6 +101,7 @@ def _inputs(name: str, device: str) -> dict[str, tuple[torch.Tensor, torch.Tenso
     return batches
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("kind", ["update", "forward"])
 @pytest.mark.parametrize("name", NAMES)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.classification as tac
-from tests.parity import Step, run_side_by_side, torchmetrics_text
+from tests.parity import Step, assert_same, run_side_by_side, torchmetrics_text
 from torchmetrics_async._torchmetrics import binary_target_values_message
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
@@ -65,22 +65,13 @@ def _batch(name: str, rng: torch.Generator, n: int, logits: bool, ignore_index: 
     return preds.to(dtype), target
 
 
-def _same(actual: Any, expected: Any) -> None:
-    if isinstance(expected, (list, tuple)):
-        assert isinstance(actual, type(expected)), (actual, expected)
-        assert len(actual) == len(expected), (actual, expected)
-        for a, e in zip(actual, expected, strict=True):
-            _same(a, e)
-        return
-    torch.testing.assert_close(actual, expected, equal_nan=True)
-
-
 def _quiet(fn: Any, *args: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fn(*args)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -139,18 +130,19 @@ def test_values_match_torchmetrics(
             # Binned: no host sync; unbinned: forward() reads the host (data-dependent shapes), update() does not.
             with no_host_sync() if thresholds is not None else contextlib.nullcontext():
                 value = _quiet(ours, preds, target)
-            _same(value, expected)
+            assert_same(value, expected)
         try:
             expected = _quiet(theirs.compute)
         except Exception as err:
             with pytest.raises(type(err)):
                 _quiet(ours.compute)
         else:
-            _same(_quiet(ours.compute), expected)
+            assert_same(_quiet(ours.compute), expected)
         ours.reset()
         theirs.reset()
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("name", NAMES)
 def test_binned_update_and_forward_make_no_host_sync(name: str, device: str) -> None:
@@ -253,13 +245,13 @@ def test_metric_collection_and_unbinned_micro_with_ignore_index(name: str) -> No
     ours = MetricCollection({"a": getattr(tac, name)(**kwargs), "b": getattr(tac, name)(**_kwargs(name, 9, 0))})
     theirs = MetricCollection({"a": getattr(tmc, name)(**kwargs), "b": getattr(tmc, name)(**_kwargs(name, 9, 0))})
     for _ in range(2):
-        _same(_quiet(ours, preds, target), _quiet(theirs, preds, target))
-    _same(_quiet(ours.compute), _quiet(theirs.compute))
+        assert_same(_quiet(ours, preds, target), _quiet(theirs, preds, target))
+    assert_same(_quiet(ours.compute), _quiet(theirs.compute))
     micro = {"num_classes": C, "average": "micro", "ignore_index": 0}
     preds, target = _batch("Multiclass", torch.Generator().manual_seed(4), 6, True, 0, torch.float32)
     ours_micro, theirs_micro = tac.MulticlassROC(**micro), tmc.MulticlassROC(**micro)
-    _same(_quiet(ours_micro, preds, target), _quiet(theirs_micro, preds, target))
-    _same(_quiet(ours_micro.compute), _quiet(theirs_micro.compute))
+    assert_same(_quiet(ours_micro, preds, target), _quiet(theirs_micro, preds, target))
+    assert_same(_quiet(ours_micro.compute), _quiet(theirs_micro.compute))
 
 
 def test_binned_max_fpr_auroc_whose_curve_ends_below_max_fpr() -> None:
@@ -304,6 +296,7 @@ _OUT_OF_RANGE_CASES = [
 ]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("bad", [C, -1])
 @pytest.mark.parametrize(("name", "average", "thresholds"), _OUT_OF_RANGE_CASES)
 def test_multiclass_labels_out_of_range_raise_in_compute_and_reset(
@@ -389,6 +382,7 @@ def _shaped(name: str, preds_shape: tuple, target_shape: tuple) -> tuple[torch.T
     return preds, torch.randint(0, high, target_shape, generator=rng)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("validate_args", [True, False])
 @pytest.mark.parametrize("ignore_index", [None, -1])
 @pytest.mark.parametrize("thresholds", [None, 5])
@@ -419,8 +413,8 @@ def test_unvalidated_shapes_equal_up_to_size_one_dims_pair_as_torchmetrics(name:
     kwargs = _kwargs(name, thresholds, None, validate_args=False)
     preds, target = _shaped(name, *_PAIRED_SHAPES[next(task for task in TASKS if name.startswith(task))])
     ours, theirs = getattr(tac, name)(**kwargs), getattr(tmc, name)(**kwargs)
-    _same(_quiet(ours, preds, target), _quiet(theirs, preds, target))
-    _same(_quiet(ours.compute), _quiet(theirs.compute))
+    assert_same(_quiet(ours, preds, target), _quiet(theirs, preds, target))
+    assert_same(_quiet(ours.compute), _quiet(theirs.compute))
 
 
 @pytest.mark.parametrize("kind", ["update", "forward"])

@@ -107,6 +107,7 @@ def _run(name: str, device: str, kind: str) -> int:
     return len(cases)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 @pytest.mark.parametrize("kind", ["update", "forward"])
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -114,6 +115,7 @@ def test_update_forward_and_reset_make_no_host_sync(name: str, kind: str, device
     assert _run(name, device, kind) > 0
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_compute_reads_the_device_once_at_most(name: str) -> None:
     """One host transfer for all check flags, plus the NaN count the normalized confusion matrix warns about."""

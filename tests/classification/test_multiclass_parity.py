@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.classification.multiclass as mc
+from tests.parity import assert_same
 from torchmetrics_async import _torchmetrics as seam
 from torchmetrics_async._torchmetrics import dim_zero_cat
 
@@ -46,10 +47,6 @@ def make_pair(name: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
             accelerated_cls(**kwargs)
         pytest.skip("both reject the arguments")  # pragma: no cover - strategies only draw accepted arguments
     return reference, accelerated_cls(**kwargs)
-
-
-def assert_same(actual: Any, expected: Any) -> None:
-    torch.testing.assert_close(actual, expected, equal_nan=True)
 
 
 def assert_nan_where_floating(value: Any) -> None:
@@ -258,6 +255,7 @@ def step_lists(draw: Any, kwargs: dict[str, Any], valid: bool = True) -> list[tu
 # Property-based parity
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", NAMES)
 @SETTINGS
 @given(data=st.data())
@@ -269,6 +267,7 @@ def test_matches_torchmetrics(name: str, data: Any) -> None:
     run_pair(reference, accelerated, steps)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(
     "name", ["MulticlassAccuracy", "MulticlassStatScores", "MulticlassExactMatch", "MulticlassConfusionMatrix"]
 )
@@ -424,6 +423,7 @@ REDUCTION_CONFIGS = [
 REDUCTION_BATCHES = ["scores", "absent-classes", "all-ignored", "extra-dims", "ties", "batch-of-one-scores"]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("config", REDUCTION_CONFIGS, ids=str)
 @pytest.mark.parametrize("name", [n for n in STAT_SCORES if n != "MulticlassStatScores"])
 def test_reductions_edge_table(name: str, config: dict[str, Any]) -> None:

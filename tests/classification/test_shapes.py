@@ -152,6 +152,7 @@ def test_registry_covers_every_accelerated_classification_class() -> None:
     assert task_specific == covered
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(("name", "settings", "cases"), REGISTRY, ids=[name for name, _, _ in REGISTRY])
 def test_mismatched_shapes_raise_at_once(name: str, settings: list[dict[str, Any]], cases: dict) -> None:
     for kwargs, (case, (preds, target)) in itertools.product(settings, cases.items()):

@@ -12,7 +12,7 @@ import torch
 
 from tests.distributed import asymmetric, harness
 from tests.distributed.harness import scenario
-from tests.distributed.test_two_ranks import assert_same
+from tests.parity import assert_same
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="needs gloo"
@@ -29,14 +29,16 @@ def test_rank_without_batches_computes_torchmetrics_values(ranks):
     assert rank0["groups"] == {0: ["acc"], 1: ["f1"]}  # no update: no compute group on rank 0 ...
     assert rank1["groups"] == {0: ["acc", "f1"]}  # ... one on rank 1: the plan must not follow them
     for rank, result in enumerate((rank0, rank1)):
-        assert_same(result["ours"], result["theirs"], f"rank {rank}")
-        assert_same(result["ours"], {"acc": torch.tensor(0.5), "f1": torch.tensor(0.5)}, f"rank {rank}")
+        assert_same(result["ours"], result["theirs"], where=f"rank {rank}", exact=True)
+        assert_same(
+            result["ours"], {"acc": torch.tensor(0.5), "f1": torch.tensor(0.5)}, where=f"rank {rank}", exact=True
+        )
         assert result["count"] == {"all_gather_single": 1, "all_reduce": 1}  # the plan check, the buckets
 
 
 def test_forward_only_rank_next_to_updating_rank(ranks):
     for rank, result in enumerate(scenario(ranks, "forward_only")):
-        assert_same(result["ours"], result["theirs"], f"rank {rank}")
+        assert_same(result["ours"], result["theirs"], where=f"rank {rank}", exact=True)
         assert result["count"] == {"all_gather_single": 1, "all_reduce": 1}  # the plan check, the buckets
 
 
@@ -45,9 +47,14 @@ def test_compute_groups_that_form_on_one_rank_only(ranks):
     assert rank0["groups"] == {0: ["at_05", "at_07"]}
     assert rank1["groups"] == {0: ["at_05"], 1: ["at_07"]}
     for rank, result in enumerate((rank0, rank1)):
-        assert_same(result["ours"], result["theirs"], f"rank {rank}")
+        assert_same(result["ours"], result["theirs"], where=f"rank {rank}", exact=True)
         # each member syncs its own states (at_07 computes on its own synced states, not at_05's)
-        assert_same(result["second window"]["ours"], result["second window"]["theirs"], f"rank {rank} window 2")
+        assert_same(
+            result["second window"]["ours"],
+            result["second window"]["theirs"],
+            where=f"rank {rank} window 2",
+            exact=True,
+        )
         assert result["count"] == result["second window"]["count"] == {"all_gather_single": 1, "all_reduce": 1}
 
 
@@ -55,8 +62,8 @@ def test_member_with_a_cached_value_on_one_rank_still_takes_part(ranks):
     rank0, rank1 = scenario(ranks, "cached_on_one_rank")
     # torchmetrics hangs here (rank 0 returns its cache, rank 1 waits in a gather); the fused sync includes the
     # cached member on both ranks: rank 0 returns its cache, rank 1 computes over both ranks' states.
-    assert_same(rank0["second"], rank0["first"])
-    assert_same(rank1["second"], {"mean": torch.tensor(13.0 / 3.0), "sum": torch.tensor(13.0)})
+    assert_same(rank0["second"], rank0["first"], exact=True)
+    assert_same(rank1["second"], {"mean": torch.tensor(13.0 / 3.0), "sum": torch.tensor(13.0)}, exact=True)
 
 
 def test_rank_without_updates_for_every_registered_class(ranks):
@@ -65,9 +72,9 @@ def test_rank_without_updates_for_every_registered_class(ranks):
     for rank, results in enumerate(per_rank):
         assert set(results) == {*names, "<collection>"}
         for name in names:
-            assert_same(results[name]["ours"], results[name]["theirs"], f"rank {rank} {name}")
+            assert_same(results[name]["ours"], results[name]["theirs"], where=f"rank {rank} {name}", exact=True)
         collection = results["<collection>"]
-        assert_same(collection["ours"], collection["theirs"], f"rank {rank} collection")
+        assert_same(collection["ours"], collection["theirs"], where=f"rank {rank} collection", exact=True)
 
 
 @pytest.fixture(scope="module")
@@ -104,4 +111,4 @@ def test_mismatched_plans_raise_a_clear_error_on_every_rank(mismatched, case):
             for part in _NAMED[kind][rank]:
                 assert part in result["error"], result["error"]
         assert result["count"] == {"all_gather_single": 1}, result["count"]
-        assert_same(result["after"], torch.tensor(2.0))  # still in step: the next collective works
+        assert_same(result["after"], torch.tensor(2.0), exact=True)  # still in step: the next collective works

@@ -13,7 +13,7 @@ import torch
 
 from tests.distributed import harness, scenarios
 from tests.distributed.harness import scenario
-from tests.parity import torchmetrics_text
+from tests.parity import assert_same, torchmetrics_text
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available() or not torch.distributed.is_gloo_available(), reason="needs gloo"
@@ -25,29 +25,10 @@ def ranks() -> list[dict[str, Any]]:
     return harness.run(scenarios.run_all, world_size=2)
 
 
-def assert_same(got: Any, expected: Any, where: str = "") -> None:
-    """Equal values, dtypes, shapes and structure (NaN equals NaN)."""
-    if isinstance(expected, torch.Tensor):
-        assert isinstance(got, torch.Tensor), f"{where}: {type(got).__name__} instead of a tensor"
-        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{where}: {m}")
-    elif isinstance(expected, dict):
-        assert isinstance(got, dict), f"{where}: {type(got).__name__} instead of a dict"
-        assert got.keys() == expected.keys(), f"{where}: keys {list(got)} != {list(expected)}"
-        for key in expected:
-            assert_same(got[key], expected[key], f"{where}.{key}")
-    elif isinstance(expected, (list, tuple)):
-        assert type(got) is type(expected), f"{where}: {got!r} != {expected!r}"
-        assert len(got) == len(expected), f"{where}: {got!r} != {expected!r}"
-        for index, (g, e) in enumerate(zip(got, expected, strict=True)):
-            assert_same(g, e, f"{where}[{index}]")
-    else:
-        assert got == expected, f"{where}: {got!r} != {expected!r}"
-
-
 def test_aggregators_equal_torchmetrics_with_uneven_updates_and_an_idle_rank(ranks):
     for rank, results in enumerate(scenario(ranks, "aggregation_parity")):
         for case, result in results.items():
-            assert_same(result["ours"], result["theirs"], f"rank {rank} {case}")
+            assert_same(result["ours"], result["theirs"], where=f"rank {rank} {case}", exact=True)
 
 
 def test_aggregators_need_one_all_reduce_without_barrier(ranks):
@@ -63,19 +44,19 @@ def test_aggregators_need_one_all_reduce_without_barrier(ranks):
 
 def test_list_states_of_different_lengths_keep_rank_order_and_trailing_shape(ranks):
     for rank, results in enumerate(scenario(ranks, "cat_shapes")):
-        assert_same(results["2-D"]["ours"], results["2-D"]["theirs"], f"rank {rank} 2-D")
+        assert_same(results["2-D"]["ours"], results["2-D"]["theirs"], where=f"rank {rank} 2-D", exact=True)
         assert results["2-D"]["ours"].shape == (7, 3)
         empty_rank = results["2-D, rank 1 empty"]
-        assert_same(empty_rank["ours"], empty_rank["expected"], f"rank {rank} 2-D, rank 1 empty")
+        assert_same(empty_rank["ours"], empty_rank["expected"], where=f"rank {rank} 2-D, rank 1 empty", exact=True)
         assert empty_rank["count"] == {"all_gather_single": 3}
         for case in ("1-D, rank 0 empty", "all empty"):
-            assert_same(results[case]["ours"], results[case]["theirs"], f"rank {rank} {case}")
+            assert_same(results[case]["ours"], results[case]["theirs"], where=f"rank {rank} {case}", exact=True)
 
 
 def test_every_state_kind_and_dtype_syncs_as_torchmetrics_syncs_it(ranks):
     for rank, results in enumerate(scenario(ranks, "mixed_states")):
-        assert_same(results["ours"], results["theirs"], f"rank {rank}")
-        assert_same(results["unsynced"], results["local"], f"rank {rank} after unsync")
+        assert_same(results["ours"], results["theirs"], where=f"rank {rank}", exact=True)
+        assert_same(results["unsynced"], results["local"], where=f"rank {rank} after unsync", exact=True)
         # f32 sum (fp16, bf16 and fp32 sums/means), f64 max (+ bool max), f32 min (+ bool min), int64 sum (int32 and
         # bool sums), int64 min: 5 all_reduces; the list, custom and None states: one shape and one data exchange.
         assert results["our_count"] == {"all_reduce": 5, "all_gather_single": 3}  # + the plan check
@@ -88,13 +69,13 @@ def test_every_state_kind_and_dtype_syncs_as_torchmetrics_syncs_it(ranks):
 
 def test_int16_states_sync_where_torchmetrics_gather_cannot_on_gloo(ranks):
     for results in scenario(ranks, "mixed_states"):
-        assert_same(results["int16"]["s_max"], torch.tensor([1, 0], dtype=torch.int16))
-        assert_same(results["int16"]["s_cat"], torch.tensor([0, 1, 1], dtype=torch.int16))
+        assert_same(results["int16"]["s_max"], torch.tensor([1, 0], dtype=torch.int16), exact=True)
+        assert_same(results["int16"]["s_cat"], torch.tensor([0, 1, 1], dtype=torch.int16), exact=True)
 
 
 def test_list_state_with_a_custom_reduction_falls_back_to_torchmetrics_and_says_so(ranks):
     for rank, results in enumerate(scenario(ranks, "fallback_states")):
-        assert_same(results["ours"], results["theirs"], f"rank {rank}")
+        assert_same(results["ours"], results["theirs"], where=f"rank {rank}", exact=True)
         # the tensor state is fused (1 all_reduce); the list state goes through gather_all_tensors per element
         assert results["count"] == {"all_gather_single": 1, "all_reduce": 1, "barrier": 2, "all_gather": 4}
         assert len(results["warnings"]) == 1
@@ -104,7 +85,7 @@ def test_collection_computes_with_one_fused_sync(ranks):
     for rank, results in enumerate(scenario(ranks, "collection")):
         assert results["type"] == ("MetricCollection", "torchmetrics_async.distributed")
         four = results["four"]
-        assert_same(four["ours"], four["theirs"], f"rank {rank}")
+        assert_same(four["ours"], four["theirs"], where=f"rank {rank}", exact=True)
         # Mean+Sum+Max+Cat: one f32 sum buffer, one f32 max buffer carrying the four NaN flags, one shape exchange and
         # one data exchange for the list states. torchmetrics: a barrier and gathers per state.
         assert four["our_count"] == {"all_reduce": 2, "all_gather_single": 3}  # + the plan check
@@ -112,9 +93,14 @@ def test_collection_computes_with_one_fused_sync(ranks):
         assert four["synced after"] == [False] * 4
         # the plan check, the shape exchange, then one read of every member's deferred flags in compute()
         assert four["host_syncs"]["Tensor.tolist"] == 1 + 1 + 1
-        assert_same(results["second window"]["ours"], results["second window"]["theirs"], f"rank {rank} window 2")
+        assert_same(
+            results["second window"]["ours"],
+            results["second window"]["theirs"],
+            where=f"rank {rank} window 2",
+            exact=True,
+        )
         everything = results["all"]
-        assert_same(everything["ours"], everything["theirs"], f"rank {rank} all")
+        assert_same(everything["ours"], everything["theirs"], where=f"rank {rank} all", exact=True)
         # + MinMetric's buffer, + RunningMean's base metric, which syncs inside the wrapper's compute
         assert everything["our_count"] == {"all_reduce": 4, "all_gather_single": 4}  # + 2 plan checks
 
@@ -123,7 +109,7 @@ def test_collection_compute_groups_send_shared_states_once(ranks):
     for rank, results in enumerate(scenario(ranks, "collection")):
         groups = results["compute groups"]
         assert groups["groups"] == {0: ["a", "b"]}
-        assert_same(groups["ours"], groups["theirs"], f"rank {rank}")
+        assert_same(groups["ours"], groups["theirs"], where=f"rank {rank}", exact=True)
         assert groups["our_count"] == {"all_gather_single": 1, "all_reduce": 1}
 
 
@@ -131,7 +117,7 @@ def test_collection_keeps_sync_on_compute_and_user_dist_sync_fn(ranks):
     for rank, results in enumerate(scenario(ranks, "collection")):
         options = results["options"]
         expected = {"custom": torch.tensor(3.0), "fused": torch.tensor(3.0), "local": torch.tensor(rank + 1.0)}
-        assert_same(options["ours"], expected)
+        assert_same(options["ours"], expected, exact=True)
         assert options["calls"] == [(), ()]  # the user's gather saw the value and the flag, as torchmetrics calls it
         assert options["our_count"] == {"all_gather_single": 1, "all_reduce": 1, "barrier": 2, "all_gather": 2}
 
@@ -139,7 +125,7 @@ def test_collection_keeps_sync_on_compute_and_user_dist_sync_fn(ranks):
 def test_sync_context_computes_a_dict_of_metrics_on_one_fused_sync(ranks):
     for rank, results in enumerate(scenario(ranks, "collection")):
         result = results["dict"]
-        assert_same(result["ours"], result["theirs"], f"rank {rank}")
+        assert_same(result["ours"], result["theirs"], where=f"rank {rank}", exact=True)
         # mean + the flags of mean and cat (counted in the sum buffer), max (a plain torchmetrics metric) in its own
         # buffer; cat's values and keep-masks in the two gathers
         assert result["our_count"] == {"all_reduce": 2, "all_gather_single": 3}  # + the plan check
@@ -158,15 +144,19 @@ def test_deferred_nan_error_on_one_rank_raises_on_every_rank(ranks):
 def test_process_group_argument_is_honoured(ranks):
     rank0, rank1 = scenario(ranks, "process_groups")
     # new_group([0]): rank 0 reduces over itself; rank 1 is not a member: no collective, local value.
-    assert_same(rank0["only rank 0"], {"value": torch.tensor(1.0), "count": {"all_gather_single": 1, "all_reduce": 1}})
-    assert_same(rank1["only rank 0"], {"value": torch.tensor(2.0), "count": {}})
+    assert_same(
+        rank0["only rank 0"],
+        {"value": torch.tensor(1.0), "count": {"all_gather_single": 1, "all_reduce": 1}},
+        exact=True,
+    )
+    assert_same(rank1["only rank 0"], {"value": torch.tensor(2.0), "count": {}}, exact=True)
     for results in (rank0, rank1):
-        assert_same(results["both"]["value"], torch.tensor(9.0 / 4.0))
+        assert_same(results["both"]["value"], torch.tensor(9.0 / 4.0), exact=True)
         assert results["both"]["groups are the subgroup"] == [True, True]  # the plan check, the all_reduce
-        assert_same(results["override"]["value"], torch.tensor(3.0))
+        assert_same(results["override"]["value"], torch.tensor(3.0), exact=True)
         assert results["override"]["groups"] == [True, True]
-    assert_same(rank0["two groups"]["value"], {"sub": torch.tensor(1.0), "world": torch.tensor(3.0)})
-    assert_same(rank1["two groups"]["value"], {"sub": torch.tensor(2.0), "world": torch.tensor(3.0)})
+    assert_same(rank0["two groups"]["value"], {"sub": torch.tensor(1.0), "world": torch.tensor(3.0)}, exact=True)
+    assert_same(rank1["two groups"]["value"], {"sub": torch.tensor(2.0), "world": torch.tensor(3.0)}, exact=True)
     assert rank0["two groups"]["count"] == {"all_gather_single": 2, "all_reduce": 2}  # a plan check per group
     assert rank1["two groups"]["count"] == {"all_gather_single": 1, "all_reduce": 1}
 
@@ -199,20 +189,20 @@ def test_functional_reductions(ranks):
     expected = _expected_functional()
     for rank, results in enumerate(scenario(ranks, "functional")):
         for name, values in expected.items():
-            assert_same(results[name], values, f"rank {rank} reduce_{name}")
+            assert_same(results[name], values, where=f"rank {rank} reduce_{name}", exact=True)
         # one all_reduce per (dtype, op) bucket: f32 (the f16 values and the number travel in f32), f64, int32/int64
         assert results["sum count"] == results["max count"] == results["min count"] == {"all_reduce": 3}
         assert results["mean count"] == {"all_reduce": 2}
         assert "torch.mean refuses it too" in results["mean of ints"]
         custom = results["custom"]
-        assert_same(custom["f"], torch.tensor([3.0, 6.0]))
-        assert_same(custom["d"], expected["mean"]["d"])  # not in reduce_fn: mean
-        assert_same(custom["x"], torch.tensor(3.0))  # None: mean
-        assert_same(custom["i"], torch.tensor([3, -8], dtype=torch.int32))
-        assert_same(custom["flag"], torch.tensor(True))
+        assert_same(custom["f"], torch.tensor([3.0, 6.0]), exact=True)
+        assert_same(custom["d"], expected["mean"]["d"], exact=True)  # not in reduce_fn: mean
+        assert_same(custom["x"], torch.tensor(3.0), exact=True)  # None: mean
+        assert_same(custom["i"], torch.tensor([3, -8], dtype=torch.int32), exact=True)
+        assert_same(custom["flag"], torch.tensor(True), exact=True)
         assert results["custom count"] == {"all_reduce": 4}  # f32 sum, f32 max (+ the flag), f64 sum, int32 min
         assert results["async again"] is True
-        assert_same(results["async"]["i"], torch.tensor([9, -12]))
+        assert_same(results["async"]["i"], torch.tensor([9, -12]), exact=True)
 
 
 def test_functional_all_gather(ranks):
@@ -223,30 +213,32 @@ def test_functional_all_gather(ranks):
             "n": torch.tensor([0, 1]),
             "s": "x",
         }
-        assert_same(results["all_gather"], expected, f"rank {rank}")
-        assert_same(results["all_gather async"], expected, f"rank {rank} async")
+        assert_same(results["all_gather"], expected, where=f"rank {rank}", exact=True)
+        assert_same(results["all_gather async"], expected, where=f"rank {rank} async", exact=True)
         assert results["all_gather count"] == {"all_gather_single": 2}
         assert results["all_gather async pending"] is False
         assert results["all_gather async completed"] is True
         message = "key 'ragged' differs across ranks (rank 0: (2,) torch.float32, rank 1: (3,)"
         assert message in results["all_gather ragged"]
-        assert_same(results["after error"], torch.tensor(2.0))
+        assert_same(results["after error"], torch.tensor(2.0), exact=True)
 
 
 def test_sync_unsync_sync_context_and_async_handles(ranks):
     for rank, results in enumerate(scenario(ranks, "sync_unsync")):
         local = (rank + 1) * 3.0
-        assert_same(results["synced"], (torch.tensor(9.0), torch.tensor(4.0), True))
+        assert_same(results["synced"], (torch.tensor(9.0), torch.tensor(4.0), True), exact=True)
         assert results["count"] == {"all_gather_single": 1, "all_reduce": 1}
         assert results["host syncs"] == {"Tensor.tolist": 1}  # the plan check; sums and flags are not read
-        assert_same(results["unsynced"], (torch.tensor(local), torch.tensor(2.0), False))
-        assert_same(results["in context"], torch.tensor(9.0))
-        assert_same(results["after context"], torch.tensor(local))
+        assert_same(results["unsynced"], (torch.tensor(local), torch.tensor(2.0), False), exact=True)
+        assert_same(results["in context"], torch.tensor(9.0), exact=True)
+        assert_same(results["after context"], torch.tensor(local), exact=True)
         assert results["twice"] == "TorchMetricsUserError: The Metric has already been synced."
         assert results["async before wait"] == (False, False, False)
-        assert_same(results["async"], (torch.tensor(3.0), torch.tensor([0.0, 1.0, 0.0, 1.0, 2.0]), True, True))
+        assert_same(
+            results["async"], (torch.tensor(3.0), torch.tensor([0.0, 1.0, 0.0, 1.0, 2.0]), True, True), exact=True
+        )
         assert results["async pending"] is False  # the all_reduce waits for the plan check, read at launch
         assert results["async completes"] == (True, False)  # done communicating, not finished until wait()
-        assert_same(results["async completed"], (torch.tensor(1.0), True))
+        assert_same(results["async completed"], (torch.tensor(1.0), True), exact=True)
         assert results["cat host syncs"] == {"Tensor.tolist": 2}  # the plan check, then the shapes
         assert results["deepcopy synced"] is True

@@ -256,6 +256,7 @@ def test_divergence_dtypes_follow_torchmetrics_over_mixed_dtype_batches(
     assert _run(reference, metric, steps)  # forward values, states and compute(): values and dtypes
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize(("name", "init", "shape"), CONFIGS, ids=[f"{n}-{i}" for n, i, _ in CONFIGS])
 def test_jit_script_works_where_torchmetrics_scripts(name: str, init: dict[str, Any], shape: tuple[int, ...]) -> None:
     try:

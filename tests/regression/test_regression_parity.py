@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchmetrics_async.regression as ours
+from tests.parity import assert_same
 
 SETTINGS = settings(
     max_examples=25,
@@ -173,10 +174,6 @@ def _call(fn: Callable, *args: Any) -> tuple[Any, Exception | None]:
             return None, err
 
 
-def _same(actual: Any, expected: Any) -> None:
-    torch.testing.assert_close(actual, expected, equal_nan=True)
-
-
 def _run(reference: Any, accelerated: Any, steps: list[tuple[str, tuple]]) -> bool:
     """Run the steps on both; compare what they return and hold. False once both rejected an input."""
     for kind, inputs in steps:
@@ -188,13 +185,13 @@ def _run(reference: Any, accelerated: Any, steps: list[tuple[str, tuple]]) -> bo
         if ref_err is not None:
             return False
         if kind == "forward":
-            _same(acc_out, ref_out)
-        _same(*_torchmetrics_states(reference, accelerated))
+            assert_same(acc_out, ref_out)
+        assert_same(*_torchmetrics_states(reference, accelerated))
     ref_value, ref_err = _call(reference.compute)
     acc_value, acc_err = _call(accelerated.compute)
     assert type(acc_err) is type(ref_err), f"compute: torchmetrics {ref_err!r}, accelerated {acc_err!r}"
     if ref_err is None:
-        _same(acc_value, ref_value)
+        assert_same(acc_value, ref_value)
     return True
 
 
@@ -212,6 +209,7 @@ def scenarios(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[tuple[st
     return init, steps(draw(st.integers(1, 4))), steps(draw(st.integers(1, 2)))
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("name", sorted(CASES))
 @SETTINGS
 @given(data=st.data())
@@ -236,8 +234,8 @@ def test_collection_matches_torchmetrics(compute_groups: bool) -> None:
     for step in range(4):
         preds, target = torch.randn(8, generator=generator), torch.randn(8, generator=generator)
         if step % 2:
-            _same(acc(preds, target), ref(preds, target))
+            assert_same(acc(preds, target), ref(preds, target))
         else:
             acc.update(preds, target)
             ref.update(preds, target)
-    _same(acc.compute(), ref.compute())
+    assert_same(acc.compute(), ref.compute())

@@ -196,6 +196,7 @@ def test_in_a_metric_collection_with_reset() -> None:
         theirs.reset()
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("ignore_index", [None, -1])
 @pytest.mark.parametrize("name", NAMES)
 def test_jit_script_works_as_for_torchmetrics(name: str, ignore_index: int | None) -> None:
