@@ -91,6 +91,8 @@ def contingency_bins(
     """
     preds = preds.argmax(1) if preds.ndim == 2 else preds
     target = target.argmax(1) if target.ndim == 2 else target
+    if nan_strategy == "replace" and {preds.shape, target.shape} == {torch.Size(()), torch.Size((1,))}:
+        preds, target = preds.reshape(1), target.reshape(1)  # one entry: torchmetrics broadcasts a 0-dim side
     if preds.shape != target.shape:
         raise ShapeMismatchError(
             f"Expected `preds` and `target` to have the same number of entries, but got shapes {tuple(preds.shape)}"
