@@ -211,6 +211,7 @@ def test_shape_mismatch_is_raised_at_once(name: str, strategy: str) -> None:
         (torch.tensor([0, 1, 2]), torch.tensor([0, 1])),
         (torch.tensor([0, 1, 2]), torch.tensor([1])),
         (torch.rand(3, NUM_CLASSES), torch.tensor([0, 1])),
+        (torch.ones(1, 1, dtype=torch.bool), torch.ones(2, 3, dtype=torch.bool)),  # argmax rejects bool: size first
     ]:
         for call in (metric.update, metric):
             with pytest.raises(ShapeMismatchError), no_host_sync():

@@ -321,34 +321,6 @@ ALLOWED: tuple[Allowance, ...] = (
         ),
     ),
     Allowance(
-        "nominal metrics' category check",
-        lambda case, s: (
-            _public(case.origin) == "torchmetrics.nominal"
-            and _nominal_out_of_range(case, s["history"] | s["tags"])
-            and (
-                (s["kind"] == "error" and s["op"] in ("compute", "reset") and _is_category_error(s["ours"]))
-                or (s["kind"] == "value" and isinstance(s["ours"], Tensor) and bool(s["ours"].isnan().all()))
-            )
-        ),
-    ),
-    Allowance(
-        "nominal metrics' `forward()` on a degenerate batch",
-        lambda case, s: (
-            _public(case.origin) == "torchmetrics.nominal"
-            and s["op"] == "forward"
-            and (
-                (s["kind"] == "warning" and "using bias correction" in s["text"])
-                or (
-                    s["kind"] == "value"
-                    and _int_one(s["theirs"])
-                    and isinstance(s["ours"], Tensor)
-                    and s["ours"].is_floating_point()
-                    and float(s["ours"]) == float(s["theirs"])
-                )
-            )
-        ),
-    ),
-    Allowance(
         "`merge_state()` / `load_state_dict()` after `compute()`",  # ours warns the merged or loaded NaN flags again
         lambda case, s: (
             s["kind"] == "warning" and _is_nan_warning(s["text"]) and ("merged" in s["history"] or s["loaded"])

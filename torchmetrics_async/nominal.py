@@ -89,15 +89,14 @@ def contingency_bins(
         >>> bins.tolist(), weight.tolist(), sorted(checks)
         ([2, 2], [True, False], ['invalid_large_category', 'invalid_negative_category'])
     """
+    if preds.ndim in (1, 2) and target.ndim in (1, 2) and preds.shape[0] != target.shape[0]:
+        _mismatch(preds, target)  # before the argmax: its dtype errors must not hide the batch-size mismatch
     preds = preds.argmax(1) if preds.ndim == 2 else preds
     target = target.argmax(1) if target.ndim == 2 else target
     if nan_strategy == "replace" and {preds.shape, target.shape} == {torch.Size(()), torch.Size((1,))}:
         preds, target = preds.reshape(1), target.reshape(1)  # one entry: torchmetrics broadcasts a 0-dim side
     if preds.shape != target.shape:
-        raise ShapeMismatchError(
-            f"Expected `preds` and `target` to have the same number of entries, but got shapes {tuple(preds.shape)}"
-            f" and {tuple(target.shape)} (after the argmax of 2-D scores)."
-        )
+        _mismatch(preds, target)
     if nan_strategy == "replace":
         if preds.ndim != 1:
             raise RuntimeError(NEGATIVE_CATEGORY_MESSAGE)  # torchmetrics' bincount of a table that is not 1-D
@@ -114,6 +113,13 @@ def contingency_bins(
     large = ((preds >= num_classes) | (target >= num_classes)) & keep
     bins = target.clamp(0, num_classes - 1) * num_classes + preds.clamp(0, num_classes - 1)
     return bins, keep, {NEGATIVE_CATEGORY: negative, LARGE_CATEGORY: large}
+
+
+def _mismatch(preds: Tensor, target: Tensor) -> None:
+    raise ShapeMismatchError(
+        f"Expected `preds` and `target` to have the same number of entries, but got shapes {tuple(preds.shape)}"
+        f" and {tuple(target.shape)} (2-D scores count as their argmax over dimension 1)."
+    )
 
 
 def contingency_table(bins: Tensor, weight: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
