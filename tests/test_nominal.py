@@ -260,3 +260,46 @@ def test_float64_states_follow_torchmetrics() -> None:
         accelerated.set_dtype(torch.float64)
         steps = [Step("update", _batch("nan", 1)), Step("forward", _batch("nan", 2)), Step("update", _batch("nan", 3))]
         run_side_by_side(reference, accelerated, steps)
+
+
+FLEISS_INPUTS = {
+    "counts": [torch.randint(0, 4, (6, 3), generator=torch.Generator().manual_seed(i)) for i in range(4)],
+    "probs": [torch.randn(6, 3, 5, generator=torch.Generator().manual_seed(i)) for i in range(4)],
+}
+
+
+@pytest.mark.parametrize("mode", ["counts", "probs"])
+def test_fleiss_kappa_matches_torchmetrics_without_host_sync(mode: str) -> None:
+    reference, accelerated = tmn.FleissKappa(mode=mode), tan.FleissKappa(mode=mode)
+    steps = [Step("forward" if i % 2 else "update", (x,)) for i, x in enumerate(FLEISS_INPUTS[mode])]
+    run_side_by_side(reference, accelerated, steps)
+    with no_host_sync():
+        accelerated.update(FLEISS_INPUTS[mode][0])
+        accelerated(FLEISS_INPUTS[mode][1])
+
+
+def test_fleiss_kappa_category_torch_rejects_is_raised_by_compute() -> None:
+    """mode="probs": torchmetrics one-hot encodes with num_classes = n_raters; a larger category fails there."""
+    scores = torch.zeros(4, 3, 2)
+    scores[:, -1] = 1.0  # every rater picks category 2 of 3, with 2 raters
+    with pytest.raises(RuntimeError) as expected:
+        tmn.FleissKappa(mode="probs").update(scores)
+    metric = tan.FleissKappa(mode="probs")
+    with no_host_sync():
+        batch = metric(scores)
+    assert batch.isnan()
+    with pytest.raises(RuntimeError) as err:
+        metric.compute()
+    assert torchmetrics_text(err.value) == str(expected.value)
+
+
+@pytest.mark.parametrize(
+    ("mode", "ratings"),
+    [("probs", torch.rand(4, 3)), ("probs", torch.ones(4, 3, 2, dtype=torch.long)), ("counts", torch.rand(4, 3))],
+)
+def test_fleiss_kappa_shape_and_dtype_errors_are_torchmetrics(mode: str, ratings: torch.Tensor) -> None:
+    with pytest.raises(ValueError, match="ratings must have") as expected:
+        tmn.FleissKappa(mode=mode).update(ratings)
+    with pytest.raises(ValueError, match="ratings must have") as err, no_host_sync():
+        tan.FleissKappa(mode=mode).update(ratings)
+    assert str(err.value) == str(expected.value)

@@ -913,6 +913,14 @@ def _aggregation(origin: type, init: dict[str, Any], g: torch.Generator, rng: ra
 
 def _nominal(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
     """Categories as integers, as floats (the NaN edge reaches them) or as scores ``(N, C)`` (argmaxed)."""
+    if origin.__name__ == "FleissKappa":  # counts (N, C) or scores (N, C, raters)
+        categories = rng.randint(1, 4)
+        if init.get("mode", "counts") == "probs":
+            raters = rng.randint(1, 5)
+            found = _Roles(["ratings"], {"ratings": torch.randn(b, categories, raters, generator=g)}, {}, ["ratings"])
+            found.tags = {"range"} if raters < categories else set()  # torchmetrics one-hot encodes with raters
+            return found
+        return _Roles(["ratings"], {"ratings": torch.randint(0, 4, (b, categories), generator=g)}, {}, [], None)
     classes = init.get("num_classes") or _DEFAULT_CLASSES
     found = _Roles(["preds", "target"], {}, {}, [], None)
     for name in found.order:

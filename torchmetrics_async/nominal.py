@@ -35,6 +35,7 @@ from torchmetrics_async.errors import ShapeMismatchError
 
 __all__ = [
     "CramersV",
+    "FleissKappa",
     "PearsonsContingencyCoefficient",
     "TheilsU",
     "TschuprowsT",
@@ -42,6 +43,7 @@ __all__ = [
     "contingency_bins",
     "contingency_table",
     "cramers_v",
+    "fleiss_counts",
     "pearsons_contingency_coefficient",
     "theils_u",
     "tschuprows_t",
@@ -400,3 +402,85 @@ class TheilsU(_SyncFreeNominal, tm.TheilsU):
 
     def _flagged(self, value: Tensor) -> Tensor:
         return torch.zeros((), dtype=torch.long, device=value.device)
+
+
+# FleissKappa(mode="probs"): torchmetrics one-hot encodes with num_classes = n_raters (``ratings.shape[1]`` after the
+# argmax); torch's one_hot rejects a category >= n_raters with this message (on the CPU, after a host read).
+RATER_CATEGORY = "invalid_rater_category"
+RATER_CATEGORY_MESSAGE = "Class values must be smaller than num_classes."
+_PROBS_MESSAGE = (
+    "If argument ``mode`` is 'probs', ratings must have 3 dimensions with the format"
+    " [n_samples, n_categories, n_raters] and be floating point."
+)
+_COUNTS_MESSAGE = (
+    "If argument ``mode`` is `counts`, ratings must have 2 dimensions with the format"
+    " [n_samples, n_categories] and be none floating point."
+)
+
+
+def fleiss_counts(ratings: Tensor, mode: str) -> tuple[Tensor, dict[str, Tensor]]:
+    """Torchmetrics' ``_fleiss_kappa_update`` without a host read, and the categories its one-hot encoding rejects.
+
+    Args:
+        ratings: counts ``(n_samples, n_categories)`` (integers), or scores ``(n_samples, n_categories, n_raters)``.
+        mode: ``"counts"`` or ``"probs"``.
+
+    Returns:
+        The counts torchmetrics appends, and the deferred checks the batch violated.
+
+    Raises:
+        ValueError: torchmetrics' shape and dtype errors.
+
+    Example:
+        >>> scores = torch.tensor([[[0.9, 0.1], [0.1, 0.9]]])  # 1 sample, 2 categories, 2 raters
+        >>> counts, checks = fleiss_counts(scores, "probs")
+        >>> counts.tolist(), bool(checks[RATER_CATEGORY].any())
+        ([[1, 1]], False)
+    """
+    if mode == "probs":
+        if ratings.ndim != 3 or not ratings.is_floating_point():
+            raise ValueError(_PROBS_MESSAGE)
+        labels = ratings.argmax(dim=1)  # (n_samples, n_raters)
+        classes = labels.shape[1]
+        one_hot = labels.unsqueeze(-1) == torch.arange(classes, device=labels.device)
+        return one_hot.long().sum(dim=1), {RATER_CATEGORY: labels >= classes}
+    if mode == "counts" and (ratings.ndim != 2 or ratings.is_floating_point()):
+        raise ValueError(_COUNTS_MESSAGE)
+    return ratings, {}
+
+
+class FleissKappa(SyncFreeBatchStats, tm.FleissKappa):
+    """Fleiss' kappa; ``torchmetrics.nominal.FleissKappa`` without host syncs in ``update()``/``forward()``.
+
+    Same arguments (``mode``) and values. With ``mode="probs"`` torchmetrics' one-hot encoding reads the categories on
+    the host; here they are compared with the categories instead, and one torch would reject (a category index not
+    below the number of raters, as torchmetrics sizes the encoding) is raised by ``compute()``/``reset()``.
+
+    Example:
+        >>> import torch
+        >>> metric = FleissKappa(mode="counts")
+        >>> metric.update(torch.tensor([[2, 0], [1, 1], [0, 2]]))
+        >>> metric.compute()
+        tensor(0.3333)
+    """
+
+    _stat_states = ("counts",)
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return {RATER_CATEGORY: RATER_CATEGORY_MESSAGE} if self.mode == "probs" else {}
+
+    def update(self, ratings: Tensor) -> None:
+        """Accumulate a batch of ratings without a host sync.
+
+        Args:
+            ratings: as ``torchmetrics.nominal.FleissKappa`` accepts them for its ``mode``.
+
+        Example:
+            >>> import torch
+            >>> FleissKappa(mode="counts").update(torch.tensor([[2, 0], [1, 1]]))
+        """
+        self._merge_stats(self._batch_stats(ratings))
+
+    def _batch_stats(self, ratings: Tensor) -> BatchStats:
+        counts, violations = fleiss_counts(ratings, self.mode)
+        return BatchStats((counts,), violations)

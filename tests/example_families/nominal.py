@@ -16,6 +16,8 @@ def _mine(origin: type) -> bool:
 def example(origin: type, generator: torch.Generator) -> Example | None:
     if not _mine(origin):
         return None
+    if origin.__name__ == "FleissKappa":  # scores (samples, categories, raters): raters >= categories, as valid
+        return Example({"mode": "probs"}, (torch.randn(BATCH * 3, NUM_CLASSES, NUM_CLASSES + 2, generator=generator),))
     # Every category in both series (a permutation each), so no batch table is degenerate; BATCH * 3 entries.
     size = BATCH * 3
     preds = torch.arange(size) % NUM_CLASSES
@@ -30,6 +32,10 @@ def example(origin: type, generator: torch.Generator) -> Example | None:
 def violating_example(origin: type, example: Example) -> Example | None:
     if not _mine(origin):
         return None
+    if origin.__name__ == "FleissKappa":  # category NUM_CLASSES - 1 picked by a rater index below it: too large
+        scores = torch.zeros(BATCH, NUM_CLASSES, NUM_CLASSES - 1)
+        scores[:, -1] = 1.0
+        return Example(example.init, (scores,))
     preds, target = (x.clone() for x in example.inputs)
     target[1] = NUM_CLASSES
     return Example(example.init, (preds, target))
