@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torchmetrics.aggregation
 import torchmetrics.classification
+import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
 import torchmetrics.segmentation
@@ -80,6 +81,7 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             torchmetrics.regression.SpearmanCorrCoef,
             torchmetrics.regression.KendallRankCorrCoef,
             torchmetrics.segmentation.DiceScore,  # per-sample numerator/denominator/support lists
+            torchmetrics.nominal.FleissKappa,  # one counts tensor per update
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),
