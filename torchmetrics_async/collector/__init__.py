@@ -7,11 +7,6 @@ on belong to the next window; it then launches one fused round of collectives on
 (:func:`~torchmetrics_async.distributed.sync_metrics` with ``async_op=True``). ``collect_results()``, some steps
 later, finishes the sync, computes, and returns Python scalars.
 
-The snapshot copies every tensor state into the shadow's buffers, and the live metrics' reset copies their defaults into
-fresh states, each with one ``torch._foreach_copy_`` per device and dtype
-(:func:`~torchmetrics_async.metric.fused_copy_`, :func:`~torchmetrics_async.metric.fused_reset`); the window's bucket
-plan is cached by its layout (see :mod:`~torchmetrics_async.sync.metrics`).
-
 Where the work runs:
 
 - **CUDA**: the sync and the compute are enqueued on a side stream that waits for an event recorded on the current

@@ -13,8 +13,6 @@ from torchmetrics_async._torchmetrics import jit_distributed_available
 from torchmetrics_async.checkpoint import (
     WORLD_SIZE,
     check_structure,
-    clone_state,
-    counters,
     entry,
     load_metric_entry,
     metric_entry,
@@ -24,7 +22,7 @@ from torchmetrics_async.checkpoint import (
 )
 from torchmetrics_async.collector.streams import CudaStreamOps, StreamOps, _refuse_capture
 from torchmetrics_async.collector.transfer import _tensor_leaves, _to_python, _Transfer
-from torchmetrics_async.collector.window import _WHAT, _reset_tree, _Shadow
+from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_window, _reset_tree, _Shadow
 from torchmetrics_async.metric import fused_reset
 from torchmetrics_async.sync.collectives import SyncHandle
 from torchmetrics_async.sync.metrics import sync_metrics
@@ -340,11 +338,9 @@ class AsyncMetricCollector:
         self._launched = True
 
     def _drain(self) -> None:
-        """After a failed launch: let whatever was started stop reading the buffers before they are released.
+        """After a failed launch: whatever was started stops reading the buffers before the release and next snapshot.
 
-        The next snapshot overwrites the buffers (and the release drops list elements and ``_cache``): on CUDA the
-        current stream waits (no host wait) for everything enqueued on the side stream so far (collectives, packing,
-        the compute); on CPU the host waits for the collectives already issued.
+        On CUDA the current stream waits for the side stream (no host wait); on CPU the host waits for the collectives.
         """
         if self._ops is not None:
             self._ops.wait_event(self._ops.current_stream(), self._ops.record_event(self._side))
@@ -395,23 +391,9 @@ class AsyncMetricCollector:
         """
         live = {name: metric_entry(metric) for name, metric in self._live}
         if not self._scheduled:
-            window = {
-                name: {
-                    "states": {attr: clone_state(default) for attr, default in metric._defaults.items()},
-                    "update_count": 0,
-                    "counters": dict.fromkeys(counters(metric), 0),
-                }
-                for name, metric in self._live
-            }
+            window = _empty_window(self._live)
         elif self._pending is not None:
-            window = {
-                name: {
-                    "states": {attr: clone_state(value) for attr, value in saved["states"].items()},
-                    "update_count": int(saved["update_count"]),
-                    "counters": dict(saved.get("counters", {})),
-                }
-                for name, saved in self._pending.items()
-            }
+            window = _copied_window(self._pending)
         else:
             window = self._shadow.local_states()
         return per_rank({"metrics": live, "window": window, "in_flight": self._scheduled})

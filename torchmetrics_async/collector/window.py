@@ -1,8 +1,9 @@
 """The collector's shadow: a deep copy of the metrics whose states hold each window, in buffers the collector owns.
 
-The snapshot copies the live tensor states into the buffers with one fused copy (list states into copies the window
-owns); a saved window is installed the same way; the shadow's ``compute()`` records its exceptions and leaves the
-deferred flags to the collector, which reads them with the results.
+The snapshot copies the live tensor states into the buffers with one ``torch._foreach_copy_`` per device and dtype
+(:func:`~torchmetrics_async.metric.fused_copy_`; the live metrics' reset that follows is
+:func:`~torchmetrics_async.metric.fused_reset`), list states into copies the window owns. The shadow's ``compute()``
+records its exceptions and leaves the deferred flags to the collector, which reads them with the results.
 """
 
 from __future__ import annotations
@@ -288,3 +289,27 @@ class _Shadow:
             states["_computed"] = None
             slot.lists.clear()
         self.log.clear()
+
+
+def _empty_window(live: list[tuple[str, Metric]]) -> dict[str, dict[str, Any]]:
+    """The checkpoint entry of no window: the defaults (the layout stays the same at every point of the lifecycle)."""
+    return {
+        name: {
+            "states": {attr: clone_state(default) for attr, default in metric._defaults.items()},
+            "update_count": 0,
+            "counters": dict.fromkeys(counters(metric), 0),
+        }
+        for name, metric in live
+    }
+
+
+def _copied_window(saved: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Copies of a loaded window's entries (one waiting for ``bind()``)."""
+    return {
+        name: {
+            "states": {attr: clone_state(value) for attr, value in saved_entry["states"].items()},
+            "update_count": int(saved_entry["update_count"]),
+            "counters": dict(saved_entry.get("counters", {})),
+        }
+        for name, saved_entry in saved.items()
+    }
