@@ -19,9 +19,8 @@ Where the work runs:
 Collection is local, scheduling is collective: ``schedule_collection()`` issues every collective of its window, on
 every rank, and ``collect_results()`` issues none. So ``if rank == 0: log(collector.collect_results())`` works: a
 rank that does not collect a window drops it at its next ``schedule_collection()`` (its results and errors are
-discarded there; the synced deferred-error flags make the collecting rank raise what any rank recorded). Members
-that sync inside their own ``compute()`` (wrappers) are therefore computed at schedule time in a distributed run.
-A window restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
+discarded there; the synced deferred-error flags make the collecting rank raise what any rank recorded). A window
+restored by ``load_state_dict()`` starts its collectives there (or at ``bind()`` if not bound yet).
 
 Host syncs: ``schedule_collection()`` has none in a single process, and in a distributed run one: the plan check
 (:mod:`~torchmetrics_async.sync.plan`), a fixed-size all_gather of each rank's plan fingerprint that must be

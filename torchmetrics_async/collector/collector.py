@@ -83,10 +83,6 @@ class AsyncMetricCollector:
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
 
-    # ---------------------------------------------------------------------------------------------------------------
-    # bind / unbind
-    # ---------------------------------------------------------------------------------------------------------------
-
     def bind(self, device: torch.device | str | None = None) -> None:
         """Move the metrics to ``device`` (if given), create the side stream on CUDA, and the collector's buffers.
 
@@ -182,26 +178,20 @@ class AsyncMetricCollector:
         """
         return self._scheduled
 
-    # ---------------------------------------------------------------------------------------------------------------
-    # schedule / collect
-    # ---------------------------------------------------------------------------------------------------------------
-
     def schedule_collection(self, process_group: Any = None) -> None:
         """Snapshot the window into the buffers, launch the fused sync, and reset the live metrics in place.
 
-        No barrier, and no host sync in a single process: the states are copied in place into buffers allocated at
-        ``bind()`` (list states into copies the window owns: one copy kernel where the elements agree in dtype,
-        device and trailing shape), the reset copies device-resident defaults, and the collectives are launched
-        asynchronously. On CUDA the sync and the compute are enqueued on the side stream after an event recorded
-        once the snapshot is enqueued. In a distributed run the plan check is read here (waiting for every rank to
-        schedule the window), and list states read their exchanged shapes here too (see the package's docstring).
-
-        Args:
-            process_group: the group to sync over (``None``: each metric's ``process_group``, else the world).
+        No barrier, and no host sync in a single process: the snapshot and the reset are fused device copies, and the
+        collectives are launched asynchronously (on CUDA, with the compute, on the side stream after the snapshot).
+        In a distributed run the plan check is read here (waiting for every rank to schedule the window), and list
+        states read their exchanged shapes here too (see the package's docstring).
 
         A window scheduled before and not collected (on a rank that does not log, say) is dropped first: its
         results and errors are discarded, never raised here. Every rank's collectives for it were issued by its own
         ``schedule_collection()``, so dropping it communicates nothing.
+
+        Args:
+            process_group: the group to sync over (``None``: each metric's ``process_group``, else the world).
 
         Raises:
             RuntimeError: if not bound, or called while a CUDA graph is being captured.

@@ -261,10 +261,7 @@ class _Shadow:
         return out
 
     def report(self, values: list[Any]) -> None:
-        """Given the host values of :meth:`read_flags`' flags, warn and raise what each member's ``compute()`` would.
-
-        Member by member, in compute order: its deferred flags, then its own exception.
-        """
+        """Given the host values of the flags, warn and raise what each member's ``compute()`` would, in order."""
         flag_values = iter(values)
         for record in self.log:
             record.flags = [(message, action, next(flag_values)) for message, action, _ in record.flags]
