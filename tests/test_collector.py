@@ -20,7 +20,8 @@ from torchmetrics import Metric
 import torchmetrics_async as ta
 from tests.parity import assert_same
 from torchmetrics_async import AsyncMetricCollector
-from torchmetrics_async import collector as collector_module
+from torchmetrics_async.collector import collector as collector_module
+from torchmetrics_async.collector import window as window_module
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 try:
@@ -674,7 +675,7 @@ def test_list_states_are_copied_into_the_window_before_the_reset():
     metric.update(torch.tensor([9.0]))
     assert collector.collect_results() == [1.0, 2.0, 3.0]
     # Released: only the collector's own copy shows it (no public read of a collected window's memory).
-    assert collector._slots[0].shadow.value == []
+    assert collector._shadow.slots[0].shadow.value == []
 
 
 @pytest.mark.parametrize("fake", [False, True], ids=["cpu-path", "fake-stream-path"])
@@ -993,7 +994,7 @@ def _running() -> tuple[ta.MetricCollection, torchmetrics.MetricCollection]:
 
 
 def test_wrapper_metrics_run_their_own_compute_and_say_so(monkeypatch):
-    monkeypatch.setattr(collector_module, "_ANNOUNCED", set())
+    monkeypatch.setattr(window_module, "_ANNOUNCED", set())
     live, _ = _running()
     collector = AsyncMetricCollector(live)
     with pytest.warns(UserWarning, match="RunningMean has its own compute"):

@@ -21,7 +21,9 @@ from tests.conftest import TESTS, is_slow_place
 )
 def test_slow_places(path: str, slow: bool) -> None:
     assert is_slow_place(TESTS / path) is slow
-    assert not is_slow_place(TESTS.parent / "torchmetrics_async" / "collector.py")  # the package's doctests
+    assert not is_slow_place(
+        TESTS.parent / "torchmetrics_async" / "collector" / "collector.py"
+    )  # the package's doctests
 
 
 def test_every_test_in_a_slow_place_is_slow_and_every_sweep_keeps_one_quick_case(

@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from torchmetrics_async.collector import drain_in_flight
+from torchmetrics_async.collector.collector import drain_in_flight
 
 __all__ = ["shutdown"]
 

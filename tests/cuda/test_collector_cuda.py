@@ -27,9 +27,9 @@ import torch
 import torchmetrics_async as ta
 from tests.cuda._helpers import NUM_CLASSES, as_python, sleep_ms
 from torchmetrics_async import AsyncMetricCollector
-from torchmetrics_async import collector as collector_module
 from torchmetrics_async.classification import MulticlassAccuracy, MulticlassF1Score
 from torchmetrics_async.collector import CudaStreamOps
+from torchmetrics_async.collector import collector as collector_module
 from torchmetrics_async.testing import HostSyncError, count_host_syncs, no_host_sync
 
 pytestmark = pytest.mark.cuda

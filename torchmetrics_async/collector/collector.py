@@ -1,0 +1,469 @@
+"""The collector's lifecycle (bind, schedule, collect, unbind) and its checkpoint (``Stateful``)."""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from torchmetrics_async._torchmetrics import jit_distributed_available
+from torchmetrics_async.checkpoint import (
+    WORLD_SIZE,
+    check_structure,
+    entry,
+    load_metric_entry,
+    metric_entry,
+    named_metrics,
+    per_rank,
+    this_rank,
+)
+from torchmetrics_async.collector.streams import CudaStreamOps, StreamOps, _refuse_capture
+from torchmetrics_async.collector.transfer import _tensor_leaves, _to_python, _Transfer
+from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_window, _reset_tree, _Shadow
+from torchmetrics_async.metric import fused_reset
+from torchmetrics_async.sync.collectives import SyncHandle
+from torchmetrics_async.sync.metrics import sync_metrics
+
+__all__ = ["AsyncMetricCollector", "drain_in_flight"]
+
+# Collectors whose window's collectives may still be running (scheduled, not collected): ``drain_in_flight()`` (called
+# by ``torchmetrics_async.shutdown()``) waits for them so no collective is left running when the process group goes.
+_IN_FLIGHT: weakref.WeakSet[AsyncMetricCollector] = weakref.WeakSet()
+
+
+# ``Stateful`` by its methods, not by subclassing: why, above ``checkpoint.PerRankState``.
+class AsyncMetricCollector:
+    """Sync and compute a metric, a ``MetricCollection`` or a dict of them off the critical path.
+
+    Lifecycle: ``bind()`` once; then per logging interval ``schedule_collection()`` (snapshot, reset, launch) and,
+    any number of training steps later, ``collect_results()`` (wait, compute, Python scalars); ``unbind()`` at the
+    end. Updates made to the live metrics after ``schedule_collection()`` belong to the next window. The collector is
+    ``Stateful``: ``state_dict()``/``load_state_dict()`` work at any point, a window in flight included.
+
+    Args:
+        metric: a torchmetrics ``Metric``, a ``MetricCollection``, or a dict whose values are either.
+        stream_ops: the stream operations of the accelerator path (default: :class:`CudaStreamOps` when the metrics
+            are on CUDA, none on CPU). A test seam: any :class:`StreamOps` forces the accelerator path.
+
+    Raises:
+        TypeError: if ``metric`` is not one of the accepted structures.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric
+        >>> loss = MeanMetric()
+        >>> collector = AsyncMetricCollector(loss)
+        >>> collector.bind()
+        >>> loss.update(torch.tensor([0.5, 1.5]))
+        >>> collector.schedule_collection()
+        >>> collector.collect_results()
+        1.0
+        >>> collector.unbind()
+    """
+
+    def __init__(self, metric: Any, stream_ops: StreamOps | None = None) -> None:
+        check_structure(metric, _WHAT)
+        self._metric = metric
+        self._stream_ops = stream_ops
+        self._live = named_metrics(metric)
+        self._bound = False
+        self._ops: StreamOps | None = None
+        self._side: Any = None
+        self._shadow: _Shadow | None = None  # the buffers of the windows, from bind() to unbind()
+        # The window in flight: scheduled (a snapshot exists), launched (its sync has started), what it produced.
+        self._scheduled = False
+        self._launched = False
+        self._process_group: Any = None
+        self._handle: SyncHandle | None = None
+        # what the window produced when computed at schedule time: (tree, transfer) on CUDA, (tree, flags) on CPU
+        self._outcome: tuple[Any, Any] | None = None
+        self._done: Any = None
+        self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
+
+    def bind(self, device: torch.device | str | None = None) -> None:
+        """Move the metrics to ``device`` (if given), create the side stream on CUDA, and the collector's buffers.
+
+        The buffers are a deep copy of the metric structure (the *shadow*) that receives each window's states. Bind
+        after moving the metrics to their device; move them later only through ``unbind()`` and ``bind(device)``.
+
+        Args:
+            device: where the metrics live from now on (``None``: where they are).
+
+        Raises:
+            RuntimeError: if already bound.
+            ValueError: if the metrics live on more than one device (after moving them to ``device``, if given).
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> collector = AsyncMetricCollector(SumMetric())
+            >>> collector.bind("cpu")
+            >>> collector.is_bound
+            True
+        """
+        if self._bound:
+            raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
+        if device is not None:
+            self._move(torch.device(device))
+        devices = {metric.device for _, metric in self._live}
+        if len(devices) > 1:
+            # One side stream and one done-event serve the window: they would order only the first device's work.
+            where = ", ".join(f"{name}: {metric.device}" for name, metric in self._live)
+            raise ValueError(
+                f"AsyncMetricCollector: the metrics live on several devices ({where}); bind(device) moves them all to"
+                " one, or use one collector per device."
+            )
+        metric_device = self._live[0][1].device if self._live else torch.device("cpu")
+        ops = self._stream_ops
+        if ops is None and metric_device.type == "cuda":
+            ops = CudaStreamOps(metric_device)
+        self._ops = ops
+        self._side = ops.new_stream() if ops is not None else None
+        self._shadow = _Shadow(self._metric, self._live)
+        self._bound = True
+        if self._pending is not None:  # a window loaded before bind(): its snapshot goes into the buffers now
+            pending, self._pending = self._pending, None
+            self._install(pending)
+
+    def _move(self, device: torch.device) -> None:
+        if isinstance(self._metric, torch.nn.Module):
+            self._metric.to(device)
+        else:
+            for value in self._metric.values():
+                value.to(device)
+
+    def unbind(self) -> None:
+        """Release the side stream and the buffers.
+
+        A window scheduled and not collected is dropped, as the next ``schedule_collection()`` would drop it (its
+        collectives were issued when it was scheduled, so this communicates nothing). A window loaded before
+        ``bind()`` and not bound since is kept for the next ``bind()``.
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> collector = AsyncMetricCollector(SumMetric())
+            >>> collector.bind()
+            >>> collector.unbind()
+            >>> collector.is_bound
+            False
+        """
+        if self._scheduled and self._bound:
+            self._drop()
+        self._bound = False
+        self._ops = None
+        self._side = None
+        self._shadow = None
+
+    @property
+    def is_bound(self) -> bool:
+        """Whether ``bind()`` was called (and ``unbind()`` not since).
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> AsyncMetricCollector(SumMetric()).is_bound
+            False
+        """
+        return self._bound
+
+    @property
+    def is_scheduled(self) -> bool:
+        """Whether a window was scheduled (or loaded in flight) and not collected yet.
+
+        Example:
+            >>> from torchmetrics_async import SumMetric
+            >>> AsyncMetricCollector(SumMetric()).is_scheduled
+            False
+        """
+        return self._scheduled
+
+    def schedule_collection(self, process_group: Any = None) -> None:
+        """Snapshot the window into the buffers, launch the fused sync, and reset the live metrics in place.
+
+        No barrier, and no host sync in a single process: the snapshot and the reset are fused device copies, and the
+        collectives are launched asynchronously (on CUDA, with the compute, on the side stream after the snapshot).
+        In a distributed run the plan check is read here (waiting for every rank to schedule the window), and list
+        states read their exchanged shapes here too (see the package's docstring).
+
+        A window scheduled before and not collected (on a rank that does not log, say) is dropped first: its
+        results and errors are discarded, never raised here. Every rank's collectives for it were issued by its own
+        ``schedule_collection()``, so dropping it communicates nothing.
+
+        Args:
+            process_group: the group to sync over (``None``: each metric's ``process_group``, else the world).
+
+        Raises:
+            RuntimeError: if not bound, or called while a CUDA graph is being captured.
+            PlanMismatchError: if the ranks sync different metrics (on every rank; the live metrics keep the window).
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> collector = AsyncMetricCollector(metric)
+            >>> collector.bind()
+            >>> metric.update(torch.tensor(2.0))
+            >>> collector.schedule_collection()
+            >>> metric.update(torch.tensor(5.0))  # counted in the next window
+            >>> collector.collect_results(), float(metric.compute())
+            (2.0, 5.0)
+        """
+        self._require_bound("schedule_collection")
+        _refuse_capture("schedule_collection")
+        if self._scheduled:
+            self._drop()
+        self._shadow.snapshot()
+        self._process_group = process_group
+        # The sync reads only the buffers, so it can start before the reset; if it fails to start, the live metrics
+        # still hold the window and nothing is lost.
+        try:
+            self._launch()
+        except BaseException:
+            self._drain()
+            self._release()
+            raise
+        self._scheduled = True
+        _IN_FLIGHT.add(self)
+        with fused_reset(slot.live for slot in self._shadow.slots):
+            _reset_tree(self._metric)
+
+    def collect_results(self) -> Any:
+        """Wait for the scheduled window, compute it, and return its values as Python scalars.
+
+        Deferred errors are raised (``RuntimeError``) and deferred warnings emitted with torchmetrics' messages, as
+        ``compute()`` would; either way the window is over afterwards.
+
+        Returns:
+            A PyTree mirroring ``compute()``'s output: ``float``/``int``/``bool`` for scalars, nested lists for other
+            tensors; a collection gives its ``compute()`` dict, a dict of metrics a dict with the same keys.
+
+        Raises:
+            RuntimeError: if not bound, if nothing was scheduled, if called while a CUDA graph is being captured, or
+                a deferred error (torchmetrics' message).
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import MeanMetric, SumMetric
+            >>> metrics = {"loss": MeanMetric(), "tokens": SumMetric()}
+            >>> collector = AsyncMetricCollector(metrics)
+            >>> collector.bind()
+            >>> for metric in metrics.values():
+            ...     metric.update(torch.tensor([2.0, 4.0]))
+            >>> collector.schedule_collection()
+            >>> collector.collect_results()
+            {'loss': 3.0, 'tokens': 6.0}
+        """
+        self._require_bound("collect_results")
+        _refuse_capture("collect_results")
+        if not self._scheduled:
+            raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
+        try:
+            shadow = self._shadow
+            if self._ops is None:
+                if self._outcome is None:
+                    self._handle.wait()  # local: every collective of the window was issued at schedule time
+                    tree = shadow.compute()
+                    flags = shadow.read_flags()
+                else:  # computed at schedule time (see _launch)
+                    tree, flags = self._outcome
+                values = _Transfer([*_tensor_leaves(tree, []), *flags], None).values()  # one read
+            else:
+                tree, transfer = self._outcome
+                self._ops.synchronize(self._done)  # the one host wait: sync, compute and copies are done
+                values = transfer.values()
+            leaves = len(values) - shadow.flag_count()
+            shadow.report(values[leaves:])
+            return _to_python(tree, iter(values[:leaves]))
+        finally:
+            self._release()
+            self._scheduled = False
+
+    def _require_bound(self, what: str) -> None:
+        if not self._bound:
+            raise RuntimeError(f"AsyncMetricCollector is not bound: call bind() before {what}().")
+
+    def _install(self, window: Mapping[str, Mapping[str, Any]]) -> None:
+        """Put a saved window into the buffers and launch it."""
+        self._shadow.install(window)
+        self._scheduled = True
+        self._launched = False
+        # Its collectives start now, at a point every rank passes (bind or load), so that collecting stays local.
+        try:
+            self._launch()
+        except BaseException:
+            self._drain()
+            self._release()
+            self._scheduled = False
+            raise
+
+    def _launch(self) -> None:
+        """Start the sync of the buffers (and on the accelerator path, the compute and the host copies)."""
+        shadow = self._shadow
+        shadow.log.clear()
+        ops = self._ops
+        if ops is None:
+            handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
+            # Every collective of the window is issued here, on every rank: list states' data exchange needs the
+            # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
+            handle.launch_remaining()
+            if shadow.own_sync and jit_distributed_available():
+                # Members that sync inside their own compute() (wrappers) communicate there: compute now.
+                handle.wait()
+                tree = shadow.compute()
+                self._outcome = (tree, shadow.read_flags())
+            self._launched = True
+            return
+        ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
+        ops.wait_event(self._side, ready)
+        with ops.use(self._side):
+            handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
+            # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
+            handle.wait()
+            tree = shadow.compute()
+            flags = shadow.read_flags()
+            transfer = _Transfer([*_tensor_leaves(tree, []), *flags], ops)
+            self._done = ops.record_event(self._side)
+        self._outcome = (tree, transfer)
+        self._launched = True
+
+    def _drain(self) -> None:
+        """After a failed launch: whatever was started stops reading the buffers before the release and next snapshot.
+
+        On CUDA the current stream waits for the side stream (no host wait); on CPU the host waits for the collectives.
+        """
+        if self._ops is not None:
+            self._ops.wait_event(self._ops.current_stream(), self._ops.record_event(self._side))
+            return
+        handle = self._handle
+        for work in [] if handle is None else handle._works:
+            with contextlib.suppress(Exception):  # the launch error is the one to report
+                work.wait()
+
+    def _release(self) -> None:
+        """Return the shadow to its buffers (unsynced, list states empty) and drop everything the window held."""
+        if self._shadow is not None:
+            self._shadow.release()
+        _IN_FLIGHT.discard(self)
+        self._handle = None
+        self._outcome = None
+        self._done = None
+        self._launched = False
+
+    # ---------------------------------------------------------------------------------------------------------------
+    # Stateful
+    # ---------------------------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything this rank needs to resume: live states and update counts, and the window in flight (local).
+
+        The layout of :mod:`torchmetrics_async.checkpoint`: this rank's values under its own key ``"rank{r}"`` (the
+        global rank; ``"rank0"`` without a process group) beside ``"world_size"``, list states as tuples. So
+        ``torch.save`` per rank and ``torch.distributed.checkpoint`` (``dcp.save({"collector": collector}, ...)``,
+        which calls this) both give every rank back its own window. Every state is included whatever its
+        ``persistent`` setting. ``"window"`` holds the scheduled window's local (pre-sync) states when one is in
+        flight, else the defaults, so the layout is the same at every point of the lifecycle (DCP loads into the
+        layout of a fresh collector). Tensors are copies.
+
+        Returns:
+            ``{"world_size": int, "rank{r}": {"metrics": {name: {"states": ..., "update_count": int, "counters":
+            ...}}, "window": {same}, "in_flight": bool}}``; ``counters`` holds other window counters (a ``Running``
+            wrapper's position).
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> metric.update(torch.tensor(3.0))
+            >>> state = AsyncMetricCollector(metric).state_dict()
+            >>> state["world_size"], state["rank0"]["metrics"]["metric"]["states"], state["rank0"]["in_flight"]
+            (1, {'sum_value': tensor(3.), 'nan_seen': tensor(False)}, False)
+        """
+        live = {name: metric_entry(metric) for name, metric in self._live}
+        if not self._scheduled:
+            window = _empty_window(self._live)
+        elif self._pending is not None:
+            window = _copied_window(self._pending)
+        else:
+            window = self._shadow.local_states()
+        return per_rank({"metrics": live, "window": window, "in_flight": self._scheduled})
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore live states, update counts and a window in flight, at any point of the lifecycle.
+
+        A restored window in flight starts its sync here (over each metric's own ``process_group``, else the world),
+        or at ``bind()`` if not bound yet, so call this (and ``bind()``) on every rank; the next ``collect_results()``
+        returns it. A window this collector had in flight is dropped.
+
+        Args:
+            state_dict: from :meth:`state_dict` of a collector over the same metric structure, saved by as many
+                processes; or one rank's entry of it (``state_dict["rank1"]``, to load a rank's window elsewhere on
+                purpose).
+
+        Raises:
+            ValueError: if ``state_dict`` was saved by another number of processes.
+            KeyError: if this rank, a metric or a state of this collector is missing from ``state_dict``.
+
+        Example:
+            >>> import torch
+            >>> from torchmetrics_async import SumMetric
+            >>> metric = SumMetric()
+            >>> saved = AsyncMetricCollector(metric)
+            >>> saved.bind()
+            >>> metric.update(torch.tensor(4.0))
+            >>> saved.schedule_collection()
+            >>> state = saved.state_dict()
+            >>> restored = AsyncMetricCollector(SumMetric())
+            >>> restored.load_state_dict(state)
+            >>> restored.bind()
+            >>> restored.collect_results(), saved.collect_results()
+            (4.0, 4.0)
+        """
+        mine = this_rank(state_dict, _WHAT) if WORLD_SIZE in state_dict else state_dict
+        live = mine["metrics"]
+        for name, metric in self._live:
+            load_metric_entry(metric, name, live, _WHAT)
+        if self._scheduled and self._bound:
+            self._drop()
+        self._scheduled = False
+        self._pending = None
+        if not mine["in_flight"]:
+            return
+        window = mine["window"]
+        for name, _ in self._live:
+            entry(window, name, _WHAT)  # fail now, not at bind()
+        if self._bound:
+            self._install(window)
+        else:
+            self._pending = {name: dict(saved) for name, saved in window.items()}
+            self._scheduled = True
+            self._launched = False
+
+    def _drop(self) -> None:
+        """Forget the window in flight without reporting it (a rank that did not collect it)."""
+        try:
+            if self._ops is None:
+                self._handle.wait()  # local: its collectives were issued at schedule time; lets them complete
+            else:
+                # No host wait: the next snapshot (current stream) must not overwrite buffers the side stream reads.
+                self._ops.wait_event(self._ops.current_stream(), self._done)
+        finally:
+            self._release()
+            self._scheduled = False
+
+
+def drain_in_flight() -> int:
+    """Wait for the collectives of every scheduled, uncollected window and drop those windows (teardown only).
+
+    Returns:
+        How many windows were drained.
+    """
+    drained = 0
+    for collector in list(_IN_FLIGHT):
+        if not collector._scheduled:
+            continue
+        if collector._ops is not None and collector._done is not None:
+            collector._ops.synchronize(collector._done)  # the host waits: the process group goes next
+        collector._drop()
+        drained += 1
+    return drained

@@ -1,0 +1,103 @@
+"""A window's results and deferred flags, byte-packed into one buffer and read by the host in one copy."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from torchmetrics_async.collector.streams import StreamOps
+
+
+def _tensor_leaves(tree: Any, into: list[Tensor]) -> list[Tensor]:
+    if isinstance(tree, Tensor):
+        into.append(tree)
+    elif isinstance(tree, Mapping):
+        for value in tree.values():
+            _tensor_leaves(value, into)
+    elif isinstance(tree, (list, tuple)):
+        for value in tree:
+            _tensor_leaves(value, into)
+    return into
+
+
+def _to_python(tree: Any, values: Iterator[Any]) -> Any:
+    """The tree with each tensor replaced by the next host value (``float|int|bool`` or nested lists)."""
+    if isinstance(tree, Tensor):
+        return next(values)
+    if isinstance(tree, Mapping):
+        return {key: _to_python(value, values) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        items = [_to_python(value, values) for value in tree]
+        if hasattr(tree, "_fields"):  # a named tuple
+            return type(tree)(*items)
+        return type(tree)(items)
+    return tree
+
+
+def _numpy_dtypes() -> dict[torch.dtype, np.dtype]:
+    dtypes = {}
+    for dtype in (
+        torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
+        torch.float64, torch.complex64, torch.complex128,
+        getattr(torch, "uint16", None), getattr(torch, "uint32", None), getattr(torch, "uint64", None),
+    ):  # fmt: skip
+        if isinstance(dtype, torch.dtype):
+            with contextlib.suppress(TypeError, RuntimeError):
+                dtypes[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
+    return dtypes
+
+
+# Computed once at import, outside any host-sync detector.
+_NUMPY_DTYPES = _numpy_dtypes()
+
+
+def _wire_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a result travels in: its own if numpy has it, else a wider one that holds it exactly."""
+    if dtype in _NUMPY_DTYPES:
+        return dtype
+    if dtype.is_complex:
+        return torch.complex64  # complex32
+    return torch.float32  # bfloat16, the float8 types: exact in float32 (Python floats from either are equal)
+
+
+class _Transfer:
+    """Every tensor of a window byte-packed into one buffer (per device) and moved to the host in one copy.
+
+    Results of every dtype and the deferred flags travel together: one ``torch.cat`` of their bytes on the device,
+    one device-to-host copy (pinned memory, asynchronous, on the side stream), and on the host one read of the buffer
+    (a numpy view), from which the Python values are built without touching the device again.
+    """
+
+    def __init__(self, tensors: list[Tensor], ops: StreamOps | None) -> None:
+        #: per tensor: (group, byte offset, byte length, numpy dtype, shape)
+        self.layout: list[tuple[int, int, int, np.dtype, tuple[int, ...]]] = []
+        groups: dict[torch.device, tuple[int, list[Tensor], list[int]]] = {}
+        for tensor in tensors:
+            value = tensor.detach()
+            wire = _wire_dtype(value.dtype)
+            if wire != value.dtype:
+                value = value.to(wire)
+            index, pieces, length = groups.setdefault(value.device, (len(groups), [], [0]))
+            data = value.reshape(-1).contiguous().view(torch.uint8)
+            self.layout.append((index, length[0], data.numel(), _NUMPY_DTYPES[wire], tuple(value.shape)))
+            pieces.append(data)
+            length[0] += data.numel()
+        self.device_buffers: list[Tensor] = []  # alive until the host has synchronized on the copies
+        self.hosts: list[Tensor] = []
+        for _, pieces, _ in groups.values():
+            buffer = pieces[0] if len(pieces) == 1 else torch.cat(pieces)  # one kernel for the whole window
+            self.device_buffers.append(buffer)
+            self.hosts.append(buffer if ops is None else ops.to_host(buffer))
+
+    def values(self) -> list[Any]:
+        """Host values in the original order: one read of each host buffer; call after synchronizing."""
+        arrays = [host.numpy() for host in self.hosts]  # the read (numpy shares the host memory)
+        return [
+            arrays[group][offset : offset + nbytes].view(dtype).reshape(shape).tolist()
+            for group, offset, nbytes, dtype, shape in self.layout
+        ]
