@@ -87,47 +87,46 @@ TOP_K_LABELS_MESSAGE = (
 )
 
 
-class _SyncFreeMulticlass(SyncFreeBatchStats):
-    """What the multiclass metrics share: the deferred value checks and the label format."""
-
-    def _checked_classes(self) -> int | None:
-        """How many classes the labels index for the value checks (``None``: torchmetrics accepts any value)."""
-        return self.num_classes
-
-    def _deferred_checks(self) -> dict[str, str]:
-        num_classes = self._checked_classes()
-        if not self.validate_args or num_classes is None:
-            return {}
-        return {
-            INVALID_TARGET: multiclass_values_message("target", num_classes, self.ignore_index),
-            INVALID_PREDS: multiclass_values_message("preds", num_classes, self.ignore_index),
-        }
-
-    def _keep(self, target: Tensor) -> Tensor | None:
-        return None if self.ignore_index is None else target != self.ignore_index
-
-    def _batch_value(self, stats: BatchStats) -> Any:
-        # torchmetrics computes the batch value from fresh states, which set_dtype() may have made floating point.
-        values, violations = stats
-        state = self.__dict__
-        values = tuple(
-            value.to(state[name].dtype)
-            if isinstance(state[name], Tensor) and isinstance(value, Tensor) and value.dtype != state[name].dtype
-            else value
-            for name, value in zip(self._stat_states, values, strict=True)
-        )
-        return super()._batch_value((values, violations))
+def _value_checks(metric: Any, num_classes: int | None) -> dict[str, str]:
+    """The deferred checks of the labels (``num_classes=None``: torchmetrics accepts any value)."""
+    if not metric.validate_args or num_classes is None:
+        return {}
+    return {
+        INVALID_TARGET: multiclass_values_message("target", num_classes, metric.ignore_index),
+        INVALID_PREDS: multiclass_values_message("preds", num_classes, metric.ignore_index),
+    }
 
 
-class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
+def _keep(target: Tensor, ignore_index: int | None) -> Tensor | None:
+    return None if ignore_index is None else target != ignore_index
+
+
+def _in_state_dtypes(metric: Any, stats: BatchStats) -> BatchStats:
+    """``stats`` in the states' dtypes (torchmetrics' batch value comes from states ``set_dtype()`` may have cast)."""
+    values, violations = stats
+    state = metric.__dict__
+    values = tuple(
+        value.to(state[name].dtype)
+        if isinstance(state[name], Tensor) and isinstance(value, Tensor) and value.dtype != state[name].dtype
+        else value
+        for name, value in zip(metric._stat_states, values, strict=True)
+    )
+    return BatchStats(values, violations)
+
+
+class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
     """Sync-free ``update`` of torchmetrics' ``MulticlassStatScores`` family (states ``tp, fp, tn, fn``)."""
 
     def _checked_classes(self) -> int | None:
+        """How many classes the labels index for the value checks (``None``: torchmetrics accepts any value)."""
         if self.num_classes is not None:
             return self.num_classes
         # num_classes=None counts as one class; only the one-hot (samplewise) form fails on other labels, and it takes
         # label 1 too where that is its sentinel class (see _sentinel_class).
         return 1 + self._sentinel_class() if self.multidim_average == "samplewise" else None
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return _value_checks(self, self._checked_classes())
 
     def _sentinel_class(self) -> bool:
         """Whether torchmetrics' one-hot form counts label ``C`` (``num_classes``, or 1) as ignored/no class."""
@@ -175,7 +174,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             raise (IndexError if masked_write else RuntimeError)(TOP_K_LABELS_MESSAGE)
         if top_k > 1:
             preds = top_k_labels(preds, target, top_k)
-        keep = self._keep(target)
+        keep = _keep(target, self.ignore_index)
         check = INVALID_TARGET in self._defaults
         violations: dict[str, Tensor] = {}
         if self.average == "micro" and top_k == 1 and not samplewise:
@@ -233,7 +232,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
         (hits, *rest), violations = stats
         if not rest and isinstance(hits, _ClassHits):
             stats = BatchStats(hits.dense(self.num_classes), violations)
-        return super()._batch_value(stats)
+        return super()._batch_value(_in_state_dtypes(self, stats))
 
 
 class _ClassHits(NamedTuple):
@@ -360,10 +359,16 @@ class MulticlassNegativePredictiveValue(
         return _negative_predictive_value_reduce(tp, fp, tn, fn, "none", self.multidim_average, top_k=self.top_k)
 
 
-class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
+class MulticlassExactMatch(SyncFreeBatchStats, tm.MulticlassExactMatch):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("correct", "total")
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return _value_checks(self, self.num_classes)
+
+    def _batch_value(self, stats: BatchStats) -> Any:
+        return super()._batch_value(_in_state_dtypes(self, stats))
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         check_multiclass_shapes(preds, target, self.num_classes, self.multidim_average, self.validate_args)
@@ -371,7 +376,7 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
         if preds.ndim == target.ndim + 1 and torch.compiler.is_compiling() and first_max_applies(preds):
             preds = first_max_index(preds, 1)
         preds, target = _multiclass_stat_scores_format(preds, target, 1)
-        keep = self._keep(target)
+        keep = _keep(target, self.ignore_index)
         same = preds == target
         if keep is not None:
             # torchmetrics writes ignore_index into preds where the target is ignored: those positions match.
@@ -400,10 +405,13 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
             self._record_violation(name, violated)
 
 
-class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatrix):
+class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix):
     """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return _value_checks(self, self.num_classes)
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_classes = self.num_classes
@@ -412,7 +420,7 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
         clamp_preds = label_preds or preds.shape[1] > num_classes
         # Argmax and flatten only: ignored entries are weighted out below instead of being dropped by a boolean mask.
         preds, target = _multiclass_confusion_matrix_format(preds, target, None)
-        keep = self._keep(target)
+        keep = _keep(target, self.ignore_index)
         target_index = as_index(target, num_classes)
         preds_index = as_index(preds, num_classes) if clamp_preds else preds
         violations: dict[str, Tensor] = {}
@@ -440,7 +448,11 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
         dtype = self.confmat.dtype  # long, unless set_dtype() changed it (torchmetrics' batch matrix follows)
         confmat = torch.zeros(num_classes * num_classes, dtype=dtype, device=bins.device)
         confmat.index_add_(0, bins, weight if weight.dtype == dtype else weight.to(dtype))
-        return normalize_confmat(confmat.view(num_classes, num_classes), self.normalize)[0]
+        return self._reduce(confmat.view(num_classes, num_classes))
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
+        return normalize_confmat(confmat, self.normalize)[0]
 
     def compute(self) -> Tensor:
         """Raise deferred value errors, then normalize as torchmetrics does, warning about 0/0 entries set to 0.

@@ -261,4 +261,8 @@ class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
         return BatchStats((confmat.view(num_labels, 2, 2),), violations)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        return normalize_confmat(stats[0][0].to(self.confmat.dtype), self.normalize)  # the state dtype, as torchmetrics
+        return self._reduce(stats[0][0].to(self.confmat.dtype))  # the state dtype, as torchmetrics
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
+        return normalize_confmat(confmat, self.normalize)
