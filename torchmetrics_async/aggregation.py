@@ -430,10 +430,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
 
     @staticmethod
     def _nan_free(values: Tensor | list, kept: Tensor | list) -> Tensor | list:
-        """``values`` with the NaNs this metric drops dropped, as torchmetrics holds them; one host read.
-
-        Meta tensors hold no data to read: they are returned as they are.
-        """
+        """``values`` without the NaNs torchmetrics drops (one host read; meta tensors hold no data: as they are)."""
         if any(k.is_meta for k in ([kept] if isinstance(kept, Tensor) else kept)):
             return values
         if isinstance(values, Tensor):  # after a distributed sync both lists arrive concatenated
@@ -441,11 +438,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         return _drop_unkept(values, kept)
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """``value`` with NaNs dropped under ``"ignore"``/``"warn"``, as torchmetrics' own ``update()`` drops them.
-
-        So a plain torchmetrics ``CatMetric`` merging this one (``merge_state`` reads ``metric_state``) or loading its
-        ``state_dict`` receives no NaN it would have dropped. Dropping reads the keep-masks on the host once (the shape
-        depends on the data); ``update()`` and the held states are unchanged.
+        """``value`` without the NaNs torchmetrics' ``update()`` drops, for a plain ``CatMetric`` merging or loading it.
 
         Example:
             >>> metric = CatMetric(nan_strategy="ignore")

@@ -51,14 +51,9 @@ class SyncFreeRunning(SyncFreeMixin):
 
     @property
     def _num_vals_seen(self) -> int:
-        """The count of updates since the last reset (torchmetrics' window position), as a Python int.
-
-        Eager updates count in the Python int (``__dict__["_num_vals_seen"]``); updates traced by ``torch.compile``,
-        and eager ones after them until the window is reset, count in the device tensor
-        :data:`~torchmetrics_async.metric.COMPILED_UPDATES` and choose their slot on the device (Dynamo would
-        guard on the int and recompile every step). Reading the count after them reads that tensor once (a host read;
-        ``compute()`` and ``reset()`` read the device anyway).
-        """
+        """The count of updates since the last reset (torchmetrics' window position), as a Python int."""
+        # Compiled updates (and eager ones after them until a reset) count on the device, where Dynamo does not guard
+        # on them (an int would recompile every step): reading the count then is one host read.
         return self._read_window_count()
 
     @_num_vals_seen.setter

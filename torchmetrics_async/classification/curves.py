@@ -288,12 +288,10 @@ class _MulticlassCurve(_SyncFreeCurve):
     """Multiclass inputs ``(N, C, ...)`` / ``(N, ...)``: one-vs-rest per class, ignored rows weighted out."""
 
     def _checks_range(self) -> bool:
-        """Whether labels outside [0, num_classes) are errors.
-
-        torchmetrics one-hot encodes the target of binned and micro-averaged curves, whatever ``validate_args`` says;
-        validated, a label out of range is an error for every average here (torchmetrics' count of distinct values
-        lets ``[0, 1, 3]`` through with 3 classes, and computes a curve from it).
-        """
+        """Whether labels outside [0, num_classes) are errors."""
+        # torchmetrics one-hot encodes the target of binned and micro-averaged curves whatever validate_args says;
+        # validated, an out-of-range label is an error for every average here (torchmetrics' count of distinct values
+        # lets [0, 1, 3] through with 3 classes and computes a curve from it).
         return self.validate_args or self.thresholds is not None or self.average == "micro"
 
     def _deferred_checks(self) -> dict[str, str]:

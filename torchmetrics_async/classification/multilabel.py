@@ -185,10 +185,6 @@ class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """As torchmetrics' ``forward``: accumulate the batch and return the metric on it alone.
 
-        Args:
-            args: ``preds`` and ``target``, as for ``update``.
-            kwargs: as for ``update``.
-
         Returns:
             The exact match of this batch.
 
