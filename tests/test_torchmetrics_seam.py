@@ -52,7 +52,7 @@ def test_device_mismatch_rewording_is_torchmetrics_own():
 
 
 def test_running_registers_one_state_per_slot_from_the_base_defaults():
-    """aggregation._SyncFreeRunning relies on this layout (and un-shares the slots torchmetrics aliases)."""
+    """running.SyncFreeRunning relies on this layout (and un-shares the slots torchmetrics aliases)."""
     running = seam.Running(torchmetrics.SumMetric(), window=2)
     assert set(running._defaults) == {"sum_value_0", "sum_value_1"}
     assert running.sum_value_0 is running.sum_value_1  # the aliasing _own_window_slots undoes

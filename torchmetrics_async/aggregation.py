@@ -20,17 +20,15 @@ Example:
 """
 
 import math
-from collections.abc import Callable
-from typing import Any, ClassVar, Union
+from typing import Any, Union
 
 import torch
 import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
-from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED
 from torchmetrics_async.errors import ShapeMismatchError
-from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin, clear_compiled_count
+from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
 from torchmetrics_async.nan import (
     NAN_KEPT_STATE,
     DeferredNanFlag,
@@ -38,6 +36,7 @@ from torchmetrics_async.nan import (
     apply_nan_strategy,
     apply_nan_strategy_to_numbers,
 )
+from torchmetrics_async.running import SyncFreeRunning
 from torchmetrics_async.scalars import is_number, round_to_dtype
 
 __all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "RunningSum", "SumMetric"]
@@ -126,9 +125,6 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
     def update(self, value: float | Tensor) -> None:
         """Add ``value`` (a tensor of any shape, or a number) to the sum.
 
-        Args:
-            value: the values; extra dimensions are summed over.
-
         Example:
             >>> metric = SumMetric()
             >>> metric.update(2.5)
@@ -186,10 +182,6 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
 
     def update(self, value: float | Tensor, weight: float | Tensor | None = None) -> None:
         """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones).
-
-        Args:
-            value: the values.
-            weight: their weights.
 
         Example:
             >>> metric = MeanMetric()
@@ -315,9 +307,6 @@ class _ExtremumMetric(SyncFreeAggregator):
     def update(self, value: float | Tensor) -> None:
         """Fold ``value`` (a tensor of any shape, or a number) into the extremum.
 
-        Args:
-            value: the values.
-
         Example:
             >>> import torch
             >>> from torchmetrics_async import MaxMetric
@@ -412,9 +401,6 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
     def update(self, value: float | Tensor) -> None:
         """Append ``value`` (cast to the metric's dtype).
 
-        Args:
-            value: a tensor of any shape, or a number.
-
         Example:
             >>> metric = CatMetric()
             >>> metric.update(1.0)
@@ -444,10 +430,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
 
     @staticmethod
     def _nan_free(values: Tensor | list, kept: Tensor | list) -> Tensor | list:
-        """``values`` with the NaNs this metric drops dropped, as torchmetrics holds them; one host read.
-
-        Meta tensors hold no data to read: they are returned as they are.
-        """
+        """``values`` without the NaNs torchmetrics drops (one host read; meta tensors hold no data: as they are)."""
         if any(k.is_meta for k in ([kept] if isinstance(kept, Tensor) else kept)):
             return values
         if isinstance(values, Tensor):  # after a distributed sync both lists arrive concatenated
@@ -455,11 +438,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         return _drop_unkept(values, kept)
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """``value`` with NaNs dropped under ``"ignore"``/``"warn"``, as torchmetrics' own ``update()`` drops them.
-
-        So a plain torchmetrics ``CatMetric`` merging this one (``merge_state`` reads ``metric_state``) or loading its
-        ``state_dict`` receives no NaN it would have dropped. Dropping reads the keep-masks on the host once (the shape
-        depends on the data); ``update()`` and the held states are unchanged.
+        """``value`` without the NaNs torchmetrics' ``update()`` drops, for a plain ``CatMetric`` merging or loading it.
 
         Example:
             >>> metric = CatMetric(nan_strategy="ignore")
@@ -541,186 +520,7 @@ def _drop_unkept(values: list, kept: list) -> list:
     return [p for p in pieces if p.numel()]
 
 
-class _SyncFreeRunning(SyncFreeMixin):
-    """torchmetrics' ``Running`` window over a sync-free base metric, with copies into owned window slots.
-
-    torchmetrics stores a reference to the base metric's state in the slot and then resets the base; here the slot
-    (owned by the wrapper, see :data:`~torchmetrics_async.metric.OWNED_STATES`) receives a copy, and the base is
-    reset without reporting its checks (a host read per update): the wrapper keeps the base's deferred checks as its
-    own, over the whole window since its last reset, so a violation that has left the running window is still
-    raised by ``compute()`` or ``reset()``.
-    """
-
-    # torchmetrics' Running leaves ``_update_count`` alone (its wrapper does not count); the window is its own count.
-    _window_counter = "_num_vals_seen"
-    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeMixin.__jit_unused_properties__, "_num_vals_seen"]
-
-    def _wrap_update(self, update: Callable) -> Callable:
-        """As torchmetrics' wrappers: ``update`` unwrapped (the slots are the wrapper's own from every door on)."""
-        return update
-
-    def _take_over_base_checks(self) -> None:
-        """The wrapper reports the base metric's checks (over its whole window); the base never reads them."""
-        base = self.base_metric
-        for name, (message, action) in base._deferred_checks_registered().items():
-            self._add_deferred_check(name, message, action)
-        base.__dict__[DEFERRED_RAISE_OWNED] = True
-
-    def _add_extra_states(self) -> None:
-        """Window slots for the base metric's extra states (an adopted ``Running`` lacks them), then its checks."""
-        base = self.base_metric
-        for key in base._defaults:
-            for slot in range(self.window):
-                if f"{key}_{slot}" not in self._defaults:
-                    self.add_state(f"{key}_{slot}", default=base._defaults[key], dist_reduce_fx=base._reductions[key])
-        self._take_over_base_checks()
-        super()._add_extra_states()
-
-    @property
-    def _num_vals_seen(self) -> int:
-        """The count of updates since the last reset (torchmetrics' window position), as a Python int.
-
-        Eager updates count in the Python int (``__dict__["_num_vals_seen"]``); updates traced by ``torch.compile``,
-        and eager ones after them until the window is reset, count in the device tensor
-        :data:`~torchmetrics_async.metric.COMPILED_UPDATES` and choose their slot on the device (Dynamo would
-        guard on the int and recompile every step). Reading the count after them reads that tensor once (a host read;
-        ``compute()`` and ``reset()`` read the device anyway).
-        """
-        return self._read_window_count()
-
-    @_num_vals_seen.setter
-    def _num_vals_seen(self, value: int) -> None:
-        self.__dict__["_num_vals_seen"] = value
-        clear_compiled_count(self)
-
-    @property
-    def _update_count(self) -> int:
-        """The int as torchmetrics left it: its ``Running`` does not count its own updates (its base does)."""
-        return self.__dict__["_update_count"]
-
-    @_update_count.setter
-    def _update_count(self, value: int) -> None:
-        self.__dict__["_update_count"] = value
-
-    def _store_window_slot(self) -> None:
-        state = self.__dict__
-        base = self.base_metric
-        # Once compiled code has counted in this window, every update (eager ones included) chooses its slot on the
-        # device until the next reset: the host does not know the count without a read, and leaving the Python int
-        # alone keeps the compiled step's guard on it valid (no recompile after a compute() between compiled steps).
-        # A window without compiled updates picks its slot by the Python int, as torchmetrics does (no extra op).
-        position = self._unread_window_count()  # before this update is counted: its 0-based position in the window
-        if isinstance(position, Tensor):
-            position = torch.remainder(position, self.window)
-            self._count_compiled_update()
-        else:
-            slot, position = position % self.window, None
-            state["_num_vals_seen"] += 1
-            state[UNREPORTED] = True
-        for name in self._deferred_checks_registered():
-            self._record_violation(name, getattr(base, name))
-        if position is None:
-            for key in base._defaults:
-                self._write_slot(f"{key}_{slot}", getattr(base, key))
-        else:
-            hits = [position == slot for slot in range(self.window)]
-            for key in base._defaults:
-                current = getattr(base, key)
-                for slot, hit in enumerate(hits):
-                    # Every slot is written (itself where it is not the one): the same graph whatever the position.
-                    name = f"{key}_{slot}"
-                    self._write_slot(name, torch.where(hit, current, getattr(self, name).to(current)))
-        base._reset_states(in_place=True)  # the slot holds a copy; the base's states are its own
-
-    def _write_slot(self, name: str, value: Tensor | list) -> None:
-        """Copy ``value`` into window slot ``name`` (in place where the layouts agree, else a new owned state)."""
-        target = getattr(self, name)
-        if (
-            isinstance(value, Tensor)
-            and isinstance(target, Tensor)
-            and (target.shape, target.dtype, target.device) == (value.shape, value.dtype, value.device)
-        ):
-            target.copy_(value)
-        else:
-            mine = value.clone() if isinstance(value, Tensor) else list(value)
-            setattr(self, name, mine)
-            self.__dict__[OWNED_STATES][name] = mine
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        """Update the base metric and store its state in the current window slot.
-
-        Args:
-            args: as for the base metric's ``update``.
-            kwargs: as for the base metric's ``update``.
-
-        Example:
-            >>> from torchmetrics_async import RunningSum
-            >>> metric = RunningSum(window=2)
-            >>> for x in (1.0, 2.0, 3.0):
-            ...     metric.update(x)
-            >>> metric.compute()
-            tensor(5.)
-        """
-        self.base_metric.update(*args, **kwargs)
-        self._store_window_slot()
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Forward to the base metric (one pass) and store its state in the current window slot.
-
-        Args:
-            args: as for the base metric's ``update``.
-            kwargs: as for the base metric's ``update``.
-
-        Returns:
-            The base metric's value on this batch.
-
-        Example:
-            >>> from torchmetrics_async import RunningMean
-            >>> RunningMean(window=2)(4.0)
-            tensor(4.)
-        """
-        state = self.__dict__
-        self._own_states()  # a compute-group follower's slots are its leader's (see metric.OWNED_STATES)
-        result = self.base_metric.forward(*args, **kwargs)
-        self._store_window_slot()
-        state["_computed"] = None
-        return result
-
-    def compute(self) -> Any:
-        """Raise what the window since the last reset recorded, then compute over the running window.
-
-        Returns:
-            The base metric's value over the window.
-
-        Example:
-            >>> from torchmetrics_async import RunningSum
-            >>> metric = RunningSum(window=2)
-            >>> metric.update(1.0)
-            >>> metric.compute()
-            tensor(1.)
-        """
-        self._raise_deferred_checks()
-        return super().compute()
-
-    def reset(self) -> None:
-        """Reset the window (raising what it recorded and nobody reported, as every sync-free metric does).
-
-        Example:
-            >>> from torchmetrics_async import RunningSum
-            >>> metric = RunningSum(window=2)
-            >>> metric.update(1.0)
-            >>> metric.reset()
-            >>> metric.update(2.0)
-            >>> metric.compute()
-            tensor(2.)
-        """
-        try:
-            super().reset()
-        finally:
-            self._num_vals_seen = 0
-
-
-class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
+class RunningMean(SyncFreeRunning, tm_aggregation.RunningMean):
     """No host sync in ``update()`` or ``forward()``."""
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
@@ -728,7 +528,7 @@ class RunningMean(_SyncFreeRunning, tm_aggregation.RunningMean):
         self._setup_sync_free()
 
 
-class RunningSum(_SyncFreeRunning, tm_aggregation.RunningSum):
+class RunningSum(SyncFreeRunning, tm_aggregation.RunningSum):
     """No host sync in ``update()`` or ``forward()``."""
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:

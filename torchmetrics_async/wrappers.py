@@ -23,13 +23,13 @@ from typing import Any
 from torchmetrics_async._torchmetrics import Metric, rank_zero_warn
 from torchmetrics_async._torchmetrics import Running as _TorchmetricsRunning
 from torchmetrics_async.accelerate import accelerate, accelerated_class_for
-from torchmetrics_async.aggregation import _SyncFreeRunning
 from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.running import SyncFreeRunning
 
 __all__ = ["Running"]
 
 
-class Running(_SyncFreeRunning, _TorchmetricsRunning):
+class Running(SyncFreeRunning, _TorchmetricsRunning):
     """No host read per step over an accelerated ``base_metric``.
 
     A torchmetrics metric of an accelerated class is converted in place; any other base metric gets torchmetrics'

@@ -385,4 +385,8 @@ class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
         return BatchStats((confmat.view(2, 2),), violations)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        return normalize_confmat(stats[0][0].to(self.confmat.dtype), self.normalize)  # the state dtype, as torchmetrics
+        return self._reduce(stats[0][0].to(self.confmat.dtype))  # the state dtype, as torchmetrics
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
+        return normalize_confmat(confmat, self.normalize)

@@ -31,7 +31,6 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import _cohen_kappa_reduce, _jaccard_index_reduce, _safe_divide
-from torchmetrics_async.batch_stats import BatchStats
 from torchmetrics_async.classification.binary import BinaryConfusionMatrix
 from torchmetrics_async.classification.multiclass import MulticlassConfusionMatrix
 from torchmetrics_async.classification.multilabel import MultilabelConfusionMatrix
@@ -146,97 +145,102 @@ def matthews_corrcoef_reduce(confmat: Tensor) -> Tensor:
     return torch.where((right == 0) & (wrong != 0), -torch.ones_like(value), value)
 
 
-class _ConfusionMatrixReduction:
-    """``compute()`` and ``forward()``'s batch value: a reduction of the confusion matrix (``_reduce``).
+# The compute() of every class below (a function, not one more base class in their MRO); forward()'s batch value is
+# the same _reduce of the batch's matrix (the accelerated confusion matrices call it).
+def _reduced_confmat(self: Any) -> Tensor:
+    """Raise deferred value errors (torchmetrics' messages), then reduce the confusion matrix without host reads.
 
-    Placed before an accelerated confusion matrix in the bases: its ``update`` counts, this reduces.
+    Returns:
+        The metric value.
+
+    Example:
+        >>> import torch
+        >>> metric = BinaryMatthewsCorrCoef()
+        >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
+        >>> metric.compute()
+        tensor(0.5774)
     """
-
-    def _reduce(self, confmat: Tensor) -> Tensor:
-        raise NotImplementedError
-
-    def _batch_value(self, stats: BatchStats) -> Any:
-        # The confusion matrix's batch value is the batch's un-normalized matrix (torchmetrics passes normalize=None).
-        return self._reduce(super()._batch_value(stats))  # type: ignore[misc]
-
-    def compute(self) -> Tensor:
-        """Raise deferred value errors (torchmetrics' messages), then reduce the confusion matrix without host reads.
-
-        Returns:
-            The metric value.
-
-        Example:
-            >>> import torch
-            >>> metric = BinaryMatthewsCorrCoef()
-            >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
-            >>> metric.compute()
-            tensor(0.5774)
-        """
-        self._raise_deferred_checks()  # type: ignore[attr-defined]
-        return self._reduce(self.confmat)  # type: ignore[attr-defined]
+    self._raise_deferred_checks()
+    return self._reduce(self.confmat)
 
 
-class BinaryJaccardIndex(_ConfusionMatrixReduction, BinaryConfusionMatrix, tm.BinaryJaccardIndex):
+class BinaryJaccardIndex(BinaryConfusionMatrix, tm.BinaryJaccardIndex):
     """No host sync in ``update()`` or ``forward()``."""
+
+    compute = _reduced_confmat
 
     def _reduce(self, confmat: Tensor) -> Tensor:
         return _jaccard_index_reduce(confmat, average="binary", zero_division=self.zero_division)
 
 
-class MulticlassJaccardIndex(_ConfusionMatrixReduction, MulticlassConfusionMatrix, tm.MulticlassJaccardIndex):
+class MulticlassJaccardIndex(MulticlassConfusionMatrix, tm.MulticlassJaccardIndex):
     """No host sync in ``update()`` or ``forward()``."""
+
+    compute = _reduced_confmat
 
     def _reduce(self, confmat: Tensor) -> Tensor:
         return jaccard_index_reduce(confmat, self.average, self.ignore_index, self.zero_division)
 
 
-class MultilabelJaccardIndex(_ConfusionMatrixReduction, MultilabelConfusionMatrix, tm.MultilabelJaccardIndex):
+class MultilabelJaccardIndex(MultilabelConfusionMatrix, tm.MultilabelJaccardIndex):
     """No host sync in ``update()`` or ``forward()``."""
+
+    compute = _reduced_confmat
 
     def _reduce(self, confmat: Tensor) -> Tensor:
         # torchmetrics passes no ignore_index here: ignored entries are already out of the matrix.
         return jaccard_index_reduce(confmat, self.average, zero_division=self.zero_division)
 
 
-class BinaryCohenKappa(_ConfusionMatrixReduction, BinaryConfusionMatrix, tm.BinaryCohenKappa):
+class BinaryCohenKappa(BinaryConfusionMatrix, tm.BinaryCohenKappa):
     """No host sync in ``update()`` or ``forward()``."""
+
+    compute = _reduced_confmat
 
     def _reduce(self, confmat: Tensor) -> Tensor:
         return _cohen_kappa_reduce(confmat, self.weights)
 
 
-class MulticlassCohenKappa(_ConfusionMatrixReduction, MulticlassConfusionMatrix, tm.MulticlassCohenKappa):
+class MulticlassCohenKappa(MulticlassConfusionMatrix, tm.MulticlassCohenKappa):
     """No host sync in ``update()`` or ``forward()``."""
+
+    compute = _reduced_confmat
 
     def _reduce(self, confmat: Tensor) -> Tensor:
         return _cohen_kappa_reduce(confmat, self.weights)
 
 
-class BinaryMatthewsCorrCoef(_ConfusionMatrixReduction, BinaryConfusionMatrix, tm.BinaryMatthewsCorrCoef):
+class BinaryMatthewsCorrCoef(BinaryConfusionMatrix, tm.BinaryMatthewsCorrCoef):
     """No host sync in ``update()`` or ``forward()``.
 
     All-right or all-wrong predictions give a float ``1.0``/``-1.0`` (torchmetrics: an int64).
     """
 
+    compute = _reduced_confmat
+
     def _reduce(self, confmat: Tensor) -> Tensor:
         return matthews_corrcoef_reduce(confmat)
 
 
-class MulticlassMatthewsCorrCoef(_ConfusionMatrixReduction, MulticlassConfusionMatrix, tm.MulticlassMatthewsCorrCoef):
+class MulticlassMatthewsCorrCoef(MulticlassConfusionMatrix, tm.MulticlassMatthewsCorrCoef):
     """No host sync in ``update()`` or ``forward()``.
 
     The marginals' products are summed in one reduction: the last bits may differ past 2**12 counts per class.
     """
 
+    compute = _reduced_confmat
+
     def _reduce(self, confmat: Tensor) -> Tensor:
         return matthews_corrcoef_reduce(confmat)
 
 
-class MultilabelMatthewsCorrCoef(_ConfusionMatrixReduction, MultilabelConfusionMatrix, tm.MultilabelMatthewsCorrCoef):
+class MultilabelMatthewsCorrCoef(MultilabelConfusionMatrix, tm.MultilabelMatthewsCorrCoef):
     """No host sync in ``update()`` or ``forward()``.
 
     All-right or all-wrong predictions give a float ``1.0``/``-1.0`` (torchmetrics: an int64).
     """
+
+    compute = _reduced_confmat
 
     def _reduce(self, confmat: Tensor) -> Tensor:
         return matthews_corrcoef_reduce(confmat)

@@ -4,7 +4,8 @@ torchmetrics' curve ``update`` reads the device several ways: ``torch.unique`` o
 boolean index to drop ``ignore_index`` entries, ``if not torch.all(...)`` to decide whether the scores are logits (its
 CPU branch), ``bincount`` over ``4 * thresholds * classes`` bins (binned) and ``F.one_hot`` of the target. Here:
 
-- **binned** (``thresholds`` an int, list or tensor): one kernel for every task, :func:`binned_confmat`. Each score
+- **binned** (``thresholds`` an int, list or tensor): one kernel for every task,
+  :func:`~torchmetrics_async.classification.curve_kernels.binned_confmat`. Each score
   is placed among the sorted thresholds with ``searchsorted``, ``index_add_`` counts the places per class and target
   (``2 * (thresholds + 1)`` bins per class, ignored entries with weight 0), and a reversed cumulative sum gives the
   counts at or above every threshold: the ``(T, C, 2, 2)`` confusion matrices of torchmetrics' state, with memory
@@ -44,17 +45,14 @@ from torchmetrics_async._torchmetrics import (
     ONE_HOT_NEGATIVE_MESSAGE,
     ONE_HOT_RANGE_MESSAGE,
     Metric,
-    _auc_compute_without_check,
     _binary_auroc_compute,
     _binary_average_precision_compute,
-    _binary_roc_compute,
     _multiclass_precision_recall_curve_compute,
     _multiclass_roc_compute,
     _multilabel_precision_recall_curve_compute,
     _multilabel_roc_compute,
     _reduce_auroc,
     _reduce_average_precision,
-    _safe_divide,
     binary_curve_tensor_validation,
     binary_target_values_message,
     check_same_shape,
@@ -65,6 +63,15 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.binary import INVALID_TARGET
+from torchmetrics_async.classification.curve_kernels import (
+    binary_auroc_binned,
+    binned_confmat,
+    distinct_values,
+    nan_ignoring_average,
+    normalize_scores,
+    outside_unit_interval,
+    paired_shapes,
+)
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
 __all__ = [
@@ -82,10 +89,6 @@ __all__ = [
     "MultilabelAveragePrecision",
     "MultilabelPrecisionRecallCurve",
     "MultilabelROC",
-    "binned_confmat",
-    "nan_ignoring_average",
-    "normalize_scores",
-    "paired_shapes",
 ]
 
 #: What ``forward()`` still reads on the host (the coverage listing's caveat for every class of the family).
@@ -123,193 +126,9 @@ SOFTMAX_LOGITS_MESSAGE = (
 _IGNORED_ONE_HOT = -1
 
 
-def paired_shapes(preds: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    """Whether ``preds`` and ``target`` of these shapes pair entry by entry: equal up to size-1 dimensions.
-
-    torchmetrics' curves flatten both and pair the entries in order; unvalidated (``validate_args=False``, and
-    ``BinaryAUROC``, which never validates) it does so whatever the shapes, and pairs, broadcasts or fails late on
-    batches of different sizes. Shapes are metadata: an unvalidated curve checks this, free, and raises torchmetrics'
-    validation error where it fails.
-
-    Example:
-        >>> paired_shapes((4, 1), (4,)), paired_shapes((4, 2), (8,)), paired_shapes((4,), (3,))
-        (True, False, False)
-    """
-    return [size for size in preds if size != 1] == [size for size in target if size != 1]
-
-
 def _rows(shape: tuple[int, ...]) -> tuple[int, ...]:
     """A multiclass ``preds`` shape ``(N, C, ...)`` without its class dimension: the shape its target must pair with."""
     return (shape[0], *shape[2:])
-
-
-def outside_unit_interval(preds: Tensor, keep: Tensor | None = None) -> Tensor:
-    """Where a (kept) score lies outside [0, 1]: a logit, by torchmetrics' rule (a NaN counts as outside).
-
-    Args:
-        preds: the scores.
-        keep: entries that take part in the decision, broadcastable; ``None``: all.
-
-    Returns:
-        A bool tensor of the broadcast shape.
-
-    Example:
-        >>> outside_unit_interval(torch.tensor([0.5, 2.0, float("nan")]), torch.tensor([True, False, True]))
-        tensor([False, False,  True])
-    """
-    outside = preds.clamp(0, 1) != preds  # NaN != NaN
-    return outside if keep is None else outside & keep
-
-
-def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | None = None) -> Tensor:
-    """Sigmoid/softmax (over dim 1) of ``preds`` iff any (kept) score lies outside [0, 1], decided on the device.
-
-    torchmetrics' ``normalize_logits_if_needed`` decides with ``if not torch.all(...)`` on the CPU (a host read) and
-    with ``torch.where`` elsewhere; this is the ``torch.where`` form, with the CPU branch's treatment of NaN (outside).
-
-    Args:
-        preds: the scores.
-        normalization: ``"sigmoid"``, ``"softmax"`` or ``None`` (no normalization).
-        keep: entries that take part in the decision (torchmetrics drops ignored entries first), broadcastable.
-
-    Returns:
-        The scores, normalized where they are logits.
-
-    Example:
-        >>> normalize_scores(torch.tensor([0.2, 0.7]), "sigmoid"), normalize_scores(torch.tensor([0.0, 2.0]), "sigmoid")
-        (tensor([0.2000, 0.7000]), tensor([0.5000, 0.8808]))
-    """
-    if not normalization:
-        return preds
-    outside = outside_unit_interval(preds, keep)
-    normalized = preds.sigmoid() if normalization == "sigmoid" else torch.softmax(preds, dim=1)
-    return torch.where(outside.any(), normalized, preds)
-
-
-def binned_confmat(
-    scores: Tensor, positive: Tensor, weight: Tensor | None, sorted_thresholds: Tensor, rank: Tensor
-) -> Tensor:
-    """Per-threshold, per-class 2x2 confusion matrices ``(T, C, 2, 2)``, as torchmetrics' binned curves count them.
-
-    Entry ``[t, c, i, j]`` counts the entries of class ``c`` with target ``i`` (1: positive) and ``score >= threshold
-    t`` equal to ``j``; an entry that is neither positive nor negative (an ignored or invalid target) has weight 0.
-
-    Args:
-        scores: ``(M, C)`` scores.
-        positive: ``(M, C)`` bool, the entry is a positive of its class.
-        weight: ``(M, C)`` or ``(M, 1)`` bool, the entry counts (``None``: all count).
-        sorted_thresholds: the thresholds in ascending order.
-        rank: position in ``sorted_thresholds`` of each threshold, in the metric's order.
-
-    Returns:
-        int64 counts.
-
-    Example:
-        >>> thresholds = torch.tensor([0.0, 0.5, 1.0])
-        >>> confmat = binned_confmat(
-        ...     torch.tensor([[0.2], [0.7]]), torch.tensor([[False], [True]]), None, thresholds, torch.arange(3)
-        ... )
-        >>> confmat[1, 0]
-        tensor([[1, 0],
-                [0, 1]])
-    """
-    rows, classes = scores.shape
-    count = sorted_thresholds.numel()
-    dtype = torch.promote_types(scores.dtype, sorted_thresholds.dtype)
-    # How many thresholds each score reaches (score >= threshold); NaN reaches none, as torchmetrics' comparison.
-    reached = torch.searchsorted(sorted_thresholds.to(dtype), scores.to(dtype).contiguous(), right=True)
-    reached = reached.masked_fill(torch.isnan(scores), 0)
-    offsets = torch.arange(0, 2 * classes * (count + 1), 2 * (count + 1), device=scores.device)
-    bins = offsets + positive.long() * (count + 1) + reached
-    if weight is None:
-        counts = torch.ones((), dtype=torch.long, device=scores.device).expand(rows * classes)
-    else:
-        counts = weight.expand(rows, classes).reshape(-1).long()
-    histogram = torch.zeros(2 * classes * (count + 1), dtype=torch.long, device=scores.device)
-    histogram = histogram.index_add_(0, bins.reshape(-1), counts).view(classes, 2, count + 1)
-    # at_least[..., i]: entries reaching i thresholds or more, i.e. score >= sorted_thresholds[i - 1].
-    at_least = histogram.flip(-1).cumsum(-1).flip(-1)
-    totals = at_least[..., :1]
-    above = at_least[..., 1:].index_select(-1, rank)
-    below = totals - above
-    # [target][predicted]: tn, fp, fn, tp.
-    confmat = torch.stack((below[:, 0], above[:, 0], below[:, 1], above[:, 1]), dim=-1)
-    return confmat.permute(1, 0, 2).reshape(count, classes, 2, 2)
-
-
-def distinct_values(values: Tensor) -> Tensor:
-    """How many distinct values ``values`` holds, as a 0-dim device tensor (``len(torch.unique(values))``, no sync).
-
-    Example:
-        >>> distinct_values(torch.tensor([3, 1, 3, 0]))
-        tensor(3)
-    """
-    ordered = values.reshape(-1).sort().values
-    return (ordered[1:] != ordered[:-1]).sum() + (1 if ordered.numel() else 0)
-
-
-def nan_ignoring_average(scores: Tensor, average: str | None, weights: Tensor) -> Tensor:
-    """Torchmetrics' ``_reduce_auroc``/``_reduce_average_precision`` averaging of per-class scores, without a sync.
-
-    NaN classes are left out of the ``macro`` mean and of the ``weighted`` weights with masks instead of a boolean
-    index; torchmetrics' warning about them (a host read) is not given.
-
-    Args:
-        scores: per-class scores ``(C,)``.
-        average: ``"macro"``, ``"weighted"``, ``"none"`` or ``None``.
-        weights: per-class support (``weighted``).
-
-    Returns:
-        The average (0-dim), or ``scores`` for no average.
-
-    Example:
-        >>> nan_ignoring_average(torch.tensor([0.5, float("nan"), 1.0]), "macro", torch.ones(3))
-        tensor(0.7500)
-    """
-    if average is None or average == "none":
-        return scores
-    nan = torch.isnan(scores)
-    kept = scores.masked_fill(nan, 0)
-    if average == "macro":
-        return kept.sum() / torch.logical_not(nan).sum()
-    if average == "weighted" and weights is not None:
-        weights = weights.masked_fill(nan, 0)
-        return (kept * _safe_divide(weights, weights.sum())).sum()
-    raise ValueError("Received an incompatible combinations of inputs to make reduction.")
-
-
-def binary_auroc_binned(confmat: Tensor, thresholds: Tensor, max_fpr: float | None) -> Tensor:
-    """Torchmetrics' ``_binary_auroc_compute`` on a binned state, with the ``max_fpr`` branch decided on the device.
-
-    torchmetrics tests ``fpr.sum() == 0 or tpr.sum() == 0`` on the host and slices the curve at the interpolated
-    point; here both results are computed and ``torch.where`` picks, and the partial area is a masked sum of the
-    trapezoids before the cut plus the one up to it.
-
-    Example:
-        >>> confmat = torch.tensor([[[2, 2], [0, 2]], [[4, 0], [1, 1]], [[4, 0], [2, 0]]])
-        >>> binary_auroc_binned(confmat, torch.tensor([0.0, 0.5, 1.0]), None)
-        tensor(0.3750)
-    """
-    if max_fpr is None or max_fpr == 1:
-        return _binary_auroc_compute(confmat, thresholds, None)
-    fpr, tpr, _ = _binary_roc_compute(confmat, thresholds)
-    full = _auc_compute_without_check(fpr, tpr, 1.0)
-    points = fpr.numel()
-    max_area = torch.full((), max_fpr, dtype=torch.get_default_dtype(), device=fpr.device)
-    stop = torch.bucketize(max_area, fpr, out_int32=True, right=True).long()
-    before = torch.remainder(stop - 1, points)  # torchmetrics indexes fpr[stop - 1]: -1 is the last point
-    after = stop.clamp(max=points - 1)
-    fpr_before, fpr_after = fpr.index_select(0, before.view(1)), fpr.index_select(0, after.view(1))
-    tpr_before, tpr_after = tpr.index_select(0, before.view(1)), tpr.index_select(0, after.view(1))
-    weight = (max_area - fpr_before) / (fpr_after - fpr_before)
-    cut_tpr = torch.lerp(tpr_before, tpr_after, weight)
-    trapezoids = (fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2
-    inside = torch.arange(points - 1, device=fpr.device) < stop - 1
-    last = ((max_area - fpr_before) * (tpr_before + cut_tpr) / 2).squeeze(0)
-    partial = trapezoids.masked_fill(torch.logical_not(inside), 0).sum() + torch.where(stop > 0, last, 0)
-    min_area = 0.5 * max_area**2
-    corrected = 0.5 * (1 + (partial - min_area) / (max_area - min_area))
-    return torch.where((fpr.sum() == 0) | (tpr.sum() == 0), full, corrected)
 
 
 class _SyncFreeCurve(SyncFreeBatchStats):
@@ -469,12 +288,10 @@ class _MulticlassCurve(_SyncFreeCurve):
     """Multiclass inputs ``(N, C, ...)`` / ``(N, ...)``: one-vs-rest per class, ignored rows weighted out."""
 
     def _checks_range(self) -> bool:
-        """Whether labels outside [0, num_classes) are errors.
-
-        torchmetrics one-hot encodes the target of binned and micro-averaged curves, whatever ``validate_args`` says;
-        validated, a label out of range is an error for every average here (torchmetrics' count of distinct values
-        lets ``[0, 1, 3]`` through with 3 classes, and computes a curve from it).
-        """
+        """Whether labels outside [0, num_classes) are errors."""
+        # torchmetrics one-hot encodes the target of binned and micro-averaged curves whatever validate_args says;
+        # validated, an out-of-range label is an error for every average here (torchmetrics' count of distinct values
+        # lets [0, 1, 3] through with 3 classes and computes a curve from it).
         return self.validate_args or self.thresholds is not None or self.average == "micro"
 
     def _deferred_checks(self) -> dict[str, str]:

@@ -24,7 +24,7 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async.batch_stats import BatchStats
-from torchmetrics_async.classification.multiclass import as_index
+from torchmetrics_async.classification.multiclass_kernels import as_index
 from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
 
 __all__ = ["BinaryHingeLoss", "MulticlassHingeLoss"]

@@ -25,7 +25,7 @@ Example:
     tensor(0.3333)
 """
 
-from typing import Any, Literal, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import torch
 import torchmetrics.classification as tm
@@ -39,13 +39,24 @@ from torchmetrics_async._torchmetrics import (
     _multiclass_stat_scores_format,
     _negative_predictive_value_reduce,
     _precision_recall_reduce,
-    _safe_divide,
     _specificity_reduce,
     confusion_matrix_nan_message,
     multiclass_values_message,
     rank_zero_warn,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.classification.multiclass_kernels import (
+    as_index,
+    class_counts,
+    first_max_applies,
+    first_max_index,
+    macro_average,
+    micro_counts,
+    normalize_confmat,
+    ones_like_index,
+    outside,
+    top_k_labels,
+)
 from torchmetrics_async.classification.shapes import check_multiclass_shapes
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 
@@ -75,270 +86,47 @@ TOP_K_LABELS_MESSAGE = (
     " `preds` and `target` have the same number of dimensions."
 )
 
-Average = Optional[Literal["micro", "macro", "weighted", "none"]]
-MultidimAverage = Literal["global", "samplewise"]
-Normalize = Optional[Literal["true", "pred", "all", "none"]]
+
+def _value_checks(metric: Any, num_classes: int | None) -> dict[str, str]:
+    """The deferred checks of the labels (``num_classes=None``: torchmetrics accepts any value)."""
+    if not metric.validate_args or num_classes is None:
+        return {}
+    return {
+        INVALID_TARGET: multiclass_values_message("target", num_classes, metric.ignore_index),
+        INVALID_PREDS: multiclass_values_message("preds", num_classes, metric.ignore_index),
+    }
 
 
-# Class indices are exact in float32 up to 2**24, so the float form of first_max_index serves any realistic C.
-_EXACT_FLOAT_INDEX = 2**24
+def _keep(target: Tensor, ignore_index: int | None) -> Tensor | None:
+    return None if ignore_index is None else target != ignore_index
 
 
-def first_max_index(scores: Tensor, dim: int = 1) -> Tensor:
-    """``scores.argmax(dim)`` as two plain reductions: the first index holding the maximum (a NaN counts as maximal).
-
-    Inductor's CPU code for ``argmax`` carries an (index, value) pair through the loop; ``amax`` and then ``amin`` of
-    the matching positions' indices are two float reductions that fuse with the rest of the step (the ``amax`` with
-    a softmax's). Same result as ``argmax`` for every input: the first maximal position, or the first NaN.
-
-    Example:
-        >>> scores = torch.tensor([[0.2, 0.7, 0.7], [float("nan"), 1.0, float("nan")], [-torch.inf, -torch.inf, 0.0]])
-        >>> first_max_index(scores)
-        tensor([1, 0, 2])
-        >>> torch.equal(first_max_index(scores), scores.argmax(1))
-        True
-    """
-    size = scores.shape[dim]
-    top = scores.amax(dim, keepdim=True)
-    # Where the maximum is NaN, the NaNs are its positions (and no value equals it); elsewhere there are no NaNs.
-    match = torch.logical_or(scores == top, torch.isnan(scores))
-    shape = [1] * scores.ndim
-    shape[dim] = size
-    index = torch.arange(size, dtype=torch.float32, device=scores.device).view(shape)
-    return torch.where(match, index, float(size)).amin(dim).long()
-
-
-def first_max_applies(preds: Tensor) -> bool:
-    """Whether compiled code takes the labels of ``preds`` by :func:`first_max_index` instead of ``argmax``.
-
-    Asked only after ``torch.compiler.is_compiling()`` (eager updates keep torchmetrics' single ``argmax`` kernel, as
-    the op counts tests pin). On CPU, where Inductor's ``argmax`` costs more than the two reductions
-    (``benchmarks/README.md``, "What the metrics cost inside a compiled step"), for float scores with classes on dim 1.
-
-    Example:
-        >>> first_max_applies(torch.randn(4, 3)), first_max_applies(torch.randint(0, 3, (4, 3)))
-        (True, False)
-    """
-    return (
-        preds.device.type == "cpu"
-        and preds.is_floating_point()
-        and preds.ndim > 1
-        and 0 < preds.shape[1] <= _EXACT_FLOAT_INDEX
+def _in_state_dtypes(metric: Any, stats: BatchStats) -> BatchStats:
+    """``stats`` in the states' dtypes (torchmetrics' batch value comes from states ``set_dtype()`` may have cast)."""
+    values, violations = stats
+    state = metric.__dict__
+    values = tuple(
+        value.to(state[name].dtype)
+        if isinstance(state[name], Tensor) and isinstance(value, Tensor) and value.dtype != state[name].dtype
+        else value
+        for name, value in zip(metric._stat_states, values, strict=True)
     )
+    return BatchStats(values, violations)
 
 
-def as_index(labels: Tensor, num_classes: int) -> Tensor:
-    """``labels`` as int64 indices clamped into ``[0, num_classes)``: never out of bounds, whatever the values.
-
-    An ignored entry's weight is 0; an invalid one is reported by a deferred check (or, unvalidated, counted anywhere).
-
-    Example:
-        >>> as_index(torch.tensor([-1, 0, 2, 7]), 3)
-        tensor([0, 0, 2, 2])
-    """
-    labels = labels if labels.dtype == torch.long else labels.long()
-    return labels.clamp(0, num_classes - 1)
-
-
-def ones_like_index(index: Tensor) -> Tensor:
-    """Weight 1 for every entry of a 1-D index: one element expanded (no batch-sized allocation).
-
-    Example:
-        >>> ones_like_index(torch.tensor([3, 1, 2])).tolist()
-        [1, 1, 1]
-    """
-    return torch.ones((), dtype=torch.long, device=index.device).expand(index.shape)
-
-
-def top_k_labels(preds: Tensor, target: Tensor, top_k: int) -> Tensor:
-    """The label torchmetrics' top-k one-hot form counts: the target where it is among the top k scores, else the top 1.
-
-    torchmetrics builds the top-k one-hot predictions and then (``_refine_preds_oh``) replaces them by the one-hot
-    of this label; it uses ``torch.topk`` on the same tensor, so ties resolve identically.
-
-    Args:
-        preds: scores ``(N, C, M)``.
-        target: labels ``(N, M)``.
-        top_k: ``k``.
-
-    Returns:
-        Labels ``(N, M)``, int64.
-
-    Example:
-        >>> scores = torch.tensor([[[0.1], [0.5], [0.4]], [[0.1], [0.5], [0.4]]])
-        >>> top_k_labels(scores, torch.tensor([[2], [0]]), top_k=2)
-        tensor([[2],
-                [1]])
-    """
-    top = torch.topk(preds, k=top_k, dim=1).indices
-    in_top = (top == target.unsqueeze(1)).any(1)
-    return torch.where(in_top, target, top[:, 0])
-
-
-def class_counts(
-    preds: Tensor, target: Tensor, hit: Tensor, keep: Tensor | None, num_classes: int, samplewise: bool
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Per-class ``tp, fp, tn, fn`` from three ``index_add_`` counts, as torchmetrics' confusion matrix gives them.
-
-    Args:
-        preds: predicted labels ``(N, M)``, int64 in ``[0, num_classes)``.
-        target: target labels ``(N, M)``, int64 in ``[0, num_classes)``.
-        hit: ``(N, M)`` bool, the prediction is right and the entry counts.
-        keep: ``(N, M)`` bool, the entry counts (``None``: all count).
-        num_classes: the number of bins per group.
-        samplewise: one group of bins per sample (``(N, C)`` results) instead of one for the batch (``(C,)``).
-
-    Returns:
-        ``tp, fp, tn, fn``, int64.
-
-    Example:
-        >>> p, t = torch.tensor([[0, 1, 1]]), torch.tensor([[0, 1, 2]])
-        >>> class_counts(p, t, p == t, None, 3, samplewise=False)
-        (tensor([1, 1, 0]), tensor([0, 1, 0]), tensor([2, 1, 2]), tensor([0, 0, 1]))
-    """
-    n, m = target.shape
-    groups = n if samplewise else 1
-    if samplewise:
-        offset = torch.arange(0, n * num_classes, num_classes, device=target.device).unsqueeze(1)
-        target = target + offset
-        preds = preds + offset
-    target = target.reshape(-1)
-    preds = preds.reshape(-1)
-    if keep is None:
-        weight = ones_like_index(target)
-        kept: Tensor | int = m if samplewise else n * m
-    else:
-        weight = keep.reshape(-1).long()
-        kept = keep.sum(1, keepdim=True) if samplewise else keep.sum()
-    tp, predicted, actual = torch.zeros(3, groups * num_classes, dtype=torch.long, device=target.device).unbind(0)
-    tp.index_add_(0, target, hit.reshape(-1).long())
-    predicted.index_add_(0, preds, weight)
-    actual.index_add_(0, target, weight)
-    shape = (n, num_classes) if samplewise else (num_classes,)
-    tp, predicted, actual = tp.view(shape), predicted.view(shape), actual.view(shape)
-    fp = predicted - tp
-    fn = actual - tp
-    # Every counted entry not predicted as and not labelled c is a true negative of c: kept - (tp + fp + fn).
-    tn = kept - predicted - fn
-    return tp, fp, tn, fn
-
-
-def micro_counts(preds: Tensor, target: Tensor, keep: Tensor | None, num_classes: int) -> tuple[Tensor, ...]:
-    """``tp, fp, tn, fn`` summed over classes, shaped ``(1,)`` like the states, as torchmetrics' micro branch counts.
-
-    Example:
-        >>> micro_counts(torch.tensor([[0, 1, 1]]), torch.tensor([[0, 1, 2]]), None, 3)
-        (tensor([2]), tensor([1]), tensor([5]), tensor([1]))
-    """
-    hit = preds == target
-    if keep is not None:
-        hit = hit & keep
-    tp = hit.reshape(-1).sum(0, keepdim=True)
-    kept = target.numel() if keep is None else keep.reshape(-1).sum(0, keepdim=True)
-    wrong = kept - tp
-    # tn = C * kept - (fp + fn + tp) with fp = fn = wrong and tp = kept - wrong.
-    tn = kept * (num_classes - 1) - wrong
-    return tp, wrong, tn, wrong
-
-
-def outside(labels: Tensor, index: Tensor | None, num_classes: int, keep: Tensor | None) -> Tensor:
-    """Mask of the counted entries whose label is not a class index (what makes torchmetrics' kernels fail).
-
-    Args:
-        labels: the labels as given.
-        index: the same labels clamped into range by :func:`as_index` (``None``: not computed yet).
-        num_classes: the number of classes.
-        keep: entries that count (``None``: all).
-
-    Returns:
-        A bool mask shaped like ``labels``.
-
-    Example:
-        >>> outside(torch.tensor([0, 3, -1]), None, 3, torch.tensor([True, True, False]))
-        tensor([False,  True, False])
-    """
-    bad = (labels < 0) | (labels >= num_classes) if index is None else index != labels
-    return bad if keep is None else bad & keep
-
-
-def macro_average(score: Tensor, tp: Tensor, fp: Tensor, fn: Tensor, top_k: int) -> Tensor:
-    """Macro average as torchmetrics' ``_adjust_weights_safe_divide``, with ``masked_fill`` for its mask write.
-
-    torchmetrics zeroes the weight of classes absent from target and predictions with ``weights[mask] = 0.0``, a
-    boolean-mask assignment (a host sync); ``masked_fill`` writes the same zeros on the device.
-
-    Example:
-        >>> tp, fp, fn = torch.tensor([1, 0, 0]), torch.tensor([0, 1, 0]), torch.tensor([1, 0, 0])
-        >>> macro_average(torch.tensor([0.5, 0.0, 0.0]), tp, fp, fn, top_k=1)
-        tensor(0.2500)
-    """
-    absent = tp + fp + fn == 0 if top_k == 1 else tp + fn == 0
-    weights = torch.ones_like(score).masked_fill_(absent, 0.0)
-    return _safe_divide(weights * score, weights.sum(-1, keepdim=True)).sum(-1)
-
-
-def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Tensor | None]:
-    """Normalize as torchmetrics' ``_confusion_matrix_reduce``, without host reads; also return its NaN count.
-
-    Example:
-        >>> normalize_confmat(torch.tensor([[2, 0], [0, 0]]), "true")
-        (tensor([[1., 0.],
-                [0., 0.]]), tensor(2))
-    """
-    if normalize is None or normalize == "none":
-        return confmat, None
-    confmat = confmat if confmat.is_floating_point() else confmat.float()
-    if normalize == "true":
-        confmat = confmat / confmat.sum(dim=-1, keepdim=True)
-    elif normalize == "pred":
-        confmat = confmat / confmat.sum(dim=-2, keepdim=True)
-    else:
-        confmat = confmat / confmat.sum(dim=[-2, -1], keepdim=True)
-    nans = torch.isnan(confmat)
-    return confmat.masked_fill(nans, 0), nans.sum()
-
-
-class _SyncFreeMulticlass(SyncFreeBatchStats):
-    """What the multiclass metrics share: the deferred value checks and the label format."""
-
-    def _checked_classes(self) -> int | None:
-        """How many classes the labels index for the value checks (``None``: torchmetrics accepts any value)."""
-        return self.num_classes
-
-    def _deferred_checks(self) -> dict[str, str]:
-        num_classes = self._checked_classes()
-        if not self.validate_args or num_classes is None:
-            return {}
-        return {
-            INVALID_TARGET: multiclass_values_message("target", num_classes, self.ignore_index),
-            INVALID_PREDS: multiclass_values_message("preds", num_classes, self.ignore_index),
-        }
-
-    def _keep(self, target: Tensor) -> Tensor | None:
-        return None if self.ignore_index is None else target != self.ignore_index
-
-    def _batch_value(self, stats: BatchStats) -> Any:
-        # torchmetrics computes the batch value from fresh states, which set_dtype() may have made floating point.
-        values, violations = stats
-        state = self.__dict__
-        values = tuple(
-            value.to(state[name].dtype)
-            if isinstance(state[name], Tensor) and isinstance(value, Tensor) and value.dtype != state[name].dtype
-            else value
-            for name, value in zip(self._stat_states, values, strict=True)
-        )
-        return super()._batch_value((values, violations))
-
-
-class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
+class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
     """Sync-free ``update`` of torchmetrics' ``MulticlassStatScores`` family (states ``tp, fp, tn, fn``)."""
 
     def _checked_classes(self) -> int | None:
+        """How many classes the labels index for the value checks (``None``: torchmetrics accepts any value)."""
         if self.num_classes is not None:
             return self.num_classes
         # num_classes=None counts as one class; only the one-hot (samplewise) form fails on other labels, and it takes
         # label 1 too where that is its sentinel class (see _sentinel_class).
         return 1 + self._sentinel_class() if self.multidim_average == "samplewise" else None
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return _value_checks(self, self._checked_classes())
 
     def _sentinel_class(self) -> bool:
         """Whether torchmetrics' one-hot form counts label ``C`` (``num_classes``, or 1) as ignored/no class."""
@@ -386,7 +174,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
             raise (IndexError if masked_write else RuntimeError)(TOP_K_LABELS_MESSAGE)
         if top_k > 1:
             preds = top_k_labels(preds, target, top_k)
-        keep = self._keep(target)
+        keep = _keep(target, self.ignore_index)
         check = INVALID_TARGET in self._defaults
         violations: dict[str, Tensor] = {}
         if self.average == "micro" and top_k == 1 and not samplewise:
@@ -444,7 +232,7 @@ class _SyncFreeMulticlassStatScores(_SyncFreeMulticlass):
         (hits, *rest), violations = stats
         if not rest and isinstance(hits, _ClassHits):
             stats = BatchStats(hits.dense(self.num_classes), violations)
-        return super()._batch_value(stats)
+        return super()._batch_value(_in_state_dtypes(self, stats))
 
 
 class _ClassHits(NamedTuple):
@@ -571,10 +359,16 @@ class MulticlassNegativePredictiveValue(
         return _negative_predictive_value_reduce(tp, fp, tn, fn, "none", self.multidim_average, top_k=self.top_k)
 
 
-class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
+class MulticlassExactMatch(SyncFreeBatchStats, tm.MulticlassExactMatch):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("correct", "total")
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return _value_checks(self, self.num_classes)
+
+    def _batch_value(self, stats: BatchStats) -> Any:
+        return super()._batch_value(_in_state_dtypes(self, stats))
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         check_multiclass_shapes(preds, target, self.num_classes, self.multidim_average, self.validate_args)
@@ -582,7 +376,7 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
         if preds.ndim == target.ndim + 1 and torch.compiler.is_compiling() and first_max_applies(preds):
             preds = first_max_index(preds, 1)
         preds, target = _multiclass_stat_scores_format(preds, target, 1)
-        keep = self._keep(target)
+        keep = _keep(target, self.ignore_index)
         same = preds == target
         if keep is not None:
             # torchmetrics writes ignore_index into preds where the target is ignored: those positions match.
@@ -611,10 +405,13 @@ class MulticlassExactMatch(_SyncFreeMulticlass, tm.MulticlassExactMatch):
             self._record_violation(name, violated)
 
 
-class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatrix):
+class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix):
     """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return _value_checks(self, self.num_classes)
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_classes = self.num_classes
@@ -623,7 +420,7 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
         clamp_preds = label_preds or preds.shape[1] > num_classes
         # Argmax and flatten only: ignored entries are weighted out below instead of being dropped by a boolean mask.
         preds, target = _multiclass_confusion_matrix_format(preds, target, None)
-        keep = self._keep(target)
+        keep = _keep(target, self.ignore_index)
         target_index = as_index(target, num_classes)
         preds_index = as_index(preds, num_classes) if clamp_preds else preds
         violations: dict[str, Tensor] = {}
@@ -651,7 +448,11 @@ class MulticlassConfusionMatrix(_SyncFreeMulticlass, tm.MulticlassConfusionMatri
         dtype = self.confmat.dtype  # long, unless set_dtype() changed it (torchmetrics' batch matrix follows)
         confmat = torch.zeros(num_classes * num_classes, dtype=dtype, device=bins.device)
         confmat.index_add_(0, bins, weight if weight.dtype == dtype else weight.to(dtype))
-        return normalize_confmat(confmat.view(num_classes, num_classes), self.normalize)[0]
+        return self._reduce(confmat.view(num_classes, num_classes))
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
+        return normalize_confmat(confmat, self.normalize)[0]
 
     def compute(self) -> Tensor:
         """Raise deferred value errors, then normalize as torchmetrics does, warning about 0/0 entries set to 0.

@@ -185,10 +185,6 @@ class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """As torchmetrics' ``forward``: accumulate the batch and return the metric on it alone.
 
-        Args:
-            args: ``preds`` and ``target``, as for ``update``.
-            kwargs: as for ``update``.
-
         Returns:
             The exact match of this batch.
 
@@ -261,4 +257,8 @@ class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
         return BatchStats((confmat.view(num_labels, 2, 2),), violations)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        return normalize_confmat(stats[0][0].to(self.confmat.dtype), self.normalize)  # the state dtype, as torchmetrics
+        return self._reduce(stats[0][0].to(self.confmat.dtype))  # the state dtype, as torchmetrics
+
+    def _reduce(self, confmat: Tensor) -> Tensor:
+        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
+        return normalize_confmat(confmat, self.normalize)

@@ -27,7 +27,7 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.batch_stats import SyncFreeBatchStats
 from torchmetrics_async.classification.binary import INVALID_TARGET, not_binary
-from torchmetrics_async.classification.multiclass import outside
+from torchmetrics_async.classification.multiclass_kernels import outside
 from torchmetrics_async.classification.shapes import check_binary_shapes, check_multiclass_shapes
 
 __all__ = ["BinaryScores", "MulticlassScores", "Scores", "normalize_logits"]

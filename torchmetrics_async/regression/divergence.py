@@ -114,10 +114,6 @@ class _SyncFreeDivergence(SyncFreeSums):
     def update(self, p: Tensor, q: Tensor) -> None:
         """Accumulate a batch of distributions without a host sync.
 
-        Args:
-            p: data distribution, ``[N, d]``.
-            q: prior or approximate distribution, ``[N, d]``.
-
         Example:
             >>> import torch
             >>> from torchmetrics_async.regression import KLDivergence

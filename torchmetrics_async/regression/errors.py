@@ -143,12 +143,7 @@ class MinkowskiDistance(SyncFreeSums, tm.MinkowskiDistance):
         return BatchStats((_minkowski_distance_update(preds, targets, self.p),), {})
 
     def update(self, preds: Tensor, targets: Tensor) -> None:  # torchmetrics names the second argument `targets`
-        """Accumulate a batch without a host sync (see ``torchmetrics.regression.MinkowskiDistance``).
-
-        Args:
-            preds: predictions.
-            targets: targets.
-        """
+        """Accumulate a batch without a host sync (see ``torchmetrics.regression.MinkowskiDistance``)."""
         self._update_from_stats(preds, targets)
 
 

@@ -313,10 +313,6 @@ class _SyncFreeMoments(SyncFreeBatchStats):
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Fold a batch into the running moments (torchmetrics' update, written in place), without a host sync.
 
-        Args:
-            preds: predictions, ``(N,)`` or ``(N, num_outputs)``.
-            target: targets, shaped like ``preds``.
-
         Example:
             >>> import torch
             >>> from torchmetrics_async.regression import PearsonCorrCoef
@@ -398,10 +394,6 @@ class NormalizedRootMeanSquaredError(SyncFreeLean, tm.NormalizedRootMeanSquaredE
 
         torchmetrics binds new tensors to ``min_val``, ``max_val`` and ``mean_val`` at every update; kept in place, the
         states keep their addresses, and compiled code does not recompile on a state it no longer owns.
-
-        Args:
-            preds: predictions.
-            target: targets.
 
         Example:
             >>> import torch

@@ -89,10 +89,6 @@ class TweedieDevianceScore(SyncFreeSums, tm.TweedieDevianceScore):
     def update(self, preds: Tensor, targets: Tensor) -> None:
         """Accumulate a batch without a host sync; inputs outside the domain are reported by ``compute()``.
 
-        Args:
-            preds: predictions.
-            targets: targets.
-
         Example:
             >>> import torch
             >>> metric = TweedieDevianceScore(power=1.5)

@@ -1,0 +1,180 @@
+"""The running window under ``RunningMean``, ``RunningSum`` and :class:`~torchmetrics_async.wrappers.Running`.
+
+torchmetrics' ``Running`` stores a reference to its base metric's states in window slots and resets the base after
+every ``update``/``forward``. Here the slots receive copies, and the wrapper keeps the base's deferred checks as its
+own over the whole window since its last reset, so ``update``/``forward`` make no host read and no error is lost.
+"""
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED
+from torchmetrics_async.metric import OWNED_STATES, SyncFreeMixin, clear_compiled_count
+
+__all__ = ["SyncFreeRunning"]
+
+
+class SyncFreeRunning(SyncFreeMixin):
+    """torchmetrics' ``Running`` window over a sync-free base metric, with copies into owned window slots.
+
+    The slots are the wrapper's (see :data:`~torchmetrics_async.metric.OWNED_STATES`); the base is reset without
+    reporting its checks (that would be a host read per update), because the wrapper reports them.
+    """
+
+    # torchmetrics' Running leaves ``_update_count`` alone (its wrapper does not count); the window is its own count.
+    _window_counter = "_num_vals_seen"
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeMixin.__jit_unused_properties__, "_num_vals_seen"]
+
+    def _wrap_update(self, update: Callable) -> Callable:
+        """As torchmetrics' wrappers: ``update`` unwrapped (the slots are the wrapper's own from every door on)."""
+        return update
+
+    def _take_over_base_checks(self) -> None:
+        """The wrapper reports the base metric's checks (over its whole window); the base never reads them."""
+        base = self.base_metric
+        for name, (message, action) in base._deferred_checks_registered().items():
+            self._add_deferred_check(name, message, action)
+        base.__dict__[DEFERRED_RAISE_OWNED] = True
+
+    def _add_extra_states(self) -> None:
+        """Window slots for the base metric's extra states (an adopted ``Running`` lacks them), then its checks."""
+        base = self.base_metric
+        for key in base._defaults:
+            for slot in range(self.window):
+                if f"{key}_{slot}" not in self._defaults:
+                    self.add_state(f"{key}_{slot}", default=base._defaults[key], dist_reduce_fx=base._reductions[key])
+        self._take_over_base_checks()
+        super()._add_extra_states()
+
+    @property
+    def _num_vals_seen(self) -> int:
+        """The count of updates since the last reset (torchmetrics' window position), as a Python int."""
+        # Compiled updates (and eager ones after them until a reset) count on the device, where Dynamo does not guard
+        # on them (an int would recompile every step): reading the count then is one host read.
+        return self._read_window_count()
+
+    @_num_vals_seen.setter
+    def _num_vals_seen(self, value: int) -> None:
+        self.__dict__["_num_vals_seen"] = value
+        clear_compiled_count(self)
+
+    @property
+    def _update_count(self) -> int:
+        """The int as torchmetrics left it: its ``Running`` does not count its own updates (its base does)."""
+        return self.__dict__["_update_count"]
+
+    @_update_count.setter
+    def _update_count(self, value: int) -> None:
+        self.__dict__["_update_count"] = value
+
+    def _store_window_slot(self) -> None:
+        state = self.__dict__
+        base = self.base_metric
+        # Once compiled code has counted in this window, every update (eager ones included) chooses its slot on the
+        # device until the next reset: the host does not know the count without a read, and leaving the Python int
+        # alone keeps the compiled step's guard on it valid (no recompile after a compute() between compiled steps).
+        # A window without compiled updates picks its slot by the Python int, as torchmetrics does (no extra op).
+        position = self._unread_window_count()  # before this update is counted: its 0-based position in the window
+        if isinstance(position, Tensor):
+            position = torch.remainder(position, self.window)
+            self._count_compiled_update()
+        else:
+            slot, position = position % self.window, None
+            state["_num_vals_seen"] += 1
+            state[UNREPORTED] = True
+        for name in self._deferred_checks_registered():
+            self._record_violation(name, getattr(base, name))
+        if position is None:
+            for key in base._defaults:
+                self._write_slot(f"{key}_{slot}", getattr(base, key))
+        else:
+            hits = [position == slot for slot in range(self.window)]
+            for key in base._defaults:
+                current = getattr(base, key)
+                for slot, hit in enumerate(hits):
+                    # Every slot is written (itself where it is not the one): the same graph whatever the position.
+                    name = f"{key}_{slot}"
+                    self._write_slot(name, torch.where(hit, current, getattr(self, name).to(current)))
+        base._reset_states(in_place=True)  # the slot holds a copy; the base's states are its own
+
+    def _write_slot(self, name: str, value: Tensor | list) -> None:
+        """Copy ``value`` into window slot ``name`` (in place where the layouts agree, else a new owned state)."""
+        target = getattr(self, name)
+        if (
+            isinstance(value, Tensor)
+            and isinstance(target, Tensor)
+            and (target.shape, target.dtype, target.device) == (value.shape, value.dtype, value.device)
+        ):
+            target.copy_(value)
+        else:
+            mine = value.clone() if isinstance(value, Tensor) else list(value)
+            setattr(self, name, mine)
+            self.__dict__[OWNED_STATES][name] = mine
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Update the base metric and store its state in the current window slot.
+
+        Example:
+            >>> from torchmetrics_async import RunningSum
+            >>> metric = RunningSum(window=2)
+            >>> for x in (1.0, 2.0, 3.0):
+            ...     metric.update(x)
+            >>> metric.compute()
+            tensor(5.)
+        """
+        self.base_metric.update(*args, **kwargs)
+        self._store_window_slot()
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Forward to the base metric (one pass) and store its state in the current window slot.
+
+        Returns:
+            The base metric's value on this batch.
+
+        Example:
+            >>> from torchmetrics_async import RunningMean
+            >>> RunningMean(window=2)(4.0)
+            tensor(4.)
+        """
+        state = self.__dict__
+        self._own_states()  # a compute-group follower's slots are its leader's (see metric.OWNED_STATES)
+        result = self.base_metric.forward(*args, **kwargs)
+        self._store_window_slot()
+        state["_computed"] = None
+        return result
+
+    def compute(self) -> Any:
+        """Raise what the window since the last reset recorded, then compute over the running window.
+
+        Returns:
+            The base metric's value over the window.
+
+        Example:
+            >>> from torchmetrics_async import RunningSum
+            >>> metric = RunningSum(window=2)
+            >>> metric.update(1.0)
+            >>> metric.compute()
+            tensor(1.)
+        """
+        self._raise_deferred_checks()
+        return super().compute()
+
+    def reset(self) -> None:
+        """Reset the window (raising what it recorded and nobody reported, as every sync-free metric does).
+
+        Example:
+            >>> from torchmetrics_async import RunningSum
+            >>> metric = RunningSum(window=2)
+            >>> metric.update(1.0)
+            >>> metric.reset()
+            >>> metric.update(2.0)
+            >>> metric.compute()
+            tensor(2.)
+        """
+        try:
+            super().reset()
+        finally:
+            self._num_vals_seen = 0
