@@ -1,24 +1,39 @@
-"""What is accelerated: every torchmetrics ``Metric`` class, accelerated or not, and why not.
+"""What is accelerated: every torchmetrics ``Metric`` class, with one of three statuses, and why.
 
-A class counts as accelerated only if it is in the registry (:func:`torchmetrics_async.registry.registry`), whose
-classes make no host sync in ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
-Everything else is listed with the reason (:func:`torchmetrics_async.registry.why_not_accelerated`), the one
-:func:`~torchmetrics_async.accelerate` names when it leaves a metric unchanged.
+- ``accelerated``: in the registry (:func:`torchmetrics_async.registry.registry`), whose classes make no host sync in
+  ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
+- ``sync-free as it is (verified)``: torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` only because
+  ``tests/test_verified_sync_free.py`` runs its ``update()`` and ``forward()`` under ``no_host_sync()`` (on CPU and on
+  the meta device, which stands in for an accelerator) and they pass.
+- ``not sync-free``: with the reason: it takes strings or needs what cannot be loaded here (:data:`EXPLAINED`), it
+  syncs, with the host syncs that test measures (:data:`MEASURED_SYNCS`), or it is a base class, a task wrapper or a
+  wrapper (:func:`torchmetrics_async.registry.why_not_accelerated`).
 
 Example:
     >>> from torchmetrics_async.coverage import accelerated_coverage
-    >>> rows = {row.name: row for row in accelerated_coverage()}
-    >>> rows["MeanMetric"].accelerated, rows["MulticlassLogAUC"].accelerated
-    (True, False)
+    >>> rows = {row.name: row for row in accelerated_coverage() if row.module != "torchmetrics"}
+    >>> rows["MeanMetric"].status, rows["PeakSignalNoiseRatio"].status, rows["MulticlassLogAUC"].status
+    ('accelerated', 'sync-free as it is (verified)', 'not sync-free')
 """
 
 import importlib
 import warnings
 from dataclasses import dataclass
 
+import torchmetrics
 import torchmetrics.aggregation
+import torchmetrics.audio
+import torchmetrics.classification
+import torchmetrics.clustering
+import torchmetrics.detection
+import torchmetrics.image
+import torchmetrics.multimodal
+import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
+import torchmetrics.segmentation
+import torchmetrics.shape
+import torchmetrics.text
 
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
@@ -26,11 +41,22 @@ from torchmetrics_async.registry import is_torchmetrics_class, registry, why_not
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 __all__ = [
+    "ACCELERATED",
+    "EXPLAINED",
     "FORWARD_CAVEATS",
+    "MEASURED_SYNCS",
+    "NOT_SYNC_FREE",
+    "SYNC_FREE_AS_IS",
+    "VERIFIED_SYNC_FREE",
     "CoverageRow",
     "accelerated_coverage",
     "why_not_accelerated",
 ]
+
+#: The three statuses of a :class:`CoverageRow`.
+ACCELERATED = "accelerated"
+SYNC_FREE_AS_IS = "sync-free as it is (verified)"
+NOT_SYNC_FREE = "not sync-free"
 
 # torchmetrics' public modules (a class is listed under the one it is defined in, else under ``torchmetrics``).
 PUBLIC_MODULES = (
@@ -75,6 +101,143 @@ FORWARD_CAVEATS: dict[type, str] = {
 }
 
 
+def _with_aliases(*classes: type) -> tuple[type, ...]:
+    """``classes`` and torchmetrics' deprecated top-level aliases of them (``torchmetrics.PeakSignalNoiseRatio``)."""
+    aliases = (getattr(torchmetrics, cls.__name__, None) for cls in classes)
+    return (*classes, *(alias for alias in aliases if _is_alias(alias, classes)))
+
+
+def _is_alias(alias: object, classes: tuple[type, ...]) -> bool:
+    return isinstance(alias, type) and alias not in classes and issubclass(alias, classes)
+
+
+_SCORE_SUMS = "update() adds per-sample scores to sum states"
+# torchmetrics classes whose own update() and forward() make no host sync: class -> a note on the arguments checked.
+# tests/test_verified_sync_free.py runs every entry (with tests/sync_free_examples.py's arguments) under
+# no_host_sync() on CPU and on the meta device, so a wrong entry fails there; nothing is listed here from a guess.
+VERIFIED_SYNC_FREE: dict[type, str] = {
+    **dict.fromkeys(
+        _with_aliases(
+            torchmetrics.image.PeakSignalNoiseRatio,
+            torchmetrics.image.StructuralSimilarityIndexMeasure,
+            torchmetrics.image.UniversalImageQualityIndex,
+            torchmetrics.image.TotalVariation,
+            torchmetrics.image.SpectralAngleMapper,
+            torchmetrics.image.ErrorRelativeGlobalDimensionlessSynthesis,
+            torchmetrics.image.SpectralDistortionIndex,
+            torchmetrics.audio.SignalNoiseRatio,
+            torchmetrics.audio.ScaleInvariantSignalDistortionRatio,
+            torchmetrics.audio.ScaleInvariantSignalNoiseRatio,
+            torchmetrics.audio.SignalDistortionRatio,
+            torchmetrics.audio.SourceAggregatedSignalDistortionRatio,
+            torchmetrics.audio.ComplexScaleInvariantSignalNoiseRatio,
+            torchmetrics.multimodal.LipVertexError,
+            torchmetrics.shape.ProcrustesDisparity,
+            torchmetrics.nominal.FleissKappa,
+        ),
+        f"{_SCORE_SUMS} or keeps them in list states",
+    ),
+    **dict.fromkeys(
+        (torchmetrics.image.SpatialDistortionIndex, torchmetrics.image.QualityWithNoReference),
+        "verified with target['pan_lr'] given; without it torchmetrics downsamples with torchvision (not installed"
+        " here)",
+    ),
+}
+
+_KEEP_OUT = "keep it out of the training step (update it where host work is affordable, e.g. in validation)"
+_TAKES_STRINGS = f"takes strings: it tokenizes and compares them in Python on the host; {_KEEP_OUT}"
+# torchmetrics classes that sync as they are: class -> host syncs (per update(), per forward()), the most of CPU and the
+# meta device, with tests/sync_free_examples.py's arguments (tests/test_verified_sync_free.py measures them again and
+# fails on any other number).
+MEASURED_SYNCS: dict[type, tuple[int, int]] = {
+    torchmetrics.ModifiedPanopticQuality: (123, 126),
+    torchmetrics.MultiScaleStructuralSimilarityIndexMeasure: (2, 2),
+    torchmetrics.PanopticQuality: (123, 126),
+    torchmetrics.Perplexity: (1, 1),
+    torchmetrics.RelativeAverageSpectralError: (0, 9),
+    torchmetrics.RetrievalFallOut: (2, 21),
+    torchmetrics.RetrievalHitRate: (2, 17),
+    torchmetrics.RetrievalMAP: (2, 25),
+    torchmetrics.RetrievalMRR: (2, 25),
+    torchmetrics.RetrievalNormalizedDCG: (0, 31),
+    torchmetrics.RetrievalPrecision: (2, 21),
+    torchmetrics.RetrievalPrecisionRecallCurve: (2, 21),
+    torchmetrics.RetrievalRPrecision: (2, 25),
+    torchmetrics.RetrievalRecall: (2, 21),
+    torchmetrics.RetrievalRecallAtFixedPrecision: (2, 32),
+    torchmetrics.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
+    torchmetrics.classification.BinaryEER: (4, 6),
+    torchmetrics.classification.BinaryFairness: (7, 15),
+    torchmetrics.classification.BinaryGroupStatRates: (7, 7),
+    torchmetrics.classification.BinaryLogAUC: (2, 8),
+    torchmetrics.classification.MulticlassEER: (5, 11),
+    torchmetrics.classification.MulticlassLogAUC: (5, 24),
+    torchmetrics.classification.MultilabelCoverageError: (4, 5),
+    torchmetrics.classification.MultilabelEER: (5, 11),
+    torchmetrics.classification.MultilabelLogAUC: (5, 24),
+    torchmetrics.classification.MultilabelRankingAveragePrecision: (59, 60),
+    torchmetrics.classification.MultilabelRankingLoss: (6, 7),
+    torchmetrics.clustering.AdjustedMutualInfoScore: (0, 50),
+    torchmetrics.clustering.AdjustedRandScore: (0, 3),
+    torchmetrics.clustering.CalinskiHarabaszScore: (0, 5),
+    torchmetrics.clustering.CompletenessScore: (0, 11),
+    torchmetrics.clustering.DaviesBouldinScore: (0, 7),
+    torchmetrics.clustering.DunnIndex: (0, 4),
+    torchmetrics.clustering.FowlkesMallowsIndex: (0, 3),
+    torchmetrics.clustering.HomogeneityScore: (0, 10),
+    torchmetrics.clustering.MutualInfoScore: (0, 3),
+    torchmetrics.clustering.NormalizedMutualInfoScore: (0, 11),
+    torchmetrics.clustering.RandScore: (0, 4),
+    torchmetrics.clustering.VMeasureScore: (0, 12),
+    torchmetrics.detection.ModifiedPanopticQuality: (123, 126),
+    torchmetrics.detection.PanopticQuality: (123, 126),
+    torchmetrics.image.MultiScaleStructuralSimilarityIndexMeasure: (2, 2),
+    torchmetrics.image.PeakSignalNoiseRatioWithBlockedEffect: (5, 5),
+    torchmetrics.image.RelativeAverageSpectralError: (0, 9),
+    torchmetrics.image.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
+    torchmetrics.image.SpatialCorrelationCoefficient: (13, 13),
+    torchmetrics.image.VisualInformationFidelity: (108, 108),
+    torchmetrics.nominal.CramersV: (1, 4),
+    torchmetrics.nominal.PearsonsContingencyCoefficient: (1, 3),
+    torchmetrics.nominal.TheilsU: (1, 6),
+    torchmetrics.nominal.TschuprowsT: (1, 4),
+    torchmetrics.segmentation.HausdorffDistance: (140, 140),
+}
+
+# torchmetrics classes that are not sync-free for a reason the numbers do not say, and what a user can do: class ->
+# reason.
+EXPLAINED: dict[type, str] = {
+    **dict.fromkeys(
+        _with_aliases(
+            *(
+                getattr(torchmetrics.text, name)
+                for name in torchmetrics.text.__all__
+                if name not in ("Perplexity",) and isinstance(getattr(torchmetrics.text, name), type)
+            )
+        ),
+        _TAKES_STRINGS,
+    ),
+    **dict.fromkeys(
+        (
+            torchmetrics.image.DeepImageStructureAndTextureSimilarity,
+            torchmetrics.image.MemorizationInformedFrechetInceptionDistance,
+        ),
+        "needs a pretrained feature extractor whose weights cannot be loaded here, so it was not measured; keep it out"
+        " of the training step",
+    ),
+    **dict.fromkeys(
+        _with_aliases(torchmetrics.audio.PermutationInvariantTraining),
+        "its first update() for a number of speakers and a device copies the table of permutations to the device (a"
+        " host-to-device copy that torchmetrics caches for the process); later update() and forward() calls make no"
+        " host sync: not yet accelerated",
+    ),
+    torchmetrics.clustering.ClusterAccuracy: (
+        "needs the optional torch_linear_assignment package (a compiled library), not installed here, so it was not"
+        " measured"
+    ),
+}
+
+
 @dataclass(frozen=True)
 class CoverageRow:
     """One torchmetrics class: where it is exported, whether it is accelerated, and if not, why.
@@ -85,7 +248,7 @@ class CoverageRow:
             ``torchmetrics_class.__name__``).
         torchmetrics_class: the torchmetrics class.
         accelerated_class: the registered accelerated class, or ``None``.
-        reason: why it is not accelerated (``""`` when it is).
+        reason: why it is not accelerated (``""`` when it is; for a verified class, the arguments checked).
         caveat: for an accelerated class, the arguments under which ``forward()`` still syncs (``""``: none).
 
     Example:
@@ -101,6 +264,19 @@ class CoverageRow:
     accelerated_class: type | None
     reason: str
     caveat: str = ""
+
+    @property
+    def status(self) -> str:
+        """:data:`ACCELERATED`, :data:`SYNC_FREE_AS_IS` (listed in :data:`VERIFIED_SYNC_FREE`) or :data:`NOT_SYNC_FREE`.
+
+        Example:
+            >>> import torchmetrics
+            >>> CoverageRow("torchmetrics.image", "TotalVariation", torchmetrics.image.TotalVariation, None, "").status
+            'sync-free as it is (verified)'
+        """
+        if self.accelerated:
+            return ACCELERATED
+        return SYNC_FREE_AS_IS if self.torchmetrics_class in VERIFIED_SYNC_FREE else NOT_SYNC_FREE
 
     @property
     def accelerated(self) -> bool:
@@ -147,11 +323,30 @@ def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
     return home, modules[home]
 
 
+def _reason(cls: type) -> str:
+    """Why the torchmetrics class ``cls`` is not accelerated: from the tables above, else the registry's reason."""
+    if cls in VERIFIED_SYNC_FREE:
+        note = VERIFIED_SYNC_FREE[cls]
+        return f"{SYNC_FREE_AS_IS}: torchmetrics' own update() and forward() make no host sync; {note}"
+    if cls in EXPLAINED:
+        return EXPLAINED[cls]
+    if cls not in MEASURED_SYNCS:
+        return why_not_accelerated(cls)
+    update, forward = MEASURED_SYNCS[cls]
+    accelerated_base = next((base.__name__ for base in cls.__mro__[1:] if base in registry()), None)
+    alias = f"; a deprecated alias of the accelerated {accelerated_base}: import that" if accelerated_base else ""
+    if update:
+        measured = f"syncs on every update ({update} host syncs per update(), {forward} per forward() measured)"
+    else:
+        measured = f"syncs in forward() ({forward} host syncs per forward() measured; update() makes none)"
+    return f"{measured}: not yet accelerated{alias}"
+
+
 def accelerated_coverage() -> list[CoverageRow]:
     """Every ``Metric`` class torchmetrics' public modules export, with whether it is accelerated and why not.
 
     Reads the registry, so a newly registered class is listed as accelerated. Modules whose optional dependencies are
-    missing are skipped. Sorted by module, then name.
+    missing are skipped. Sorted by module, then name. Each row's :attr:`CoverageRow.status` is one of three.
 
     Returns:
         One :class:`CoverageRow` per class.
@@ -161,7 +356,7 @@ def accelerated_coverage() -> list[CoverageRow]:
         >>> accelerated = [row.name for row in rows if row.accelerated]
         >>> "MulticlassAccuracy" in accelerated, "BinaryLogAUC" in accelerated
         (True, False)
-        >>> next(row.reason for row in rows if row.name == "MulticlassLogAUC").startswith("not yet accelerated")
+        >>> next(row.reason for row in rows if row.name == "MulticlassLogAUC").startswith("syncs on every update")
         True
     """
     accelerated = registry()
@@ -171,7 +366,7 @@ def accelerated_coverage() -> list[CoverageRow]:
             name=name,
             torchmetrics_class=cls,
             accelerated_class=accelerated.get(cls),
-            reason="" if cls in accelerated else why_not_accelerated(cls),
+            reason="" if cls in accelerated else _reason(cls),
             caveat=FORWARD_CAVEATS.get(cls, "") if cls in accelerated else "",
         )
         for cls, (module, name) in _public_metric_classes().items()
