@@ -222,17 +222,17 @@ EXPLAINED: dict[type, str] = {
             torchmetrics.image.DeepImageStructureAndTextureSimilarity,
             torchmetrics.image.MemorizationInformedFrechetInceptionDistance,
         ),
-        "needs a pretrained feature extractor whose weights cannot be loaded here, so it was not measured; keep it out"
+        "needs a pretrained feature extractor: its weights cannot be loaded here, so it was not measured; keep it out"
         " of the training step",
     ),
     **dict.fromkeys(
         _with_aliases(torchmetrics.audio.PermutationInvariantTraining),
-        "its first update() for a number of speakers and a device copies the table of permutations to the device (a"
-        " host-to-device copy that torchmetrics caches for the process); later update() and forward() calls make no"
+        "syncs once, in its first update(): it copies the table of permutations to the device (once per number of"
+        " speakers and device: torchmetrics caches it for the process); later update() and forward() calls make no"
         " host sync: not yet accelerated",
     ),
     torchmetrics.clustering.ClusterAccuracy: (
-        "needs the optional torch_linear_assignment package (a compiled library), not installed here, so it was not"
+        "needs the optional torch_linear_assignment package: a compiled library not installed here, so it was not"
         " measured"
     ),
 }
