@@ -8,9 +8,12 @@ import warnings
 from typing import Any
 
 import pytest
+import torch
 import torchmetrics
 
+from tests.parity import assert_same
 from tests.sync_free_examples import example_for_unaccelerated
+from torchmetrics_async import AsyncMetricCollector, accelerate
 from torchmetrics_async.coverage import (
     EXPLAINED,
     MEASURED_SYNCS,
@@ -47,6 +50,22 @@ def test_verified_class_makes_no_host_sync_in_update_and_forward(cls: type, devi
         metric.update(*inputs)
         metric.update(*inputs)
         metric(*inputs)
+
+
+@pytest.mark.parametrize("cls", VERIFIED, ids=_name)
+def test_verified_class_in_an_accelerated_collection_is_collected_as_torchmetrics_computes_it(cls: type) -> None:
+    metric, inputs = _build(cls, "cpu")
+    reference, _ = _build(cls, "cpu")
+    collection = accelerate(torchmetrics.MetricCollection({"verified": metric, "mean": torchmetrics.MeanMetric()}))
+    collector = AsyncMetricCollector(collection)
+    collector.bind()
+    for target in (metric, reference):
+        target.update(*inputs)
+        target.update(*inputs)
+    collection["mean"].update(torch.ones(2))
+    collector.schedule_collection()
+    got = collector.collect_results()["verified"]
+    assert_same(torch.tensor(got), reference.compute(), where=_name(cls))
 
 
 def _measure(cls: type) -> tuple[int, int]:

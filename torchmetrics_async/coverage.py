@@ -2,7 +2,8 @@
 
 - ``accelerated``: in the registry (:func:`torchmetrics_async.registry.registry`), whose classes make no host sync in
   ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
-- ``sync-free as it is (verified)``: torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` only because
+- ``sync-free as it is (verified)``: torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` (the tables live in
+  :mod:`torchmetrics_async.registry`, so ``accelerate()`` gives the same reasons) only because
   ``tests/test_verified_sync_free.py`` runs its ``update()`` and ``forward()`` under ``no_host_sync()`` (on CPU and on
   the meta device, which stands in for an accelerator) and they pass.
 - ``not sync-free``: with the reason: it takes strings or needs what cannot be loaded here (:data:`EXPLAINED`), it
@@ -20,24 +21,21 @@ import importlib
 import warnings
 from dataclasses import dataclass
 
-import torchmetrics
 import torchmetrics.aggregation
-import torchmetrics.audio
-import torchmetrics.classification
-import torchmetrics.clustering
-import torchmetrics.detection
-import torchmetrics.image
-import torchmetrics.multimodal
-import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
-import torchmetrics.segmentation
-import torchmetrics.shape
-import torchmetrics.text
 
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
-from torchmetrics_async.registry import is_torchmetrics_class, registry, why_not_accelerated
+from torchmetrics_async.registry import (
+    EXPLAINED,
+    MEASURED_SYNCS,
+    SYNC_FREE_AS_IS,
+    VERIFIED_SYNC_FREE,
+    is_torchmetrics_class,
+    registry,
+    why_not_accelerated,
+)
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 __all__ = [
@@ -55,7 +53,6 @@ __all__ = [
 
 #: The three statuses of a :class:`CoverageRow`.
 ACCELERATED = "accelerated"
-SYNC_FREE_AS_IS = "sync-free as it is (verified)"
 NOT_SYNC_FREE = "not sync-free"
 
 # torchmetrics' public modules (a class is listed under the one it is defined in, else under ``torchmetrics``).
@@ -97,143 +94,6 @@ FORWARD_CAVEATS: dict[type, str] = {
     **dict.fromkeys(
         (getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         "forward()'s batch value groups the batch per query on the host, as compute() does; update() is sync-free",
-    ),
-}
-
-
-def _with_aliases(*classes: type) -> tuple[type, ...]:
-    """``classes`` and torchmetrics' deprecated top-level aliases of them (``torchmetrics.PeakSignalNoiseRatio``)."""
-    aliases = (getattr(torchmetrics, cls.__name__, None) for cls in classes)
-    return (*classes, *(alias for alias in aliases if _is_alias(alias, classes)))
-
-
-def _is_alias(alias: object, classes: tuple[type, ...]) -> bool:
-    return isinstance(alias, type) and alias not in classes and issubclass(alias, classes)
-
-
-_SCORE_SUMS = "update() adds per-sample scores to sum states"
-# torchmetrics classes whose own update() and forward() make no host sync: class -> a note on the arguments checked.
-# tests/test_verified_sync_free.py runs every entry (with tests/sync_free_examples.py's arguments) under
-# no_host_sync() on CPU and on the meta device, so a wrong entry fails there; nothing is listed here from a guess.
-VERIFIED_SYNC_FREE: dict[type, str] = {
-    **dict.fromkeys(
-        _with_aliases(
-            torchmetrics.image.PeakSignalNoiseRatio,
-            torchmetrics.image.StructuralSimilarityIndexMeasure,
-            torchmetrics.image.UniversalImageQualityIndex,
-            torchmetrics.image.TotalVariation,
-            torchmetrics.image.SpectralAngleMapper,
-            torchmetrics.image.ErrorRelativeGlobalDimensionlessSynthesis,
-            torchmetrics.image.SpectralDistortionIndex,
-            torchmetrics.audio.SignalNoiseRatio,
-            torchmetrics.audio.ScaleInvariantSignalDistortionRatio,
-            torchmetrics.audio.ScaleInvariantSignalNoiseRatio,
-            torchmetrics.audio.SignalDistortionRatio,
-            torchmetrics.audio.SourceAggregatedSignalDistortionRatio,
-            torchmetrics.audio.ComplexScaleInvariantSignalNoiseRatio,
-            torchmetrics.multimodal.LipVertexError,
-            torchmetrics.shape.ProcrustesDisparity,
-            torchmetrics.nominal.FleissKappa,
-        ),
-        f"{_SCORE_SUMS} or keeps them in list states",
-    ),
-    **dict.fromkeys(
-        (torchmetrics.image.SpatialDistortionIndex, torchmetrics.image.QualityWithNoReference),
-        "verified with target['pan_lr'] given; without it torchmetrics downsamples with torchvision (not installed"
-        " here)",
-    ),
-}
-
-_KEEP_OUT = "keep it out of the training step (update it where host work is affordable, e.g. in validation)"
-_TAKES_STRINGS = f"takes strings: it tokenizes and compares them in Python on the host; {_KEEP_OUT}"
-# torchmetrics classes that sync as they are: class -> host syncs (per update(), per forward()), the most of CPU and the
-# meta device, with tests/sync_free_examples.py's arguments (tests/test_verified_sync_free.py measures them again and
-# fails on any other number).
-MEASURED_SYNCS: dict[type, tuple[int, int]] = {
-    torchmetrics.ModifiedPanopticQuality: (123, 126),
-    torchmetrics.MultiScaleStructuralSimilarityIndexMeasure: (2, 2),
-    torchmetrics.PanopticQuality: (123, 126),
-    torchmetrics.Perplexity: (1, 1),
-    torchmetrics.RelativeAverageSpectralError: (0, 9),
-    torchmetrics.RetrievalFallOut: (2, 21),
-    torchmetrics.RetrievalHitRate: (2, 17),
-    torchmetrics.RetrievalMAP: (2, 25),
-    torchmetrics.RetrievalMRR: (2, 25),
-    torchmetrics.RetrievalNormalizedDCG: (0, 31),
-    torchmetrics.RetrievalPrecision: (2, 21),
-    torchmetrics.RetrievalPrecisionRecallCurve: (2, 21),
-    torchmetrics.RetrievalRPrecision: (2, 25),
-    torchmetrics.RetrievalRecall: (2, 21),
-    torchmetrics.RetrievalRecallAtFixedPrecision: (2, 32),
-    torchmetrics.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
-    torchmetrics.classification.BinaryEER: (4, 6),
-    torchmetrics.classification.BinaryFairness: (7, 15),
-    torchmetrics.classification.BinaryGroupStatRates: (7, 7),
-    torchmetrics.classification.BinaryLogAUC: (2, 8),
-    torchmetrics.classification.MulticlassEER: (5, 11),
-    torchmetrics.classification.MulticlassLogAUC: (5, 24),
-    torchmetrics.classification.MultilabelCoverageError: (4, 5),
-    torchmetrics.classification.MultilabelEER: (5, 11),
-    torchmetrics.classification.MultilabelLogAUC: (5, 24),
-    torchmetrics.classification.MultilabelRankingAveragePrecision: (59, 60),
-    torchmetrics.classification.MultilabelRankingLoss: (6, 7),
-    torchmetrics.clustering.AdjustedMutualInfoScore: (0, 50),
-    torchmetrics.clustering.AdjustedRandScore: (0, 3),
-    torchmetrics.clustering.CalinskiHarabaszScore: (0, 5),
-    torchmetrics.clustering.CompletenessScore: (0, 11),
-    torchmetrics.clustering.DaviesBouldinScore: (0, 7),
-    torchmetrics.clustering.DunnIndex: (0, 4),
-    torchmetrics.clustering.FowlkesMallowsIndex: (0, 3),
-    torchmetrics.clustering.HomogeneityScore: (0, 10),
-    torchmetrics.clustering.MutualInfoScore: (0, 3),
-    torchmetrics.clustering.NormalizedMutualInfoScore: (0, 11),
-    torchmetrics.clustering.RandScore: (0, 4),
-    torchmetrics.clustering.VMeasureScore: (0, 12),
-    torchmetrics.detection.ModifiedPanopticQuality: (123, 126),
-    torchmetrics.detection.PanopticQuality: (123, 126),
-    torchmetrics.image.MultiScaleStructuralSimilarityIndexMeasure: (2, 2),
-    torchmetrics.image.PeakSignalNoiseRatioWithBlockedEffect: (5, 5),
-    torchmetrics.image.RelativeAverageSpectralError: (0, 9),
-    torchmetrics.image.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
-    torchmetrics.image.SpatialCorrelationCoefficient: (13, 13),
-    torchmetrics.image.VisualInformationFidelity: (108, 108),
-    torchmetrics.nominal.CramersV: (1, 4),
-    torchmetrics.nominal.PearsonsContingencyCoefficient: (1, 3),
-    torchmetrics.nominal.TheilsU: (1, 6),
-    torchmetrics.nominal.TschuprowsT: (1, 4),
-    torchmetrics.segmentation.HausdorffDistance: (140, 140),
-}
-
-# torchmetrics classes that are not sync-free for a reason the numbers do not say, and what a user can do: class ->
-# reason.
-EXPLAINED: dict[type, str] = {
-    **dict.fromkeys(
-        _with_aliases(
-            *(
-                getattr(torchmetrics.text, name)
-                for name in torchmetrics.text.__all__
-                if name not in ("Perplexity",) and isinstance(getattr(torchmetrics.text, name), type)
-            )
-        ),
-        _TAKES_STRINGS,
-    ),
-    **dict.fromkeys(
-        (
-            torchmetrics.image.DeepImageStructureAndTextureSimilarity,
-            torchmetrics.image.MemorizationInformedFrechetInceptionDistance,
-        ),
-        "needs a pretrained feature extractor: its weights cannot be loaded here, so it was not measured; keep it out"
-        " of the training step",
-    ),
-    **dict.fromkeys(
-        _with_aliases(torchmetrics.audio.PermutationInvariantTraining),
-        "syncs once, in its first update(): it copies the table of permutations to the device (once per number of"
-        " speakers and device: torchmetrics caches it for the process); later update() and forward() calls make no"
-        " host sync: not yet accelerated",
-    ),
-    torchmetrics.clustering.ClusterAccuracy: (
-        "needs the optional torch_linear_assignment package: a compiled library not installed here, so it was not"
-        " measured"
     ),
 }
 
@@ -323,25 +183,6 @@ def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
     return home, modules[home]
 
 
-def _reason(cls: type) -> str:
-    """Why the torchmetrics class ``cls`` is not accelerated: from the tables above, else the registry's reason."""
-    if cls in VERIFIED_SYNC_FREE:
-        note = VERIFIED_SYNC_FREE[cls]
-        return f"{SYNC_FREE_AS_IS}: torchmetrics' own update() and forward() make no host sync; {note}"
-    if cls in EXPLAINED:
-        return EXPLAINED[cls]
-    if cls not in MEASURED_SYNCS:
-        return why_not_accelerated(cls)
-    update, forward = MEASURED_SYNCS[cls]
-    accelerated_base = next((base.__name__ for base in cls.__mro__[1:] if base in registry()), None)
-    alias = f"; a deprecated alias of the accelerated {accelerated_base}: import that" if accelerated_base else ""
-    if update:
-        measured = f"syncs on every update ({update} host syncs per update(), {forward} per forward() measured)"
-    else:
-        measured = f"syncs in forward() ({forward} host syncs per forward() measured; update() makes none)"
-    return f"{measured}: not yet accelerated{alias}"
-
-
 def accelerated_coverage() -> list[CoverageRow]:
     """Every ``Metric`` class torchmetrics' public modules export, with whether it is accelerated and why not.
 
@@ -366,7 +207,7 @@ def accelerated_coverage() -> list[CoverageRow]:
             name=name,
             torchmetrics_class=cls,
             accelerated_class=accelerated.get(cls),
-            reason="" if cls in accelerated else _reason(cls),
+            reason="" if cls in accelerated else why_not_accelerated(cls),
             caveat=FORWARD_CAVEATS.get(cls, "") if cls in accelerated else "",
         )
         for cls, (module, name) in _public_metric_classes().items()
