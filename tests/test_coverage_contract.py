@@ -2,7 +2,8 @@
 
 Parametrized over the registry, with inputs from ``tests/examples.py`` (by class family), so a newly registered class
 is checked without editing this file, and fails here if its family has no example. Also: ``accelerated_coverage()``
-lists exactly the registered classes as accelerated and gives every other torchmetrics class a reason.
+lists exactly the registered classes as accelerated and gives every other torchmetrics class a status and a reason
+(``tests/test_verified_sync_free.py`` checks the classes listed as sync-free as they are and the measured numbers).
 """
 
 import importlib
@@ -17,7 +18,15 @@ import torchmetrics.classification as tmc
 import torchmetrics_async as tma
 from tests.examples import Example, example_for
 from torchmetrics_async.accelerate import patch, registry, unpatch
-from torchmetrics_async.coverage import FORWARD_CAVEATS, CoverageRow, accelerated_coverage, why_not_accelerated
+from torchmetrics_async.coverage import (
+    ACCELERATED,
+    FORWARD_CAVEATS,
+    NOT_SYNC_FREE,
+    SYNC_FREE_AS_IS,
+    CoverageRow,
+    accelerated_coverage,
+    why_not_accelerated,
+)
 from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.testing import HostSyncError, no_host_sync
 
@@ -123,7 +132,15 @@ def test_listing_spans_torchmetrics_public_modules(rows: list[CoverageRow]) -> N
     reasons = {row.name: row.reason for row in rows}
     assert reasons["Metric"].startswith("a base class")
     assert reasons["ClasswiseWrapper"].startswith("a wrapper")
-    assert reasons["CharErrorRate"].startswith("not yet accelerated")
+    assert reasons["CharErrorRate"].startswith("takes strings")
+
+
+def test_every_row_has_one_of_three_statuses(rows: list[CoverageRow]) -> None:
+    statuses = {row.name: row.status for row in rows if row.module != "torchmetrics"}
+    assert set(statuses.values()) == {ACCELERATED, SYNC_FREE_AS_IS, NOT_SYNC_FREE}
+    assert statuses["MeanMetric"] == ACCELERATED
+    assert statuses["PeakSignalNoiseRatio"] == SYNC_FREE_AS_IS
+    assert statuses["BinaryEER"] == statuses["CharErrorRate"] == statuses["ClasswiseWrapper"] == NOT_SYNC_FREE
 
 
 def test_listing_reads_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:

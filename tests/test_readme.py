@@ -89,22 +89,16 @@ def test_the_compile_caveats_are_current() -> None:
 
 
 def _coverage_counts() -> str:
-    """The README's one-line summary of docs/coverage.md: accelerated classes per torchmetrics module."""
+    """The README's one-line summary of docs/coverage.md: the three totals, and per torchmetrics module."""
     rows = accelerated_coverage()
-    modules: dict[str, list[bool]] = defaultdict(list)
+    modules: dict[str, list[str]] = defaultdict(list)
     for row in rows:
-        modules[row.module].append(row.accelerated)
-    some, none = [], []
+        modules[row.module].append(row.status)
+    parts = []
     for module in sorted(modules, key=lambda name: (name == "torchmetrics", name)):
-        flags = modules[module]
         name = f"`{module.removeprefix('torchmetrics.')}`" if module != "torchmetrics" else "top-level `torchmetrics`"
-        if any(flags):
-            some.append(f"{name} {sum(flags)} of {len(flags)}")
-        else:
-            none.append(f"{name} ({len(flags)})")
-    total = sum(row.accelerated for row in rows)
-    line = f"{total} of {len(rows)} torchmetrics classes are accelerated: {', '.join(some)}"
-    return line + (f"; none yet of {', '.join(none)}." if none else ".")
+        parts.append(f"{name} {'/'.join(str(modules[module].count(status)) for status in coverage_table.STATUSES)}")
+    return f"{coverage_table.counts(rows)} (accelerated/verified/not, by module: {', '.join(parts)})."
 
 
 def test_the_coverage_counts_are_current() -> None:

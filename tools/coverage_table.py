@@ -1,8 +1,9 @@
 """docs/coverage.md's "what is accelerated" tables and compile caveats, with the caveat data they print.
 
 ``scripts/coverage-table`` runs it (``python -m tools.coverage_table``): the summary table from
-``torchmetrics_async.accelerated_coverage()``; ``--all``: one row per torchmetrics class, with the reason where it is
-not accelerated; ``--compile``: the classes that a compiled step cannot keep in one graph (:data:`COMPILE_CAVEATS`).
+``torchmetrics_async.accelerated_coverage()``, with its three statuses (accelerated, sync-free as it is (verified), not
+sync-free with the reason); ``--all``: one row per torchmetrics class, with its status and reason; ``--compile``: the
+classes that a compiled step cannot keep in one graph (:data:`COMPILE_CAVEATS`).
 docs/coverage.md's two tables and docs/compile.md's caveats are this module's output, pasted (``tests/test_readme.py``
 checks all three are current; ``tests/test_compile_registry.py`` checks every caveat still holds).
 
@@ -28,6 +29,7 @@ import torchmetrics.segmentation
 from torchmetrics_async import accelerated_coverage
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
+from torchmetrics_async.coverage import ACCELERATED, NOT_SYNC_FREE, SYNC_FREE_AS_IS
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 
@@ -96,6 +98,7 @@ SAMPLEWISE_COMPILE_CAVEAT = (
 
 
 FAMILIES = ("Binary", "Multiclass", "Multilabel")
+STATUSES = (ACCELERATED, SYNC_FREE_AS_IS, NOT_SYNC_FREE)
 
 
 def compress(names: list[str]) -> str:
@@ -130,11 +133,16 @@ def compress(names: list[str]) -> str:
     return ", ".join([*parts, *(f"`{name}`" for name in plain)])
 
 
+def _kind(reason: str) -> str:
+    """The reason's first clause: what the summary table counts classes by."""
+    return re.split(r": |; | \(", reason, maxsplit=1)[0]
+
+
 def summary() -> str:
-    """One row per torchmetrics module: what is accelerated, how many classes are not and why.
+    """One row per torchmetrics module: what is accelerated, what is sync-free as it is, how many are not and why.
 
     Returns:
-        The Markdown table, its footnotes and a total.
+        The Markdown table, its footnotes and the three totals.
 
     Example:
         >>> summary().startswith("| torchmetrics module |")
@@ -145,8 +153,9 @@ def summary() -> str:
     for row in rows:
         modules[row.module].append(row)
     lines = [
-        "| torchmetrics module | accelerated (sync-free `update()` and `forward()`) | not accelerated |",
-        "|---|---|---|",
+        f"| torchmetrics module | {ACCELERATED} (sync-free `update()` and `forward()`) | {SYNC_FREE_AS_IS} |"
+        f" {NOT_SYNC_FREE}, why |",
+        "|---|---|---|---|",
     ]
     notes: list[str] = []
     for module in sorted(modules, key=lambda name: (name == "torchmetrics", name)):
@@ -162,19 +171,34 @@ def summary() -> str:
             notes.append(f"{compress(names)}: {caveat}.")
             listed.append(f"{compress(names)}[^{len(notes)}]")
         accelerated = ", ".join(listed) or "—"
-        rest = [row for row in members if not row.accelerated]
+        verified = compress([row.name for row in members if row.status == SYNC_FREE_AS_IS]) or "—"
         reasons: dict[str, int] = defaultdict(int)
-        for row in rest:
-            reasons[row.reason.split(":")[0].split(" (")[0]] += 1
+        for row in members:
+            if row.status == NOT_SYNC_FREE:
+                reasons[_kind(row.reason)] += 1
         why = "; ".join(f"{reason} ({count})" for reason, count in sorted(reasons.items(), key=lambda item: -item[1]))
-        lines.append(f"| `{module}` | {accelerated} | {why or '—'} |")
-    total = sum(row.accelerated for row in rows)
+        lines.append(f"| `{module}` | {accelerated} | {verified} | {why or '—'} |")
     lines.append("")
-    lines.append(f"{total} of {len(rows)} torchmetrics classes are accelerated.")
+    lines.append(f"{counts(rows)}.")
     for index, note in enumerate(notes, 1):
         lines.append("")
         lines.append(f"[^{index}]: {note}")
     return "\n".join(lines)
+
+
+def counts(rows: list) -> str:
+    """The three totals of ``rows`` (:class:`~torchmetrics_async.CoverageRow`), in a sentence without its full stop.
+
+    Example:
+        >>> counts(accelerated_coverage()).startswith("Of ")
+        True
+    """
+    by_status = {status: sum(row.status == status for row in rows) for status in STATUSES}
+    return (
+        f"Of {len(rows)} torchmetrics classes, {by_status[ACCELERATED]} are accelerated,"
+        f" {by_status[SYNC_FREE_AS_IS]} are sync-free as they are (verified) and {by_status[NOT_SYNC_FREE]} are not"
+        " sync-free"
+    )
 
 
 def full() -> str:
@@ -185,12 +209,11 @@ def full() -> str:
 
     Example:
         >>> full().splitlines()[0]
-        '| module | class | accelerated | reason / caveat |'
+        '| module | class | status | reason / caveat |'
     """
-    lines = ["| module | class | accelerated | reason / caveat |", "|---|---|---|---|"]
+    lines = ["| module | class | status | reason / caveat |", "|---|---|---|---|"]
     for row in accelerated_coverage():
-        accelerated = "yes" if row.accelerated else "no"
-        lines.append(f"| `{row.module}` | `{row.name}` | {accelerated} | {row.reason or row.caveat} |")
+        lines.append(f"| `{row.module}` | `{row.name}` | {row.status} | {row.reason or row.caveat} |")
     return "\n".join(lines)
 
 

@@ -1,15 +1,20 @@
-"""What is accelerated: every torchmetrics ``Metric`` class, accelerated or not, and why not.
+"""What is accelerated: every torchmetrics ``Metric`` class, with one of three statuses, and why.
 
-A class counts as accelerated only if it is in the registry (:func:`torchmetrics_async.registry.registry`), whose
-classes make no host sync in ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
-Everything else is listed with the reason (:func:`torchmetrics_async.registry.why_not_accelerated`), the one
-:func:`~torchmetrics_async.accelerate` names when it leaves a metric unchanged.
+- ``accelerated``: in the registry (:func:`torchmetrics_async.registry.registry`), whose classes make no host sync in
+  ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
+- ``sync-free as it is (verified)``: torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` (the tables live in
+  :mod:`torchmetrics_async.registry`, so ``accelerate()`` gives the same reasons) only because
+  ``tests/test_verified_sync_free.py`` runs its ``update()`` and ``forward()`` under ``no_host_sync()`` (on CPU and on
+  the meta device, which stands in for an accelerator) and they pass.
+- ``not sync-free``: with the reason: it takes strings or needs what cannot be loaded here (:data:`EXPLAINED`), it
+  syncs, with the host syncs that test measures (:data:`MEASURED_SYNCS`), or it is a base class, a task wrapper or a
+  wrapper (:func:`torchmetrics_async.registry.why_not_accelerated`).
 
 Example:
     >>> from torchmetrics_async.coverage import accelerated_coverage
-    >>> rows = {row.name: row for row in accelerated_coverage()}
-    >>> rows["MeanMetric"].accelerated, rows["MulticlassLogAUC"].accelerated
-    (True, False)
+    >>> rows = {row.name: row for row in accelerated_coverage() if row.module != "torchmetrics"}
+    >>> rows["MeanMetric"].status, rows["PeakSignalNoiseRatio"].status, rows["MulticlassLogAUC"].status
+    ('accelerated', 'sync-free as it is (verified)', 'not sync-free')
 """
 
 import importlib
@@ -22,15 +27,33 @@ import torchmetrics.retrieval
 
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT
-from torchmetrics_async.registry import is_torchmetrics_class, registry, why_not_accelerated
+from torchmetrics_async.registry import (
+    EXPLAINED,
+    MEASURED_SYNCS,
+    SYNC_FREE_AS_IS,
+    VERIFIED_SYNC_FREE,
+    is_torchmetrics_class,
+    registry,
+    why_not_accelerated,
+)
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 __all__ = [
+    "ACCELERATED",
+    "EXPLAINED",
     "FORWARD_CAVEATS",
+    "MEASURED_SYNCS",
+    "NOT_SYNC_FREE",
+    "SYNC_FREE_AS_IS",
+    "VERIFIED_SYNC_FREE",
     "CoverageRow",
     "accelerated_coverage",
     "why_not_accelerated",
 ]
+
+#: The three statuses of a :class:`CoverageRow`.
+ACCELERATED = "accelerated"
+NOT_SYNC_FREE = "not sync-free"
 
 # torchmetrics' public modules (a class is listed under the one it is defined in, else under ``torchmetrics``).
 PUBLIC_MODULES = (
@@ -85,7 +108,7 @@ class CoverageRow:
             ``torchmetrics_class.__name__``).
         torchmetrics_class: the torchmetrics class.
         accelerated_class: the registered accelerated class, or ``None``.
-        reason: why it is not accelerated (``""`` when it is).
+        reason: why it is not accelerated (``""`` when it is; for a verified class, the arguments checked).
         caveat: for an accelerated class, the arguments under which ``forward()`` still syncs (``""``: none).
 
     Example:
@@ -101,6 +124,19 @@ class CoverageRow:
     accelerated_class: type | None
     reason: str
     caveat: str = ""
+
+    @property
+    def status(self) -> str:
+        """:data:`ACCELERATED`, :data:`SYNC_FREE_AS_IS` (listed in :data:`VERIFIED_SYNC_FREE`) or :data:`NOT_SYNC_FREE`.
+
+        Example:
+            >>> import torchmetrics
+            >>> CoverageRow("torchmetrics.image", "TotalVariation", torchmetrics.image.TotalVariation, None, "").status
+            'sync-free as it is (verified)'
+        """
+        if self.accelerated:
+            return ACCELERATED
+        return SYNC_FREE_AS_IS if self.torchmetrics_class in VERIFIED_SYNC_FREE else NOT_SYNC_FREE
 
     @property
     def accelerated(self) -> bool:
@@ -151,7 +187,7 @@ def accelerated_coverage() -> list[CoverageRow]:
     """Every ``Metric`` class torchmetrics' public modules export, with whether it is accelerated and why not.
 
     Reads the registry, so a newly registered class is listed as accelerated. Modules whose optional dependencies are
-    missing are skipped. Sorted by module, then name.
+    missing are skipped. Sorted by module, then name. Each row's :attr:`CoverageRow.status` is one of three.
 
     Returns:
         One :class:`CoverageRow` per class.
@@ -161,7 +197,7 @@ def accelerated_coverage() -> list[CoverageRow]:
         >>> accelerated = [row.name for row in rows if row.accelerated]
         >>> "MulticlassAccuracy" in accelerated, "BinaryLogAUC" in accelerated
         (True, False)
-        >>> next(row.reason for row in rows if row.name == "MulticlassLogAUC").startswith("not yet accelerated")
+        >>> next(row.reason for row in rows if row.name == "MulticlassLogAUC").startswith("syncs on every update")
         True
     """
     accelerated = registry()

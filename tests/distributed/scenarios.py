@@ -17,6 +17,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torchmetrics
+import torchmetrics.audio
+import torchmetrics.image
 from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities.distributed import gather_all_tensors
@@ -500,7 +502,37 @@ def sync_unsync(rank: int, world_size: int) -> dict[str, Any]:
     return out
 
 
+def verified_members(rank: int, world_size: int) -> dict[str, Any]:
+    """Members that are sync-free as they are (torchmetrics' own classes) in an accelerated collection: fused sync."""
+
+    def members() -> dict[str, Metric]:
+        return {
+            "mean": torchmetrics.MeanMetric(),
+            "psnr": torchmetrics.image.PeakSignalNoiseRatio(data_range=1.0),
+            "snr": torchmetrics.audio.SignalNoiseRatio(),
+        }
+
+    theirs = torchmetrics.MetricCollection(members(), compute_groups=False)
+    ours = tma.accelerate(torchmetrics.MetricCollection(members(), compute_groups=False))
+    generator = torch.Generator().manual_seed(rank)
+    for _ in range(rank + 1):
+        images = torch.rand(2, 3, 8, 8, generator=generator), torch.rand(2, 3, 8, 8, generator=generator)
+        signals = torch.randn(2, 50, generator=generator), torch.randn(2, 50, generator=generator)
+        for collection in (theirs, ours):
+            collection["mean"].update(images[0])
+            collection["psnr"].update(*images)
+            collection["snr"].update(*signals)
+    with count_collectives() as tm_count:
+        expected = theirs.compute()
+    with count_collectives() as our_count:
+        got = ours.compute()
+    types = [type(member).__module__ for member in ours.values()]
+    out = {"theirs": expected, "ours": got, "types": types}
+    return {**out, "tm_count": tm_count.as_dict(), "our_count": our_count.as_dict()}
+
+
 SCENARIOS: dict[str, Callable[[int, int], Any]] = {
+    "verified_members": verified_members,
     "aggregation_parity": aggregation_parity,
     "cat_shapes": cat_shapes,
     "mixed_states": mixed_states,

@@ -242,3 +242,18 @@ def test_sync_unsync_sync_context_and_async_handles(ranks):
         assert_same(results["async completed"], (torch.tensor(1.0), True), exact=True)
         assert results["cat host syncs"] == {"Tensor.tolist": 2}  # the plan check, then the shapes
         assert results["deepcopy synced"] is True
+
+
+def test_members_sync_free_as_they_are_join_the_fused_sync_of_an_accelerated_collection(ranks):
+    for rank, results in enumerate(scenario(ranks, "verified_members")):
+        # MeanMetric is converted; PeakSignalNoiseRatio and SignalNoiseRatio stay torchmetrics' own classes
+        assert results["types"] == [
+            "torchmetrics_async.aggregation",
+            "torchmetrics.image.psnr",
+            "torchmetrics.audio.snr",
+        ]
+        assert_same(results["ours"], results["theirs"], where=f"rank {rank}", exact=True)
+        # Their sum states share the fused buckets: the plan check, then one all_reduce per (dtype, op) bucket.
+        # torchmetrics: a barrier and a gather per state.
+        assert results["our_count"] == {"all_gather_single": 1, "all_reduce": 2}
+        assert results["tm_count"]["barrier"] > 0
