@@ -18,16 +18,16 @@ Example:
     (tensor(1.5000), tensor(6.), tensor(3.))
 """
 
-import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
+from torchmetrics_async import counting, deferred
 from torchmetrics_async._torchmetrics import (
     DEVICE_MISMATCH_MARKER,
     FORWARD_WHILE_SYNCED_MESSAGE,
@@ -39,11 +39,19 @@ from torchmetrics_async._torchmetrics import (
     gather_all_tensors,
     rank_zero_warn,
 )
+from torchmetrics_async.copies import FRESH_DEFAULTS, OWNED_STATES, fused_copy_, fused_reset, reset_device, same_layout
+from torchmetrics_async.counting import (
+    COMPILED_SEEN,
+    COMPILED_UPDATES,
+    COUNTS_ON_HOST,
+    clear_compiled_count,
+    copy_update_count,
+    set_update_count,
+)
 from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     FORWARD_BATCH,
     UNREPORTED,
-    DeferredChecks,
     mark_static_address,
     mark_unreported,
     nan_where,
@@ -51,12 +59,13 @@ from torchmetrics_async.deferred import (
 )
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
-from torchmetrics_async.registry import AutoRegistered, defined_in_package, torchmetrics_origin
+from torchmetrics_async.registry import defined_in_package, register_on_definition, torchmetrics_origin
 from torchmetrics_async.sync.metrics import sync_states
 from torchmetrics_async.sync.states import fused_sync_dist
 
 __all__ = [
     "COMPILED_UPDATES",
+    "OWNED_STATES",
     "OnePassForward",
     "SyncFreeMixin",
     "clear_compiled_count",
@@ -68,16 +77,6 @@ __all__ = [
     "uses_one_pass_forward",
 ]
 
-#: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
-#: out. Sharing enters at known doors, and each copies there: construction and adoption (``_setup_sync_free``),
-#: unpickling (``__setstate__``: torch's pickler hands a spawned worker the sender's states in shared memory),
-#: ``load_state_dict``, ``.to()`` and the like (``_apply``). So ``update()`` writes in place without looking. The one
-#: door this package does not see is torchmetrics' ``MetricCollection`` linking a compute group: it assigns the
-#: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
-#: in this record first (a follower's), and writes into its own.
-OWNED_STATES = "_owned_states"
-# Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
-_FRESH_DEFAULTS = "_fresh_defaults"
 
 # The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
 # metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
@@ -91,17 +90,6 @@ _SYNCING_OPTIONS = (
 )
 _ANNOUNCED: set[tuple[str, str]] = set()
 # Compiled updates are counted here and nowhere else: in SyncFreeMixin's "window count" methods and the three
-# functions after the class (set_update_count, clear_compiled_count, copy_update_count).
-#: Instance attribute: a 0-dim int64 device tensor counting the updates made inside ``torch.compile``d code in this
-#: window. Compiled code counts there, in place, instead of in the Python int (``_window_counter``), which Dynamo
-#: would guard on (a recompile per step).
-COMPILED_UPDATES = "_compiled_updates"
-# Instance attribute beside it: its value as last read on the host (an int), or None once compiled code counted
-# since (a constant store: no guard, no host read).
-_COMPILED_SEEN = "_compiled_seen"
-# Instance attribute: while true (torchmetrics' forward inside compiled code), updates count in the Python int.
-_COUNTS_ON_HOST = "_counts_on_host"
-# What torchmetrics' forward switches for the batch and puts back only when the batch's update succeeds.
 _FORWARD_SWITCHES = (
     "_to_sync",
     "_should_unsync",
@@ -126,13 +114,21 @@ def _forwarding_init(cls: type, origin: type) -> Any:
     return __init__
 
 
-class SyncFreeMixin(AutoRegistered, DeferredChecks):
+class SyncFreeMixin:
     """Lean update wrapper, owned storage, deferred checks, adoption of live instances; first in a ``Metric``'s bases.
 
+    A package subclass of a torchmetrics class of the same name registers on definition (see
+    :mod:`~torchmetrics_async.registry`). One whose ``update`` and ``compute`` are this package's and that implements
+    ``_batch_stats``, ``_merge_stats`` and ``_batch_value`` gets the one-pass ``forward`` (see
+    :func:`uses_one_pass_forward`). Deferred checks (:mod:`~torchmetrics_async.deferred`) and the window's update
+    count (:mod:`~torchmetrics_async.counting`) are its methods, defined there.
+
     Example:
+        >>> import torch
         >>> from torchmetrics_async import SumMetric
-        >>> isinstance(SumMetric(), SyncFreeMixin)
-        True
+        >>> metric = SumMetric()
+        >>> metric(torch.tensor([1.0, 2.0])), metric(torch.tensor(4.0)), metric.compute()
+        (tensor(3.), tensor(4.), tensor(7.))
     """
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
@@ -143,9 +139,31 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
     # Also merges a plain torchmetrics instance of the same torchmetrics class (see torchmetrics_async.merging).
     merge_state = merge_state_accepting_torchmetrics
 
+    # Deferred checks (see torchmetrics_async.deferred).
+    _add_deferred_check = deferred.add_deferred_check
+    _deferred_checks_registered = deferred.deferred_checks_registered
+    _record_violation = deferred.record_violation
+    _add_with_violations = deferred.add_with_violations
+    _deferred_violated = deferred.deferred_violated
+    _raise_deferred_checks = deferred.raise_deferred_checks
+    _report_unreported_checks = deferred.report_unreported_checks
+    _read_deferred = deferred.read_deferred
+    _reset_deferred = deferred.reset_deferred
+
+    # The window count: host-counted updates (``_window_counter``) plus compiled ones (see torchmetrics_async.counting).
+    _read_window_count = counting.read_window_count
+    _unread_window_count = counting.unread_window_count
+    _compiled_count_codes = counting.compiled_count_codes
+    _fold_compiled_count = counting.fold_compiled_count
+    _count_traced_update = counting.count_traced_update
+    _count_compiled_update = counting.count_compiled_update
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A package class without ``__init__`` gets torchmetrics' constructor (signature too), then the setup."""
+        """Register; note one-pass methods; a package class without ``__init__`` gets torchmetrics' constructor."""
         super().__init_subclass__(**kwargs)
+        register_on_definition(cls)
+        if hasattr(cls, "_batch_value"):
+            _note_one_pass_methods(cls)
         origin = torchmetrics_origin(cls)
         if origin is not None and "__init__" not in cls.__dict__ and defined_in_package(cls):
             cls.__init__ = _forwarding_init(cls, origin)
@@ -234,54 +252,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             cached = state["_update_parameters_cache"] = (signature, accepted, var_keyword)
         return cached[1], cached[2]
 
-    # The window count: host-counted updates (``_window_counter``) plus compiled ones (``COMPILED_UPDATES``).
-
-    def _read_window_count(self) -> int:
-        """The window's count, reading the device count if compiled code counted since it was last read."""
-        state = self.__dict__
-        if state.get(_COMPILED_SEEN, 0) is None:
-            state[_COMPILED_SEEN] = int(state[COMPILED_UPDATES])
-        return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
-
-    def _unread_window_count(self) -> int | Tensor:
-        """The window count without a host read: an int, or a 0-dim device tensor once compiled code counted.
-
-        Inside compiled code it is always the tensor (host count + device count), so Dynamo never guards on a
-        changing int. Called after an update is counted, it is that update's index (the first is 1).
-        """
-        state = self.__dict__
-        count = state[self._window_counter]
-        if torch.compiler.is_compiling() or state.get(_COMPILED_SEEN, 0) != 0:
-            return state[COMPILED_UPDATES] + count
-        return count
-
-    def _compiled_count_codes(self) -> list[Tensor]:
-        """The device count, to read in the same host read as the check states, if it changed since last read."""
-        state = self.__dict__
-        return [state[COMPILED_UPDATES]] if state.get(_COMPILED_SEEN, 0) is None else []
-
-    def _fold_compiled_count(self, count: int) -> None:
-        """Record ``count``, a host read of the device count (see :meth:`_compiled_count_codes`)."""
-        self.__dict__[_COMPILED_SEEN] = count
-
-    def _count_traced_update(self) -> None:
-        """Count an update inside traced code: on the device, or in the int inside torchmetrics' traced forward.
-
-        Through ``self.__dict__`` (Dynamo tracks a dict captured by a closure apart from the module's own).
-        """
-        state = self.__dict__
-        if state.get(_COUNTS_ON_HOST):
-            state["_update_count"] += 1
-        else:
-            self._count_compiled_update()
-
-    def _count_compiled_update(self) -> None:
-        """Count an update inside traced code: in place on the device, and constant stores Dynamo does not guard on."""
-        state = self.__dict__
-        state[COMPILED_UPDATES].add_(1)
-        state[_COMPILED_SEEN] = None
-        state[UNREPORTED] = True
-
     @fused_sync_dist
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
         """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`).
@@ -367,16 +337,16 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         if state.get(FORWARD_BATCH) is None:  # forward() resets for the batch alone: the window goes on
             self._reset_deferred()
         owned = state[OWNED_STATES]
-        prepared = state.pop(_FRESH_DEFAULTS, {})  # copied by fused_reset()
+        prepared = state.pop(FRESH_DEFAULTS, {})  # copied by fused_reset()
         for attr, default in self._defaults.items():
             current = state.get(attr)
             if isinstance(default, Tensor):
-                if in_place and owned.get(attr) is current and _same_layout(current, default):
+                if in_place and owned.get(attr) is current and same_layout(current, default):
                     current.copy_(default)
                     continue
                 fresh = prepared.get(attr)
                 if fresh is None:
-                    fresh = mark_static_address(default.detach().clone().to(_reset_device(current, default)))
+                    fresh = mark_static_address(default.detach().clone().to(reset_device(current, default)))
                 setattr(self, attr, fresh)
                 owned[attr] = fresh
             else:
@@ -429,12 +399,42 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
 
         return compute_value
 
+    def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
+        stats = self._batch_stats(*args, **kwargs)
+        if stats is not None:
+            self._merge_stats(stats)
+
+    def _batch_violation(self, stats: Any) -> Tensor | None:
+        """Whether the batch violated a deferred check (0-dim bool on the device), or ``None`` if it cannot."""
+        return None
+
+    def _forward_one_pass(self, *args: Any, **kwargs: Any) -> Any:
+        """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
+        state = self.__dict__
+        state["_computed"] = None
+        state[UNREPORTED] = True
+        if torch.compiler.is_compiling():
+            self._count_compiled_update()
+        else:
+            state["_update_count"] += 1
+        # torchmetrics computes the batch value with grad on and clones it in the caller's grad mode: the result
+        # has history exactly when the caller has grad enabled, which computing in the caller's mode reproduces.
+        grad = torch.is_grad_enabled()
+        stats = self._run_guarded(grad, self._batch_stats, args, kwargs)
+        value = _squeeze_if_scalar(self._run_guarded(grad, self._batch_value, (stats,), {}))
+        if stats is not None:
+            value = nan_where(self._batch_violation(stats), value)
+            self._own_states()  # a compute-group follower holds its leader's states (see OWNED_STATES)
+            self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
+        state["_forward_cache"] = value
+        return value
+
     @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Accumulate the batch and return the metric on it alone, without a host sync.
 
         A class whose ``update`` and ``compute`` are this package's reduces the batch once (see
-        :class:`OnePassForward`); any other (a user's subclass overriding either, ``dist_sync_on_step=True``) gets
+        :func:`uses_one_pass_forward`); any other (a user's subclass overriding either, ``dist_sync_on_step=True``) gets
         torchmetrics' forward, calling its own ``update``/``compute`` exactly as torchmetrics does. Either way a
         batch that violated a deferred check gets NaN as its value, and the violation stays recorded for
         ``compute()``/``reset()``.
@@ -513,8 +513,8 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state = self.__dict__
         self._count_compiled_update()
         host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
-        state[_COMPILED_SEEN] = 0  # read as the host count alone until restored
-        state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
+        state[COMPILED_SEEN] = 0  # read as the host count alone until restored
+        state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
         self._own_states()
         # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
         # the batch's merged with these): their values are copied back into these, which stay the states (the
@@ -524,11 +524,11 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         try:
             return super().forward(*args, **kwargs)
         finally:
-            state["_update_count"], state[_COMPILED_SEEN] = host, None
-            state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = False, None, previous
+            state["_update_count"], state[COMPILED_SEEN] = host, None
+            state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = False, None, previous
             for attr, tensor in accumulated.items():
                 final = state[attr]
-                if final is not tensor and isinstance(final, Tensor) and _same_layout(tensor, final):
+                if final is not tensor and isinstance(final, Tensor) and same_layout(tensor, final):
                     tensor.copy_(final)
                     state[attr] = owned[attr] = tensor
 
@@ -661,10 +661,10 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         state[OWNED_STATES] = {}
         state.setdefault(FORWARD_BATCH, None)
         state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
-        state[_COMPILED_SEEN] = 0
+        state[COMPILED_SEEN] = 0
         state.setdefault(UNREPORTED, False)
         # Present from the start: a key added later (by a compiled forward) changes the dict Dynamo guards on.
-        state[_COUNTS_ON_HOST] = False
+        state[COUNTS_ON_HOST] = False
         state.setdefault(DEFERRED_RAISE_OWNED, False)
         self._set_constants()
         # A door (construction, adoption): updates never check, and a compiled forward finds its states owned, so
@@ -703,157 +703,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         return torch.full((), x, dtype=self.dtype, device=self.device)
 
 
-def set_update_count(metric: Any, count: int) -> None:
-    """Set a metric's window update count to ``count`` (compiled updates' device count cleared, without a read).
-
-    Args:
-        metric: any ``Metric``.
-        count: the count.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric()
-        >>> set_update_count(metric, 3)
-        >>> metric.update_count
-        3
-    """
-    metric.__dict__["_update_count"] = count
-    clear_compiled_count(metric)
-
-
-def clear_compiled_count(metric: Any) -> None:
-    """Forget the updates counted on the device by compiled code (zeroed in place: no host read).
-
-    Args:
-        metric: any ``Metric``.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> clear_compiled_count(SumMetric())
-    """
-    state = metric.__dict__
-    if state.get(_COMPILED_SEEN, 0) != 0:
-        state[COMPILED_UPDATES].zero_()
-        state[_COMPILED_SEEN] = 0
-
-
-def copy_update_count(source: Any, target: Any) -> None:
-    """Give ``target`` the update count of ``source`` (same class) without a host read.
-
-    Args:
-        source: the metric whose count is copied.
-        target: the metric receiving it.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> a, b = SumMetric(), SumMetric()
-        >>> a.update(1.0)
-        >>> copy_update_count(a, b)
-        >>> b.update_count
-        1
-    """
-    src, dst = source.__dict__, target.__dict__
-    counter = src.get(COMPILED_UPDATES)
-    if counter is None:
-        set_update_count(target, src["_update_count"])
-        return
-    dst["_update_count"] = src["_update_count"]
-    mine = dst.get(COMPILED_UPDATES)
-    if isinstance(mine, Tensor) and mine.device == counter.device:
-        mine.copy_(counter)
-    else:
-        dst[COMPILED_UPDATES] = mark_static_address(counter.clone())
-    # Compiled: a constant store (reading the source's host-side value would make Dynamo guard on it): the target
-    # reads the copied device count when its count is next read.
-    dst[_COMPILED_SEEN] = None if torch.compiler.is_compiling() else src.get(_COMPILED_SEEN, 0)
-
-
-@contextlib.contextmanager
-def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
-    """Reset many metrics with one fused copy of their defaults instead of one clone per state.
-
-    On entry, a fresh tensor is allocated for every tensor state of every metric of this package (skipping those
-    prepared already by an enclosing block) and the defaults are copied into all of them at once
-    (:func:`fused_copy_`: one kernel per device and dtype on CUDA); ``reset()`` inside the block takes them
-    instead of cloning each default. The states are still fresh tensors: whatever held the old ones keeps its
-    values, as with torchmetrics. On exit what no ``reset()`` took is dropped.
-
-    Args:
-        metrics: the metrics about to be reset (others are ignored).
-
-    Yields:
-        Nothing; reset the metrics inside the block.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MaxMetric, SumMetric
-        >>> metrics = [SumMetric(), MaxMetric()]
-        >>> for metric in metrics:
-        ...     metric.update(torch.tensor(3.0))
-        >>> held = metrics[0].sum_value
-        >>> with fused_reset(metrics):
-        ...     for metric in metrics:
-        ...         metric.reset()
-        >>> float(metrics[0].sum_value), float(metrics[1].max_value), float(held)
-        (0.0, -inf, 3.0)
-    """
-    prepared: list[dict[str, Any]] = []
-    fresh: list[Tensor] = []
-    defaults: list[Tensor] = []
-    for metric in metrics:
-        state = metric.__dict__
-        if OWNED_STATES not in state or _FRESH_DEFAULTS in state:  # not ours, or prepared by an enclosing block
-            continue
-        mine = {}
-        for attr, default in metric._defaults.items():
-            if isinstance(default, Tensor):
-                tensor = mine[attr] = torch.empty_like(default, device=_reset_device(state.get(attr), default))
-                fresh.append(mark_static_address(tensor))
-                defaults.append(default)
-        state[_FRESH_DEFAULTS] = mine
-        prepared.append(state)
-    fused_copy_(fresh, defaults)
-    try:
-        yield
-    finally:
-        for state in prepared:
-            state.pop(_FRESH_DEFAULTS, None)
-
-
-def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
-    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) of both sides.
-
-    CUDA fuses a ``_foreach_`` op into one kernel only where every tensor shares device and dtype, so the pairs are
-    grouped by those first: one kernel per group instead of one per pair.
-
-    Args:
-        targets: the tensors written.
-        sources: what each receives (same shapes).
-
-    Example:
-        >>> import torch
-        >>> targets = [torch.zeros(2), torch.zeros((), dtype=torch.int64)]
-        >>> fused_copy_(targets, [torch.ones(2), torch.tensor(7)])
-        >>> targets
-        [tensor([1., 1.]), tensor(7)]
-    """
-    groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
-    for target, source in zip(targets, sources, strict=True):
-        key = (target.device, target.dtype, source.device, source.dtype)
-        pair = groups.get(key)
-        if pair is None:
-            pair = groups[key] = ([], [])
-        pair[0].append(target)
-        pair[1].append(source)
-    for group_targets, group_sources in groups.values():
-        torch._foreach_copy_(group_targets, group_sources)
-
-
-def _reset_device(current: Any, default: Tensor) -> torch.device:
-    """Where a reset state lives: where the state lives now (a default may lag behind a move), else the default's."""
-    return current.device if isinstance(current, Tensor) else default.device
-
-
 def has_stock_compute(metric: Any) -> bool:
     """Whether ``metric.compute`` is torchmetrics' sync-compute-unsync wrapper (or ours, which only adds to it).
 
@@ -877,11 +726,6 @@ def has_stock_compute(metric: Any) -> bool:
     )
 
 
-def _same_layout(a: Tensor, b: Tensor) -> bool:
-    """Whether ``a.copy_(b)`` keeps ``a`` as it is (``copy_`` crosses devices itself)."""
-    return a.shape == b.shape and a.dtype == b.dtype
-
-
 def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, Tensor):
         return value.to(device)
@@ -902,59 +746,19 @@ def _detach(stats: Any) -> Any:
     return stats
 
 
+def _note_one_pass_methods(cls: type) -> None:
+    """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source."""
+    for name in ("update", "compute"):
+        # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
+        method = getattr(cls, name, None)
+        code = getattr(method, "__code__", None)
+        # Defined in this package's source (not merely in a class that claims one of its module names).
+        if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
+            _ONE_PASS_METHODS.add(method)
+
+
 class OnePassForward:
-    """``forward`` from one reduction of the batch, for metrics that implement the three batch-statistics hooks.
-
-    Subclasses implement ``_batch_stats(*args, **kwargs)`` (reduce the batch, no host sync), ``_merge_stats(stats)``
-    (fold them into the states in place) and ``_batch_value(stats)`` (what ``compute()`` gives on the batch alone);
-    ``_batch_violation(stats)`` says whether the batch violated a deferred check. The one pass is used only while the
-    class's ``update`` and ``compute`` are this package's (see :func:`uses_one_pass_forward`).
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> isinstance(SumMetric(), OnePassForward)
-        True
-    """
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for name in ("update", "compute"):
-            # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
-            method = getattr(cls, name, None)
-            code = getattr(method, "__code__", None)
-            # Defined in this package's source (not merely in a class that claims one of its module names).
-            if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
-                _ONE_PASS_METHODS.add(method)
-
-    def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
-        stats = self._batch_stats(*args, **kwargs)
-        if stats is not None:
-            self._merge_stats(stats)
-
-    def _batch_violation(self, stats: Any) -> Tensor | None:
-        """Whether the batch violated a deferred check (0-dim bool on the device), or ``None`` if it cannot."""
-        return None
-
-    def _forward_one_pass(self, *args: Any, **kwargs: Any) -> Any:
-        """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
-        state = self.__dict__
-        state["_computed"] = None
-        state[UNREPORTED] = True
-        if torch.compiler.is_compiling():
-            self._count_compiled_update()
-        else:
-            state["_update_count"] += 1
-        # torchmetrics computes the batch value with grad on and clones it in the caller's grad mode: the result
-        # has history exactly when the caller has grad enabled, which computing in the caller's mode reproduces.
-        grad = torch.is_grad_enabled()
-        stats = self._run_guarded(grad, self._batch_stats, args, kwargs)
-        value = _squeeze_if_scalar(self._run_guarded(grad, self._batch_value, (stats,), {}))
-        if stats is not None:
-            value = nan_where(self._batch_violation(stats), value)
-            self._own_states()  # a compute-group follower holds its leader's states (see OWNED_STATES)
-            self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
-        state["_forward_cache"] = value
-        return value
+    """Kept for imports only: the one-pass ``forward`` is :class:`SyncFreeMixin`'s."""
 
 
 def uses_one_pass_forward(cls: type) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "derive",
     "is_torchmetrics_class",
     "register",
+    "register_on_definition",
     "registry",
     "torchmetrics_base",
     "torchmetrics_origin",
@@ -113,7 +114,7 @@ def torchmetrics_base(cls: type) -> type | None:
 def register(accelerated: type) -> type:
     """Register an accelerated class under the torchmetrics class of the same name it subclasses.
 
-    Classes of this package register themselves (see :class:`AutoRegistered`); call this for a class defined
+    Classes of this package register themselves (see :func:`register_on_definition`); call this for a class defined
     elsewhere, e.g. a user's own sync-free implementation that ``patch()`` should install.
 
     Args:
@@ -167,21 +168,32 @@ def _registers_itself(cls: type) -> bool:
     return defined_in_package(cls) and not cls.__name__.startswith("_") and torchmetrics_origin(cls) is not None
 
 
-class AutoRegistered:
-    """Base of the accelerated classes: a subclass of a torchmetrics class of the same name registers on definition.
+def register_on_definition(cls: type) -> None:
+    """Register ``cls`` and give it its docstring if it is a package class subclassing a torchmetrics class by name.
+
+    Called from ``__init_subclass__`` of the package's bases (``SyncFreeMixin``, :class:`AutoRegistered`), so a
+    subclass of a torchmetrics class of the same name registers on definition.
+
+    Args:
+        cls: the class just defined.
 
     Example:
         >>> import torchmetrics
         >>> from torchmetrics_async.classification import BinaryAccuracy
-        >>> issubclass(BinaryAccuracy, AutoRegistered) and registry()[torchmetrics.classification.BinaryAccuracy]
+        >>> registry()[torchmetrics.classification.BinaryAccuracy]
         <class 'torchmetrics_async.classification.binary.BinaryAccuracy'>
     """
+    if _registers_itself(cls):
+        register(cls)
+        cls.__doc__ = accelerated_doc(cls, torchmetrics_origin(cls))
+
+
+class AutoRegistered:
+    """Base of classes that are no metric of this package (the task wrappers): registers them on definition."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if _registers_itself(cls):
-            register(cls)
-            cls.__doc__ = accelerated_doc(cls, torchmetrics_origin(cls))
+        register_on_definition(cls)
 
 
 def _rebuild(decorator: Callable[[type], type], module: str, qualname: str, state: dict) -> Any:
