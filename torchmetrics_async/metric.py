@@ -20,22 +20,18 @@ Example:
 
 import functools
 import inspect
-import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from torchmetrics_async import counting, deferred
+from torchmetrics_async import counting, deferred, forward_paths
 from torchmetrics_async._torchmetrics import (
-    DEVICE_MISMATCH_MARKER,
     FORWARD_WHILE_SYNCED_MESSAGE,
     Metric,
     TorchMetricsUserError,
     WrapperMetric,
-    _squeeze_if_scalar,
-    device_mismatch_message,
     gather_all_tensors,
     rank_zero_warn,
 )
@@ -57,9 +53,20 @@ from torchmetrics_async.deferred import (
     nan_where,
     report_deferred,
 )
+from torchmetrics_async.forward_paths import (
+    forward_generic_compiled,
+    forward_keeping_states_on_error,
+    reword_device_mismatch,
+)
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
-from torchmetrics_async.registry import defined_in_package, register_on_definition, torchmetrics_origin
+from torchmetrics_async.registry import (
+    defined_in_package,
+    note_one_pass_methods,
+    register_on_definition,
+    torchmetrics_origin,
+    uses_one_pass_forward,
+)
 from torchmetrics_async.sync.metrics import sync_states
 from torchmetrics_async.sync.states import fused_sync_dist
 
@@ -78,27 +85,12 @@ __all__ = [
 ]
 
 
-# The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
-# metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
-_ONE_PASS_METHODS: set[Callable] = set()
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
 # torchmetrics options that sync by definition: (option, "list" if it only matters for list states, what it does).
 _SYNCING_OPTIONS = (
     ("dist_sync_on_step", "any", "syncs states across processes in every forward()"),
     ("compute_on_cpu", "list", "copies list states to the CPU after every update, a blocking device-to-host copy"),
 )
 _ANNOUNCED: set[tuple[str, str]] = set()
-# Compiled updates are counted here and nowhere else: in SyncFreeMixin's "window count" methods and the three
-_FORWARD_SWITCHES = (
-    "_to_sync",
-    "_should_unsync",
-    "compute_on_cpu",
-    "_enable_grad",
-    "_is_synced",
-    "_computed",
-    "_forward_cache",
-)
 # state_dict key of the update count (persisted with the states: "mean" merges and compute's warning depend on it).
 _UPDATE_COUNT_KEY = "_update_count"
 
@@ -158,12 +150,16 @@ class SyncFreeMixin:
     _count_traced_update = counting.count_traced_update
     _count_compiled_update = counting.count_compiled_update
 
+    # The one-pass forward and its guard (see torchmetrics_async.forward_paths).
+    _run_guarded = forward_paths.run_guarded
+    _forward_one_pass = forward_paths.forward_one_pass
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Register; note one-pass methods; a package class without ``__init__`` gets torchmetrics' constructor."""
         super().__init_subclass__(**kwargs)
         register_on_definition(cls)
         if hasattr(cls, "_batch_value"):
-            _note_one_pass_methods(cls)
+            note_one_pass_methods(cls)
         origin = torchmetrics_origin(cls)
         if origin is not None and "__init__" not in cls.__dict__ and defined_in_package(cls):
             cls.__init__ = _forwarding_init(cls, origin)
@@ -190,7 +186,7 @@ class SyncFreeMixin:
             try:
                 update(*args, **kwargs)
             except RuntimeError as err:
-                _reword_device_mismatch(self, err)
+                reword_device_mismatch(self, err)
                 raise
             finally:
                 if previous != grad:
@@ -202,13 +198,7 @@ class SyncFreeMixin:
 
     @property
     def _update_count(self) -> int:
-        """The window's update count, torchmetrics' int: host-counted updates plus those counted by compiled code.
-
-        Eager updates count in the Python int (``__dict__["_update_count"]``); updates traced by ``torch.compile``
-        count in a device tensor instead (:data:`COMPILED_UPDATES`: Dynamo would guard on
-        the int and recompile every step). Reading the count after compiled updates reads that tensor once (a host
-        read; ``compute()`` and ``reset()`` read the device anyway).
-        """
+        """The window's update count, torchmetrics' int: host-counted updates plus those counted by compiled code."""
         return self._read_window_count()
 
     @_update_count.setter
@@ -216,22 +206,7 @@ class SyncFreeMixin:
         set_update_count(self, value)
 
     def _filter_kwargs(self, **kwargs: Any) -> dict[str, Any]:
-        """Torchmetrics' keyword filtering for ``MetricCollection.update``, from a cached reading of the signature.
-
-        Same result as torchmetrics'; the signature's parameters (a ``mappingproxy``) are read once, not per update,
-        so a collection update traced by ``torch.compile`` does not break its graph there.
-
-        Args:
-            kwargs: the keyword arguments given to the collection.
-
-        Returns:
-            Those this metric's ``update`` accepts (all of them if it takes ``**kwargs``).
-
-        Example:
-            >>> from torchmetrics_async import MeanMetric
-            >>> MeanMetric()._filter_kwargs(value=1.0, target=2)
-            {'value': 1.0}
-        """
+        """Torchmetrics' keyword filtering for ``MetricCollection.update``, from a cached reading of the signature."""
         if not kwargs:
             return {}
         accepted, var_keyword = self._update_parameters()
@@ -254,41 +229,11 @@ class SyncFreeMixin:
 
     @fused_sync_dist
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
-        """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`).
-
-        torchmetrics gathers state by state (a barrier and up to two all_gathers each). With torchmetrics' default
-        ``gather_all_tensors`` the states are synced fused instead, with the same results; a user's own
-        ``dist_sync_fn`` is used exactly as torchmetrics uses it.
-
-        Args:
-            dist_sync_fn: the gather function ``sync()`` was given (torchmetrics' default unless the user chose one).
-            process_group: the group (``None``: the metric's ``process_group``, else the world).
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.sync()  # not distributed: torchmetrics' sync() does nothing, so neither does this
-            >>> metric._is_synced
-            False
-        """
+        """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`)."""
         if dist_sync_fn is not gather_all_tensors:
             super()._sync_dist(dist_sync_fn, process_group=process_group)
             return
         sync_states(self, process_group=process_group or self.process_group)
-
-    def _run_guarded(self, grad: bool, fn: Callable, args: tuple, kwargs: dict) -> Any:
-        """Run ``fn`` with grad mode ``grad``, rewording a device mismatch the way torchmetrics does."""
-        previous = torch.is_grad_enabled()
-        if previous != grad:
-            torch._C._set_grad_enabled(grad)
-        try:
-            return fn(*args, **kwargs)
-        except RuntimeError as err:
-            _reword_device_mismatch(self, err)
-            raise
-        finally:
-            if previous != grad:
-                torch._C._set_grad_enabled(previous)
 
     def reset(self) -> None:
         """Reset states to their defaults, raising first what the window recorded and nobody reported.
@@ -322,12 +267,7 @@ class SyncFreeMixin:
             self._reset_states()
 
     def _reset_states(self, in_place: bool = False) -> None:
-        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared.
-
-        Args:
-            in_place: copy the defaults into the states this metric owns instead, for an owner that has just copied
-                them out and holds no reference (a ``Running`` window after filling its slot): no allocation.
-        """
+        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared."""
         state = self.__dict__
         set_update_count(self, 0)
         state["_forward_cache"] = None
@@ -364,25 +304,13 @@ class SyncFreeMixin:
                 owned[attr] = mine
 
     def __getstate__(self) -> dict[str, Any]:
-        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`).
-
-        Returns:
-            The state to pickle.
-        """
+        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`)."""
         state = super().__getstate__()
         state[OWNED_STATES] = {}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`).
-
-        Pickling a metric into a spawned worker (``mp.spawn``, Lightning's ``ddp_spawn``) moves the pickled tensors,
-        the sender's own states, into shared memory: the worker copies them here, so neither writes into the other's.
-        The sender keeps writing into its own, so a receiver that unpickles later than that sees those writes.
-
-        Args:
-            state: what :meth:`__getstate__` pickled.
-        """
+        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`)."""
         super().__setstate__(state)
         self._own_states()
 
@@ -407,27 +335,6 @@ class SyncFreeMixin:
     def _batch_violation(self, stats: Any) -> Tensor | None:
         """Whether the batch violated a deferred check (0-dim bool on the device), or ``None`` if it cannot."""
         return None
-
-    def _forward_one_pass(self, *args: Any, **kwargs: Any) -> Any:
-        """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
-        state = self.__dict__
-        state["_computed"] = None
-        state[UNREPORTED] = True
-        if torch.compiler.is_compiling():
-            self._count_compiled_update()
-        else:
-            state["_update_count"] += 1
-        # torchmetrics computes the batch value with grad on and clones it in the caller's grad mode: the result
-        # has history exactly when the caller has grad enabled, which computing in the caller's mode reproduces.
-        grad = torch.is_grad_enabled()
-        stats = self._run_guarded(grad, self._batch_stats, args, kwargs)
-        value = _squeeze_if_scalar(self._run_guarded(grad, self._batch_value, (stats,), {}))
-        if stats is not None:
-            value = nan_where(self._batch_violation(stats), value)
-            self._own_states()  # a compute-group follower holds its leader's states (see OWNED_STATES)
-            self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
-        state["_forward_cache"] = value
-        return value
 
     @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -461,83 +368,22 @@ class SyncFreeMixin:
         if self._is_synced:
             raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
         if not self.dist_sync_on_step and uses_one_pass_forward(type(self)):
-            return self._forward_one_pass(*args, **kwargs)
+            return self._forward_one_pass(args, kwargs)
         if torch.compiler.is_compiling():
-            return self._forward_generic_compiled(*args, **kwargs)
+            return forward_generic_compiled(self, super().forward, args, kwargs)
         state = self.__dict__
         previous = state.get(DEFERRED_RAISE_OWNED, False)
         # compute() must not read the flags (a host sync): its wrapper turns a violating batch's value into NaN.
         state[FORWARD_BATCH] = True
         state[DEFERRED_RAISE_OWNED] = True
         try:
-            return self._forward_keeping_states_on_error(super().forward, args, kwargs)
+            return forward_keeping_states_on_error(self, super().forward, args, kwargs)
         finally:
             state[FORWARD_BATCH] = None
             state[DEFERRED_RAISE_OWNED] = previous
 
-    def _forward_keeping_states_on_error(self, forward: Callable, args: tuple, kwargs: dict) -> Any:
-        """Run torchmetrics' ``forward``; on an error the metric is put back as it was, and it raises.
-
-        torchmetrics' forward resets before updating on the batch, and its copy of the accumulated states is local to
-        it: a batch that raises (a shape error) would leave the metric emptied. The states before the call are held
-        here by reference (``reset()`` assigns fresh tensors) and list states by their items (``reset()`` empties
-        lists in place, which a compute-group sibling sharing the list sees: they are refilled in place), with the
-        options torchmetrics' forward switches for the batch and the update count.
-        """
-        state = self.__dict__
-        held = {attr: state[attr] for attr in self._defaults}
-        items = {attr: list(value) for attr, value in held.items() if isinstance(value, list)}
-        options = {key: state[key] for key in _FORWARD_SWITCHES}
-        owned = dict(state[OWNED_STATES])
-        count = self._update_count
-        try:
-            return forward(*args, **kwargs)
-        except BaseException:
-            for attr, value in held.items():
-                if attr in items:
-                    value[:] = items[attr]
-                setattr(self, attr, value)
-            state[OWNED_STATES] = owned
-            state.update(options)
-            set_update_count(self, count)
-            raise
-
-    def _forward_generic_compiled(self, *args: Any, **kwargs: Any) -> Any:
-        """Run torchmetrics' forward inside traced code, the update count kept on the device.
-
-        torchmetrics' forward saves ``_update_count``, resets, updates on the batch, computes and restores the count;
-        after compiled updates that count is a device tensor Dynamo cannot read into an int. So the batch's update is
-        counted on the device here, once, and inside torchmetrics' forward updates count in the Python int from the
-        window's host count (constant stores: nothing to guard on or read); the host count is put back afterwards.
-        """
-        state = self.__dict__
-        self._count_compiled_update()
-        host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
-        state[COMPILED_SEEN] = 0  # read as the host count alone until restored
-        state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
-        self._own_states()
-        # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
-        # the batch's merged with these): their values are copied back into these, which stay the states (the
-        # addresses compiled code was traced with, owned).
-        owned = state[OWNED_STATES]
-        accumulated = {attr: state[attr] for attr in self._defaults if isinstance(state[attr], Tensor)}
-        try:
-            return super().forward(*args, **kwargs)
-        finally:
-            state["_update_count"], state[COMPILED_SEEN] = host, None
-            state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = False, None, previous
-            for attr, tensor in accumulated.items():
-                final = state[attr]
-                if final is not tensor and isinstance(final, Tensor) and same_layout(tensor, final):
-                    tensor.copy_(final)
-                    state[attr] = owned[attr] = tensor
-
     def _extra_states(self) -> tuple[str, ...]:
-        """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags.
-
-        They are flags and masks, not values: ``set_dtype`` leaves their dtype alone (they follow the device), and a
-        torchmetrics-shaped state merged in without them counts as clean.
-        """
+        """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags."""
         checks = self.__dict__.get("_check_messages", {})
         return tuple(key for key in self._defaults if key in (NAN_FLAG_STATE, NAN_KEPT_STATE) or key in checks)
 
@@ -607,12 +453,7 @@ class SyncFreeMixin:
         return state
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """Rewrite, in place, states that a plain torchmetrics consumer reads (``metric_state``, ``state_dict``).
-
-        Where this class keeps entries torchmetrics' own ``update`` would have dropped (NaNs, ignored targets: dropping
-        them there would need a host read), a consumer without this package must still see what torchmetrics holds.
-        Only keys present in ``states`` are touched; the held states are unchanged. Default: nothing to rewrite.
-        """
+        """Rewrite, in place, states that a plain torchmetrics consumer reads (``metric_state``, ``state_dict``)."""
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
         count = state_dict.pop(prefix + _UPDATE_COUNT_KEY, None)
@@ -640,22 +481,13 @@ class SyncFreeMixin:
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
 
     def _add_extra_states(self) -> None:
-        """Add the states this class keeps beyond torchmetrics' (deferred-check flags, ...) that are not there yet.
-
-        Idempotent, and the one place a family adds them: it runs at the end of construction and when
-        :func:`torchmetrics_async.accelerate` adopts a live torchmetrics instance (whose states it must keep).
-        Overrides call ``super()._add_extra_states()``.
-        """
+        """Add the states this class keeps beyond torchmetrics' (deferred-check flags, ...) that are not there yet."""
         parent = getattr(super(), "_add_extra_states", None)  # a mixin later in the MRO (see decorators)
         if parent is not None:
             parent()
 
     def _setup_sync_free(self) -> None:
-        """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants.
-
-        It owns none of its states yet: they may be shared (a torchmetrics default object, a live instance being
-        adopted, whose states a user or a compute-group sibling may hold), so each is copied here, once.
-        """
+        """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants."""
         self._add_extra_states()
         state = self.__dict__
         state[OWNED_STATES] = {}
@@ -674,11 +506,7 @@ class SyncFreeMixin:
         self._announce_fallbacks()
 
     def _adopt(self) -> None:
-        """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``).
-
-        ``Metric.__init__`` bound ``update``/``compute`` wrappers around the old class's methods on the instance;
-        they are rebuilt around this class's. States and options are kept as they are.
-        """
+        """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``)."""
         cls = type(self)
         self.__dict__["_update_signature"] = inspect.signature(cls.update.__get__(self))
         self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
@@ -732,54 +560,5 @@ def _to_device(value: Any, device: torch.device) -> Any:
     return [v.to(device) for v in value]
 
 
-def _reword_device_mismatch(metric: Any, err: RuntimeError) -> None:
-    if DEVICE_MISMATCH_MARKER in str(err):
-        raise RuntimeError(device_mismatch_message(metric.__class__.__name__)) from err
-
-
-def _detach(stats: Any) -> Any:
-    if isinstance(stats, Tensor):
-        return stats.detach()
-    if isinstance(stats, tuple):
-        detached = (_detach(s) for s in stats)
-        return type(stats)(*detached) if hasattr(stats, "_fields") else tuple(detached)  # keep NamedTuples' types
-    return stats
-
-
-def _note_one_pass_methods(cls: type) -> None:
-    """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source."""
-    for name in ("update", "compute"):
-        # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
-        method = getattr(cls, name, None)
-        code = getattr(method, "__code__", None)
-        # Defined in this package's source (not merely in a class that claims one of its module names).
-        if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
-            _ONE_PASS_METHODS.add(method)
-
-
 class OnePassForward:
     """Kept for imports only: the one-pass ``forward`` is :class:`SyncFreeMixin`'s."""
-
-
-def uses_one_pass_forward(cls: type) -> bool:
-    """Whether ``forward`` reduces the batch once for instances of ``cls``: its ``update`` and ``compute`` are ours.
-
-    Decided at every call from the class as it is then, so a subclass that overrides either method, at any depth
-    and at any time, gets torchmetrics' forward semantics (its own ``update``/``compute`` called as torchmetrics
-    calls them).
-
-    Args:
-        cls: a metric class.
-
-    Returns:
-        ``True`` where the one-pass forward applies.
-
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> class Doubled(MeanMetric):
-        ...     def update(self, value, weight=1.0):
-        ...         super().update(value * 2, weight)
-        >>> uses_one_pass_forward(MeanMetric), uses_one_pass_forward(Doubled)
-        (True, False)
-    """
-    return getattr(cls, "update", None) in _ONE_PASS_METHODS and getattr(cls, "compute", None) in _ONE_PASS_METHODS

@@ -23,6 +23,7 @@ Example:
 
 import importlib
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -35,11 +36,13 @@ __all__ = [
     "defined_in_package",
     "derive",
     "is_torchmetrics_class",
+    "note_one_pass_methods",
     "register",
     "register_on_definition",
     "registry",
     "torchmetrics_base",
     "torchmetrics_origin",
+    "uses_one_pass_forward",
     "why_not_accelerated",
 ]
 
@@ -194,6 +197,51 @@ class AutoRegistered:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         register_on_definition(cls)
+
+
+# The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
+# metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
+_ONE_PASS_METHODS: set[Callable] = set()
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def note_one_pass_methods(cls: type) -> None:
+    """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source.
+
+    Args:
+        cls: a class implementing the batch-statistics hooks (``SyncFreeMixin`` calls this on definition).
+    """
+    for name in ("update", "compute"):
+        # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
+        method = getattr(cls, name, None)
+        code = getattr(method, "__code__", None)
+        # Defined in this package's source (not merely in a class that claims one of its module names).
+        if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
+            _ONE_PASS_METHODS.add(method)
+
+
+def uses_one_pass_forward(cls: type) -> bool:
+    """Whether ``forward`` reduces the batch once for instances of ``cls``: its ``update`` and ``compute`` are ours.
+
+    Decided at every call from the class as it is then, so a subclass that overrides either method, at any depth
+    and at any time, gets torchmetrics' forward semantics (its own ``update``/``compute`` called as torchmetrics
+    calls them).
+
+    Args:
+        cls: a metric class.
+
+    Returns:
+        ``True`` where the one-pass forward applies.
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> class Doubled(MeanMetric):
+        ...     def update(self, value, weight=1.0):
+        ...         super().update(value * 2, weight)
+        >>> uses_one_pass_forward(MeanMetric), uses_one_pass_forward(Doubled)
+        (True, False)
+    """
+    return getattr(cls, "update", None) in _ONE_PASS_METHODS and getattr(cls, "compute", None) in _ONE_PASS_METHODS
 
 
 def _rebuild(decorator: Callable[[type], type], module: str, qualname: str, state: dict) -> Any:
