@@ -26,8 +26,8 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
-from torchmetrics_async.deferred import DeferredChecks, mark_static_address
-from torchmetrics_async.metric import OWNED_STATES, OnePassForward, SyncFreeMixin
+from torchmetrics_async.deferred import mark_static_address
+from torchmetrics_async.metric import OWNED_STATES, SyncFreeMixin
 
 __all__ = ["BatchStats", "SyncFreeBatchStats", "assign_state"]
 
@@ -77,7 +77,7 @@ def assign_state(metric: Any, name: str, value: Tensor) -> None:
     state[OWNED_STATES][name] = mine
 
 
-class SyncFreeBatchStats(SyncFreeMixin, OnePassForward, DeferredChecks):
+class SyncFreeBatchStats(SyncFreeMixin):
     """Base of a family: implement ``_batch_stats``; optionally ``_deferred_checks`` and ``_stat_states``.
 
     ``_batch_stats(*args, **kwargs)`` returns :class:`BatchStats` without a host sync. ``_deferred_checks()`` returns

@@ -18,45 +18,61 @@ Example:
     (tensor(1.5000), tensor(6.), tensor(3.))
 """
 
-import contextlib
 import functools
 import inspect
-import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
+from torchmetrics_async import counting, deferred, forward_paths
 from torchmetrics_async._torchmetrics import (
-    DEVICE_MISMATCH_MARKER,
     FORWARD_WHILE_SYNCED_MESSAGE,
     Metric,
     TorchMetricsUserError,
     WrapperMetric,
-    _squeeze_if_scalar,
-    device_mismatch_message,
     gather_all_tensors,
     rank_zero_warn,
+)
+from torchmetrics_async.copies import FRESH_DEFAULTS, OWNED_STATES, fused_copy_, fused_reset, reset_device, same_layout
+from torchmetrics_async.counting import (
+    COMPILED_SEEN,
+    COMPILED_UPDATES,
+    COUNTS_ON_HOST,
+    clear_compiled_count,
+    copy_update_count,
+    set_update_count,
 )
 from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     FORWARD_BATCH,
     UNREPORTED,
-    DeferredChecks,
     mark_static_address,
     mark_unreported,
     nan_where,
     report_deferred,
 )
+from torchmetrics_async.forward_paths import (
+    forward_generic_compiled,
+    forward_keeping_states_on_error,
+    reword_device_mismatch,
+)
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
-from torchmetrics_async.registry import AutoRegistered, defined_in_package, torchmetrics_origin
+from torchmetrics_async.registry import (
+    defined_in_package,
+    note_one_pass_methods,
+    register_on_definition,
+    torchmetrics_origin,
+    uses_one_pass_forward,
+)
 from torchmetrics_async.sync.metrics import sync_states
 from torchmetrics_async.sync.states import fused_sync_dist
 
 __all__ = [
     "COMPILED_UPDATES",
+    "OWNED_STATES",
     "OnePassForward",
     "SyncFreeMixin",
     "clear_compiled_count",
@@ -68,21 +84,6 @@ __all__ = [
     "uses_one_pass_forward",
 ]
 
-#: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
-#: out. Sharing enters at known doors, and each copies there: construction and adoption (``_setup_sync_free``),
-#: unpickling (``__setstate__``: torch's pickler hands a spawned worker the sender's states in shared memory),
-#: ``load_state_dict``, ``.to()`` and the like (``_apply``). So ``update()`` writes in place without looking. The one
-#: door this package does not see is torchmetrics' ``MetricCollection`` linking a compute group: it assigns the
-#: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
-#: in this record first (a follower's), and writes into its own.
-OWNED_STATES = "_owned_states"
-# Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
-_FRESH_DEFAULTS = "_fresh_defaults"
-
-# The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
-# metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
-_ONE_PASS_METHODS: set[Callable] = set()
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # torchmetrics options that sync by definition: (option, "list" if it only matters for list states, what it does).
 _SYNCING_OPTIONS = (
@@ -90,27 +91,6 @@ _SYNCING_OPTIONS = (
     ("compute_on_cpu", "list", "copies list states to the CPU after every update, a blocking device-to-host copy"),
 )
 _ANNOUNCED: set[tuple[str, str]] = set()
-# Compiled updates are counted here and nowhere else: in SyncFreeMixin's "window count" methods and the three
-# functions after the class (set_update_count, clear_compiled_count, copy_update_count).
-#: Instance attribute: a 0-dim int64 device tensor counting the updates made inside ``torch.compile``d code in this
-#: window. Compiled code counts there, in place, instead of in the Python int (``_window_counter``), which Dynamo
-#: would guard on (a recompile per step).
-COMPILED_UPDATES = "_compiled_updates"
-# Instance attribute beside it: its value as last read on the host (an int), or None once compiled code counted
-# since (a constant store: no guard, no host read).
-_COMPILED_SEEN = "_compiled_seen"
-# Instance attribute: while true (torchmetrics' forward inside compiled code), updates count in the Python int.
-_COUNTS_ON_HOST = "_counts_on_host"
-# What torchmetrics' forward switches for the batch and puts back only when the batch's update succeeds.
-_FORWARD_SWITCHES = (
-    "_to_sync",
-    "_should_unsync",
-    "compute_on_cpu",
-    "_enable_grad",
-    "_is_synced",
-    "_computed",
-    "_forward_cache",
-)
 # state_dict key of the update count (persisted with the states: "mean" merges and compute's warning depend on it).
 _UPDATE_COUNT_KEY = "_update_count"
 
@@ -126,13 +106,21 @@ def _forwarding_init(cls: type, origin: type) -> Any:
     return __init__
 
 
-class SyncFreeMixin(AutoRegistered, DeferredChecks):
+class SyncFreeMixin:
     """Lean update wrapper, owned storage, deferred checks, adoption of live instances; first in a ``Metric``'s bases.
 
+    A package subclass of a torchmetrics class of the same name registers on definition (see
+    :mod:`~torchmetrics_async.registry`). One whose ``update`` and ``compute`` are this package's and that implements
+    ``_batch_stats``, ``_merge_stats`` and ``_batch_value`` gets the one-pass ``forward`` (see
+    :func:`uses_one_pass_forward`). Deferred checks (:mod:`~torchmetrics_async.deferred`) and the window's update
+    count (:mod:`~torchmetrics_async.counting`) are its methods, defined there.
+
     Example:
+        >>> import torch
         >>> from torchmetrics_async import SumMetric
-        >>> isinstance(SumMetric(), SyncFreeMixin)
-        True
+        >>> metric = SumMetric()
+        >>> metric(torch.tensor([1.0, 2.0])), metric(torch.tensor(4.0)), metric.compute()
+        (tensor(3.), tensor(4.), tensor(7.))
     """
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
@@ -143,9 +131,35 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
     # Also merges a plain torchmetrics instance of the same torchmetrics class (see torchmetrics_async.merging).
     merge_state = merge_state_accepting_torchmetrics
 
+    # Deferred checks (see torchmetrics_async.deferred).
+    _add_deferred_check = deferred.add_deferred_check
+    _deferred_checks_registered = deferred.deferred_checks_registered
+    _record_violation = deferred.record_violation
+    _add_with_violations = deferred.add_with_violations
+    _deferred_violated = deferred.deferred_violated
+    _raise_deferred_checks = deferred.raise_deferred_checks
+    _report_unreported_checks = deferred.report_unreported_checks
+    _read_deferred = deferred.read_deferred
+    _reset_deferred = deferred.reset_deferred
+
+    # The window count: host-counted updates (``_window_counter``) plus compiled ones (see torchmetrics_async.counting).
+    _read_window_count = counting.read_window_count
+    _unread_window_count = counting.unread_window_count
+    _compiled_count_codes = counting.compiled_count_codes
+    _fold_compiled_count = counting.fold_compiled_count
+    _count_traced_update = counting.count_traced_update
+    _count_compiled_update = counting.count_compiled_update
+
+    # The one-pass forward and its guard (see torchmetrics_async.forward_paths).
+    _run_guarded = forward_paths.run_guarded
+    _forward_one_pass = forward_paths.forward_one_pass
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A package class without ``__init__`` gets torchmetrics' constructor (signature too), then the setup."""
+        """Register; note one-pass methods; a package class without ``__init__`` gets torchmetrics' constructor."""
         super().__init_subclass__(**kwargs)
+        register_on_definition(cls)
+        if hasattr(cls, "_batch_value"):
+            note_one_pass_methods(cls)
         origin = torchmetrics_origin(cls)
         if origin is not None and "__init__" not in cls.__dict__ and defined_in_package(cls):
             cls.__init__ = _forwarding_init(cls, origin)
@@ -172,7 +186,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             try:
                 update(*args, **kwargs)
             except RuntimeError as err:
-                _reword_device_mismatch(self, err)
+                reword_device_mismatch(self, err)
                 raise
             finally:
                 if previous != grad:
@@ -184,13 +198,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
 
     @property
     def _update_count(self) -> int:
-        """The window's update count, torchmetrics' int: host-counted updates plus those counted by compiled code.
-
-        Eager updates count in the Python int (``__dict__["_update_count"]``); updates traced by ``torch.compile``
-        count in a device tensor instead (:data:`COMPILED_UPDATES`: Dynamo would guard on
-        the int and recompile every step). Reading the count after compiled updates reads that tensor once (a host
-        read; ``compute()`` and ``reset()`` read the device anyway).
-        """
+        """The window's update count, torchmetrics' int: host-counted updates plus those counted by compiled code."""
         return self._read_window_count()
 
     @_update_count.setter
@@ -198,22 +206,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         set_update_count(self, value)
 
     def _filter_kwargs(self, **kwargs: Any) -> dict[str, Any]:
-        """Torchmetrics' keyword filtering for ``MetricCollection.update``, from a cached reading of the signature.
-
-        Same result as torchmetrics'; the signature's parameters (a ``mappingproxy``) are read once, not per update,
-        so a collection update traced by ``torch.compile`` does not break its graph there.
-
-        Args:
-            kwargs: the keyword arguments given to the collection.
-
-        Returns:
-            Those this metric's ``update`` accepts (all of them if it takes ``**kwargs``).
-
-        Example:
-            >>> from torchmetrics_async import MeanMetric
-            >>> MeanMetric()._filter_kwargs(value=1.0, target=2)
-            {'value': 1.0}
-        """
+        """Torchmetrics' keyword filtering for ``MetricCollection.update``, from a cached reading of the signature."""
         if not kwargs:
             return {}
         accepted, var_keyword = self._update_parameters()
@@ -234,91 +227,13 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             cached = state["_update_parameters_cache"] = (signature, accepted, var_keyword)
         return cached[1], cached[2]
 
-    # The window count: host-counted updates (``_window_counter``) plus compiled ones (``COMPILED_UPDATES``).
-
-    def _read_window_count(self) -> int:
-        """The window's count, reading the device count if compiled code counted since it was last read."""
-        state = self.__dict__
-        if state.get(_COMPILED_SEEN, 0) is None:
-            state[_COMPILED_SEEN] = int(state[COMPILED_UPDATES])
-        return state[self._window_counter] + state.get(_COMPILED_SEEN, 0)
-
-    def _unread_window_count(self) -> int | Tensor:
-        """The window count without a host read: an int, or a 0-dim device tensor once compiled code counted.
-
-        Inside compiled code it is always the tensor (host count + device count), so Dynamo never guards on a
-        changing int. Called after an update is counted, it is that update's index (the first is 1).
-        """
-        state = self.__dict__
-        count = state[self._window_counter]
-        if torch.compiler.is_compiling() or state.get(_COMPILED_SEEN, 0) != 0:
-            return state[COMPILED_UPDATES] + count
-        return count
-
-    def _compiled_count_codes(self) -> list[Tensor]:
-        """The device count, to read in the same host read as the check states, if it changed since last read."""
-        state = self.__dict__
-        return [state[COMPILED_UPDATES]] if state.get(_COMPILED_SEEN, 0) is None else []
-
-    def _fold_compiled_count(self, count: int) -> None:
-        """Record ``count``, a host read of the device count (see :meth:`_compiled_count_codes`)."""
-        self.__dict__[_COMPILED_SEEN] = count
-
-    def _count_traced_update(self) -> None:
-        """Count an update inside traced code: on the device, or in the int inside torchmetrics' traced forward.
-
-        Through ``self.__dict__`` (Dynamo tracks a dict captured by a closure apart from the module's own).
-        """
-        state = self.__dict__
-        if state.get(_COUNTS_ON_HOST):
-            state["_update_count"] += 1
-        else:
-            self._count_compiled_update()
-
-    def _count_compiled_update(self) -> None:
-        """Count an update inside traced code: in place on the device, and constant stores Dynamo does not guard on."""
-        state = self.__dict__
-        state[COMPILED_UPDATES].add_(1)
-        state[_COMPILED_SEEN] = None
-        state[UNREPORTED] = True
-
     @fused_sync_dist
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
-        """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`).
-
-        torchmetrics gathers state by state (a barrier and up to two all_gathers each). With torchmetrics' default
-        ``gather_all_tensors`` the states are synced fused instead, with the same results; a user's own
-        ``dist_sync_fn`` is used exactly as torchmetrics uses it.
-
-        Args:
-            dist_sync_fn: the gather function ``sync()`` was given (torchmetrics' default unless the user chose one).
-            process_group: the group (``None``: the metric's ``process_group``, else the world).
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.sync()  # not distributed: torchmetrics' sync() does nothing, so neither does this
-            >>> metric._is_synced
-            False
-        """
+        """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`)."""
         if dist_sync_fn is not gather_all_tensors:
             super()._sync_dist(dist_sync_fn, process_group=process_group)
             return
         sync_states(self, process_group=process_group or self.process_group)
-
-    def _run_guarded(self, grad: bool, fn: Callable, args: tuple, kwargs: dict) -> Any:
-        """Run ``fn`` with grad mode ``grad``, rewording a device mismatch the way torchmetrics does."""
-        previous = torch.is_grad_enabled()
-        if previous != grad:
-            torch._C._set_grad_enabled(grad)
-        try:
-            return fn(*args, **kwargs)
-        except RuntimeError as err:
-            _reword_device_mismatch(self, err)
-            raise
-        finally:
-            if previous != grad:
-                torch._C._set_grad_enabled(previous)
 
     def reset(self) -> None:
         """Reset states to their defaults, raising first what the window recorded and nobody reported.
@@ -352,12 +267,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
             self._reset_states()
 
     def _reset_states(self, in_place: bool = False) -> None:
-        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared.
-
-        Args:
-            in_place: copy the defaults into the states this metric owns instead, for an owner that has just copied
-                them out and holds no reference (a ``Running`` window after filling its slot): no allocation.
-        """
+        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared."""
         state = self.__dict__
         set_update_count(self, 0)
         state["_forward_cache"] = None
@@ -367,16 +277,16 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         if state.get(FORWARD_BATCH) is None:  # forward() resets for the batch alone: the window goes on
             self._reset_deferred()
         owned = state[OWNED_STATES]
-        prepared = state.pop(_FRESH_DEFAULTS, {})  # copied by fused_reset()
+        prepared = state.pop(FRESH_DEFAULTS, {})  # copied by fused_reset()
         for attr, default in self._defaults.items():
             current = state.get(attr)
             if isinstance(default, Tensor):
-                if in_place and owned.get(attr) is current and _same_layout(current, default):
+                if in_place and owned.get(attr) is current and same_layout(current, default):
                     current.copy_(default)
                     continue
                 fresh = prepared.get(attr)
                 if fresh is None:
-                    fresh = mark_static_address(default.detach().clone().to(_reset_device(current, default)))
+                    fresh = mark_static_address(default.detach().clone().to(reset_device(current, default)))
                 setattr(self, attr, fresh)
                 owned[attr] = fresh
             else:
@@ -394,25 +304,13 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
                 owned[attr] = mine
 
     def __getstate__(self) -> dict[str, Any]:
-        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`).
-
-        Returns:
-            The state to pickle.
-        """
+        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`)."""
         state = super().__getstate__()
         state[OWNED_STATES] = {}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`).
-
-        Pickling a metric into a spawned worker (``mp.spawn``, Lightning's ``ddp_spawn``) moves the pickled tensors,
-        the sender's own states, into shared memory: the worker copies them here, so neither writes into the other's.
-        The sender keeps writing into its own, so a receiver that unpickles later than that sees those writes.
-
-        Args:
-            state: what :meth:`__getstate__` pickled.
-        """
+        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`)."""
         super().__setstate__(state)
         self._own_states()
 
@@ -429,12 +327,21 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
 
         return compute_value
 
+    def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
+        stats = self._batch_stats(*args, **kwargs)
+        if stats is not None:
+            self._merge_stats(stats)
+
+    def _batch_violation(self, stats: Any) -> Tensor | None:
+        """Whether the batch violated a deferred check (0-dim bool on the device), or ``None`` if it cannot."""
+        return None
+
     @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Accumulate the batch and return the metric on it alone, without a host sync.
 
         A class whose ``update`` and ``compute`` are this package's reduces the batch once (see
-        :class:`OnePassForward`); any other (a user's subclass overriding either, ``dist_sync_on_step=True``) gets
+        :func:`uses_one_pass_forward`); any other (a user's subclass overriding either, ``dist_sync_on_step=True``) gets
         torchmetrics' forward, calling its own ``update``/``compute`` exactly as torchmetrics does. Either way a
         batch that violated a deferred check gets NaN as its value, and the violation stays recorded for
         ``compute()``/``reset()``.
@@ -461,83 +368,22 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         if self._is_synced:
             raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
         if not self.dist_sync_on_step and uses_one_pass_forward(type(self)):
-            return self._forward_one_pass(*args, **kwargs)
+            return self._forward_one_pass(args, kwargs)
         if torch.compiler.is_compiling():
-            return self._forward_generic_compiled(*args, **kwargs)
+            return forward_generic_compiled(self, super().forward, args, kwargs)
         state = self.__dict__
         previous = state.get(DEFERRED_RAISE_OWNED, False)
         # compute() must not read the flags (a host sync): its wrapper turns a violating batch's value into NaN.
         state[FORWARD_BATCH] = True
         state[DEFERRED_RAISE_OWNED] = True
         try:
-            return self._forward_keeping_states_on_error(super().forward, args, kwargs)
+            return forward_keeping_states_on_error(self, super().forward, args, kwargs)
         finally:
             state[FORWARD_BATCH] = None
             state[DEFERRED_RAISE_OWNED] = previous
 
-    def _forward_keeping_states_on_error(self, forward: Callable, args: tuple, kwargs: dict) -> Any:
-        """Run torchmetrics' ``forward``; on an error the metric is put back as it was, and it raises.
-
-        torchmetrics' forward resets before updating on the batch, and its copy of the accumulated states is local to
-        it: a batch that raises (a shape error) would leave the metric emptied. The states before the call are held
-        here by reference (``reset()`` assigns fresh tensors) and list states by their items (``reset()`` empties
-        lists in place, which a compute-group sibling sharing the list sees: they are refilled in place), with the
-        options torchmetrics' forward switches for the batch and the update count.
-        """
-        state = self.__dict__
-        held = {attr: state[attr] for attr in self._defaults}
-        items = {attr: list(value) for attr, value in held.items() if isinstance(value, list)}
-        options = {key: state[key] for key in _FORWARD_SWITCHES}
-        owned = dict(state[OWNED_STATES])
-        count = self._update_count
-        try:
-            return forward(*args, **kwargs)
-        except BaseException:
-            for attr, value in held.items():
-                if attr in items:
-                    value[:] = items[attr]
-                setattr(self, attr, value)
-            state[OWNED_STATES] = owned
-            state.update(options)
-            set_update_count(self, count)
-            raise
-
-    def _forward_generic_compiled(self, *args: Any, **kwargs: Any) -> Any:
-        """Run torchmetrics' forward inside traced code, the update count kept on the device.
-
-        torchmetrics' forward saves ``_update_count``, resets, updates on the batch, computes and restores the count;
-        after compiled updates that count is a device tensor Dynamo cannot read into an int. So the batch's update is
-        counted on the device here, once, and inside torchmetrics' forward updates count in the Python int from the
-        window's host count (constant stores: nothing to guard on or read); the host count is put back afterwards.
-        """
-        state = self.__dict__
-        self._count_compiled_update()
-        host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
-        state[_COMPILED_SEEN] = 0  # read as the host count alone until restored
-        state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
-        self._own_states()
-        # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
-        # the batch's merged with these): their values are copied back into these, which stay the states (the
-        # addresses compiled code was traced with, owned).
-        owned = state[OWNED_STATES]
-        accumulated = {attr: state[attr] for attr in self._defaults if isinstance(state[attr], Tensor)}
-        try:
-            return super().forward(*args, **kwargs)
-        finally:
-            state["_update_count"], state[_COMPILED_SEEN] = host, None
-            state[_COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = False, None, previous
-            for attr, tensor in accumulated.items():
-                final = state[attr]
-                if final is not tensor and isinstance(final, Tensor) and _same_layout(tensor, final):
-                    tensor.copy_(final)
-                    state[attr] = owned[attr] = tensor
-
     def _extra_states(self) -> tuple[str, ...]:
-        """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags.
-
-        They are flags and masks, not values: ``set_dtype`` leaves their dtype alone (they follow the device), and a
-        torchmetrics-shaped state merged in without them counts as clean.
-        """
+        """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags."""
         checks = self.__dict__.get("_check_messages", {})
         return tuple(key for key in self._defaults if key in (NAN_FLAG_STATE, NAN_KEPT_STATE) or key in checks)
 
@@ -607,12 +453,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         return state
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """Rewrite, in place, states that a plain torchmetrics consumer reads (``metric_state``, ``state_dict``).
-
-        Where this class keeps entries torchmetrics' own ``update`` would have dropped (NaNs, ignored targets: dropping
-        them there would need a host read), a consumer without this package must still see what torchmetrics holds.
-        Only keys present in ``states`` are touched; the held states are unchanged. Default: nothing to rewrite.
-        """
+        """Rewrite, in place, states that a plain torchmetrics consumer reads (``metric_state``, ``state_dict``)."""
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
         count = state_dict.pop(prefix + _UPDATE_COUNT_KEY, None)
@@ -640,31 +481,22 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
 
     def _add_extra_states(self) -> None:
-        """Add the states this class keeps beyond torchmetrics' (deferred-check flags, ...) that are not there yet.
-
-        Idempotent, and the one place a family adds them: it runs at the end of construction and when
-        :func:`torchmetrics_async.accelerate` adopts a live torchmetrics instance (whose states it must keep).
-        Overrides call ``super()._add_extra_states()``.
-        """
+        """Add the states this class keeps beyond torchmetrics' (deferred-check flags, ...) that are not there yet."""
         parent = getattr(super(), "_add_extra_states", None)  # a mixin later in the MRO (see decorators)
         if parent is not None:
             parent()
 
     def _setup_sync_free(self) -> None:
-        """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants.
-
-        It owns none of its states yet: they may be shared (a torchmetrics default object, a live instance being
-        adopted, whose states a user or a compute-group sibling may hold), so each is copied here, once.
-        """
+        """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants."""
         self._add_extra_states()
         state = self.__dict__
         state[OWNED_STATES] = {}
         state.setdefault(FORWARD_BATCH, None)
         state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
-        state[_COMPILED_SEEN] = 0
+        state[COMPILED_SEEN] = 0
         state.setdefault(UNREPORTED, False)
         # Present from the start: a key added later (by a compiled forward) changes the dict Dynamo guards on.
-        state[_COUNTS_ON_HOST] = False
+        state[COUNTS_ON_HOST] = False
         state.setdefault(DEFERRED_RAISE_OWNED, False)
         self._set_constants()
         # A door (construction, adoption): updates never check, and a compiled forward finds its states owned, so
@@ -674,11 +506,7 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
         self._announce_fallbacks()
 
     def _adopt(self) -> None:
-        """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``).
-
-        ``Metric.__init__`` bound ``update``/``compute`` wrappers around the old class's methods on the instance;
-        they are rebuilt around this class's. States and options are kept as they are.
-        """
+        """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``)."""
         cls = type(self)
         self.__dict__["_update_signature"] = inspect.signature(cls.update.__get__(self))
         self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
@@ -701,157 +529,6 @@ class SyncFreeMixin(AutoRegistered, DeferredChecks):
     def _number_tensor(self, x: float) -> Tensor:
         """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""
         return torch.full((), x, dtype=self.dtype, device=self.device)
-
-
-def set_update_count(metric: Any, count: int) -> None:
-    """Set a metric's window update count to ``count`` (compiled updates' device count cleared, without a read).
-
-    Args:
-        metric: any ``Metric``.
-        count: the count.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric()
-        >>> set_update_count(metric, 3)
-        >>> metric.update_count
-        3
-    """
-    metric.__dict__["_update_count"] = count
-    clear_compiled_count(metric)
-
-
-def clear_compiled_count(metric: Any) -> None:
-    """Forget the updates counted on the device by compiled code (zeroed in place: no host read).
-
-    Args:
-        metric: any ``Metric``.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> clear_compiled_count(SumMetric())
-    """
-    state = metric.__dict__
-    if state.get(_COMPILED_SEEN, 0) != 0:
-        state[COMPILED_UPDATES].zero_()
-        state[_COMPILED_SEEN] = 0
-
-
-def copy_update_count(source: Any, target: Any) -> None:
-    """Give ``target`` the update count of ``source`` (same class) without a host read.
-
-    Args:
-        source: the metric whose count is copied.
-        target: the metric receiving it.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> a, b = SumMetric(), SumMetric()
-        >>> a.update(1.0)
-        >>> copy_update_count(a, b)
-        >>> b.update_count
-        1
-    """
-    src, dst = source.__dict__, target.__dict__
-    counter = src.get(COMPILED_UPDATES)
-    if counter is None:
-        set_update_count(target, src["_update_count"])
-        return
-    dst["_update_count"] = src["_update_count"]
-    mine = dst.get(COMPILED_UPDATES)
-    if isinstance(mine, Tensor) and mine.device == counter.device:
-        mine.copy_(counter)
-    else:
-        dst[COMPILED_UPDATES] = mark_static_address(counter.clone())
-    # Compiled: a constant store (reading the source's host-side value would make Dynamo guard on it): the target
-    # reads the copied device count when its count is next read.
-    dst[_COMPILED_SEEN] = None if torch.compiler.is_compiling() else src.get(_COMPILED_SEEN, 0)
-
-
-@contextlib.contextmanager
-def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
-    """Reset many metrics with one fused copy of their defaults instead of one clone per state.
-
-    On entry, a fresh tensor is allocated for every tensor state of every metric of this package (skipping those
-    prepared already by an enclosing block) and the defaults are copied into all of them at once
-    (:func:`fused_copy_`: one kernel per device and dtype on CUDA); ``reset()`` inside the block takes them
-    instead of cloning each default. The states are still fresh tensors: whatever held the old ones keeps its
-    values, as with torchmetrics. On exit what no ``reset()`` took is dropped.
-
-    Args:
-        metrics: the metrics about to be reset (others are ignored).
-
-    Yields:
-        Nothing; reset the metrics inside the block.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MaxMetric, SumMetric
-        >>> metrics = [SumMetric(), MaxMetric()]
-        >>> for metric in metrics:
-        ...     metric.update(torch.tensor(3.0))
-        >>> held = metrics[0].sum_value
-        >>> with fused_reset(metrics):
-        ...     for metric in metrics:
-        ...         metric.reset()
-        >>> float(metrics[0].sum_value), float(metrics[1].max_value), float(held)
-        (0.0, -inf, 3.0)
-    """
-    prepared: list[dict[str, Any]] = []
-    fresh: list[Tensor] = []
-    defaults: list[Tensor] = []
-    for metric in metrics:
-        state = metric.__dict__
-        if OWNED_STATES not in state or _FRESH_DEFAULTS in state:  # not ours, or prepared by an enclosing block
-            continue
-        mine = {}
-        for attr, default in metric._defaults.items():
-            if isinstance(default, Tensor):
-                tensor = mine[attr] = torch.empty_like(default, device=_reset_device(state.get(attr), default))
-                fresh.append(mark_static_address(tensor))
-                defaults.append(default)
-        state[_FRESH_DEFAULTS] = mine
-        prepared.append(state)
-    fused_copy_(fresh, defaults)
-    try:
-        yield
-    finally:
-        for state in prepared:
-            state.pop(_FRESH_DEFAULTS, None)
-
-
-def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
-    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) of both sides.
-
-    CUDA fuses a ``_foreach_`` op into one kernel only where every tensor shares device and dtype, so the pairs are
-    grouped by those first: one kernel per group instead of one per pair.
-
-    Args:
-        targets: the tensors written.
-        sources: what each receives (same shapes).
-
-    Example:
-        >>> import torch
-        >>> targets = [torch.zeros(2), torch.zeros((), dtype=torch.int64)]
-        >>> fused_copy_(targets, [torch.ones(2), torch.tensor(7)])
-        >>> targets
-        [tensor([1., 1.]), tensor(7)]
-    """
-    groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
-    for target, source in zip(targets, sources, strict=True):
-        key = (target.device, target.dtype, source.device, source.dtype)
-        pair = groups.get(key)
-        if pair is None:
-            pair = groups[key] = ([], [])
-        pair[0].append(target)
-        pair[1].append(source)
-    for group_targets, group_sources in groups.values():
-        torch._foreach_copy_(group_targets, group_sources)
-
-
-def _reset_device(current: Any, default: Tensor) -> torch.device:
-    """Where a reset state lives: where the state lives now (a default may lag behind a move), else the default's."""
-    return current.device if isinstance(current, Tensor) else default.device
 
 
 def has_stock_compute(metric: Any) -> bool:
@@ -877,105 +554,11 @@ def has_stock_compute(metric: Any) -> bool:
     )
 
 
-def _same_layout(a: Tensor, b: Tensor) -> bool:
-    """Whether ``a.copy_(b)`` keeps ``a`` as it is (``copy_`` crosses devices itself)."""
-    return a.shape == b.shape and a.dtype == b.dtype
-
-
 def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, Tensor):
         return value.to(device)
     return [v.to(device) for v in value]
 
 
-def _reword_device_mismatch(metric: Any, err: RuntimeError) -> None:
-    if DEVICE_MISMATCH_MARKER in str(err):
-        raise RuntimeError(device_mismatch_message(metric.__class__.__name__)) from err
-
-
-def _detach(stats: Any) -> Any:
-    if isinstance(stats, Tensor):
-        return stats.detach()
-    if isinstance(stats, tuple):
-        detached = (_detach(s) for s in stats)
-        return type(stats)(*detached) if hasattr(stats, "_fields") else tuple(detached)  # keep NamedTuples' types
-    return stats
-
-
 class OnePassForward:
-    """``forward`` from one reduction of the batch, for metrics that implement the three batch-statistics hooks.
-
-    Subclasses implement ``_batch_stats(*args, **kwargs)`` (reduce the batch, no host sync), ``_merge_stats(stats)``
-    (fold them into the states in place) and ``_batch_value(stats)`` (what ``compute()`` gives on the batch alone);
-    ``_batch_violation(stats)`` says whether the batch violated a deferred check. The one pass is used only while the
-    class's ``update`` and ``compute`` are this package's (see :func:`uses_one_pass_forward`).
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> isinstance(SumMetric(), OnePassForward)
-        True
-    """
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for name in ("update", "compute"):
-            # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
-            method = getattr(cls, name, None)
-            code = getattr(method, "__code__", None)
-            # Defined in this package's source (not merely in a class that claims one of its module names).
-            if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
-                _ONE_PASS_METHODS.add(method)
-
-    def _update_from_stats(self, *args: Any, **kwargs: Any) -> None:
-        stats = self._batch_stats(*args, **kwargs)
-        if stats is not None:
-            self._merge_stats(stats)
-
-    def _batch_violation(self, stats: Any) -> Tensor | None:
-        """Whether the batch violated a deferred check (0-dim bool on the device), or ``None`` if it cannot."""
-        return None
-
-    def _forward_one_pass(self, *args: Any, **kwargs: Any) -> Any:
-        """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
-        state = self.__dict__
-        state["_computed"] = None
-        state[UNREPORTED] = True
-        if torch.compiler.is_compiling():
-            self._count_compiled_update()
-        else:
-            state["_update_count"] += 1
-        # torchmetrics computes the batch value with grad on and clones it in the caller's grad mode: the result
-        # has history exactly when the caller has grad enabled, which computing in the caller's mode reproduces.
-        grad = torch.is_grad_enabled()
-        stats = self._run_guarded(grad, self._batch_stats, args, kwargs)
-        value = _squeeze_if_scalar(self._run_guarded(grad, self._batch_value, (stats,), {}))
-        if stats is not None:
-            value = nan_where(self._batch_violation(stats), value)
-            self._own_states()  # a compute-group follower holds its leader's states (see OWNED_STATES)
-            self._run_guarded(False, self._merge_stats, (_detach(stats),), {})
-        state["_forward_cache"] = value
-        return value
-
-
-def uses_one_pass_forward(cls: type) -> bool:
-    """Whether ``forward`` reduces the batch once for instances of ``cls``: its ``update`` and ``compute`` are ours.
-
-    Decided at every call from the class as it is then, so a subclass that overrides either method, at any depth
-    and at any time, gets torchmetrics' forward semantics (its own ``update``/``compute`` called as torchmetrics
-    calls them).
-
-    Args:
-        cls: a metric class.
-
-    Returns:
-        ``True`` where the one-pass forward applies.
-
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> class Doubled(MeanMetric):
-        ...     def update(self, value, weight=1.0):
-        ...         super().update(value * 2, weight)
-        >>> uses_one_pass_forward(MeanMetric), uses_one_pass_forward(Doubled)
-        (True, False)
-    """
-    return getattr(cls, "update", None) in _ONE_PASS_METHODS and getattr(cls, "compute", None) in _ONE_PASS_METHODS
+    """Kept for imports only: the one-pass ``forward`` is :class:`SyncFreeMixin`'s."""

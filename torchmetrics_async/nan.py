@@ -19,7 +19,6 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE, NAN_WARN_MESSAGE
-from torchmetrics_async.deferred import DeferredChecks
 
 __all__ = [
     "NAN_FLAG_STATE",
@@ -121,7 +120,7 @@ def apply_nan_strategy_to_numbers(
     return None, None, strategy == "warn"
 
 
-class DeferredNanFlag(DeferredChecks):
+class DeferredNanFlag:
     """Mixin for metrics whose ``"error"``/``"warn"`` NaN strategies are deferred (see :mod:`~.deferred`).
 
     The flag is a deferred check (:data:`NAN_FLAG_STATE`, a bool metric state reduced with ``max``) that exists only

@@ -26,6 +26,7 @@ Example:
 
 import importlib
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -54,10 +55,13 @@ __all__ = [
     "defined_in_package",
     "derive",
     "is_torchmetrics_class",
+    "note_one_pass_methods",
     "register",
+    "register_on_definition",
     "registry",
     "torchmetrics_base",
     "torchmetrics_origin",
+    "uses_one_pass_forward",
     "why_not_accelerated",
 ]
 
@@ -132,7 +136,7 @@ def torchmetrics_base(cls: type) -> type | None:
 def register(accelerated: type) -> type:
     """Register an accelerated class under the torchmetrics class of the same name it subclasses.
 
-    Classes of this package register themselves (see :class:`AutoRegistered`); call this for a class defined
+    Classes of this package register themselves (see :func:`register_on_definition`); call this for a class defined
     elsewhere, e.g. a user's own sync-free implementation that ``patch()`` should install.
 
     Args:
@@ -186,21 +190,77 @@ def _registers_itself(cls: type) -> bool:
     return defined_in_package(cls) and not cls.__name__.startswith("_") and torchmetrics_origin(cls) is not None
 
 
-class AutoRegistered:
-    """Base of the accelerated classes: a subclass of a torchmetrics class of the same name registers on definition.
+def register_on_definition(cls: type) -> None:
+    """Register ``cls`` and give it its docstring if it is a package class subclassing a torchmetrics class by name.
+
+    Called from ``__init_subclass__`` of the package's bases (``SyncFreeMixin``, :class:`AutoRegistered`), so a
+    subclass of a torchmetrics class of the same name registers on definition.
+
+    Args:
+        cls: the class just defined.
 
     Example:
         >>> import torchmetrics
         >>> from torchmetrics_async.classification import BinaryAccuracy
-        >>> issubclass(BinaryAccuracy, AutoRegistered) and registry()[torchmetrics.classification.BinaryAccuracy]
+        >>> registry()[torchmetrics.classification.BinaryAccuracy]
         <class 'torchmetrics_async.classification.binary.BinaryAccuracy'>
     """
+    if _registers_itself(cls):
+        register(cls)
+        cls.__doc__ = accelerated_doc(cls, torchmetrics_origin(cls))
+
+
+class AutoRegistered:
+    """Base of classes that are no metric of this package (the task wrappers): registers them on definition."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if _registers_itself(cls):
-            register(cls)
-            cls.__doc__ = accelerated_doc(cls, torchmetrics_origin(cls))
+        register_on_definition(cls)
+
+
+# The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
+# metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
+_ONE_PASS_METHODS: set[Callable] = set()
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def note_one_pass_methods(cls: type) -> None:
+    """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source.
+
+    Args:
+        cls: a class implementing the batch-statistics hooks (``SyncFreeMixin`` calls this on definition).
+    """
+    for name in ("update", "compute"):
+        # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
+        method = getattr(cls, name, None)
+        code = getattr(method, "__code__", None)
+        # Defined in this package's source (not merely in a class that claims one of its module names).
+        if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
+            _ONE_PASS_METHODS.add(method)
+
+
+def uses_one_pass_forward(cls: type) -> bool:
+    """Whether ``forward`` reduces the batch once for instances of ``cls``: its ``update`` and ``compute`` are ours.
+
+    Decided at every call from the class as it is then, so a subclass that overrides either method, at any depth
+    and at any time, gets torchmetrics' forward semantics (its own ``update``/``compute`` called as torchmetrics
+    calls them).
+
+    Args:
+        cls: a metric class.
+
+    Returns:
+        ``True`` where the one-pass forward applies.
+
+    Example:
+        >>> from torchmetrics_async import MeanMetric
+        >>> class Doubled(MeanMetric):
+        ...     def update(self, value, weight=1.0):
+        ...         super().update(value * 2, weight)
+        >>> uses_one_pass_forward(MeanMetric), uses_one_pass_forward(Doubled)
+        (True, False)
+    """
+    return getattr(cls, "update", None) in _ONE_PASS_METHODS and getattr(cls, "compute", None) in _ONE_PASS_METHODS
 
 
 def _rebuild(decorator: Callable[[type], type], module: str, qualname: str, state: dict) -> Any:

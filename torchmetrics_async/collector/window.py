@@ -17,9 +17,10 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero_warn
 from torchmetrics_async.checkpoint import _COUNTERS, clone_state, counters, entry, named_metrics, state
-from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, DeferredChecks, report_deferred
+from torchmetrics_async.copies import same_layout
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, report_deferred
 from torchmetrics_async.metric import (
-    _same_layout,
+    SyncFreeMixin,
     copy_update_count,
     fused_copy_,
     has_stock_compute,
@@ -63,7 +64,7 @@ def _reset_tree(tree: Any) -> None:
 
 def _deferred_flags(metric: Metric) -> list[tuple[str, str, Tensor]]:
     """``(message, action, state)`` for the deferred checks ``metric.compute()`` reads, in the order it reads them."""
-    if not isinstance(metric, DeferredChecks):
+    if not isinstance(metric, SyncFreeMixin):
         return []
     return [
         (message, action, getattr(metric, name))
@@ -192,7 +193,7 @@ class _Shadow:
                 value = source[attr]
                 if isinstance(value, Tensor):
                     buffer = slot.buffers.get(attr)
-                    if buffer is None or not _same_layout(buffer, value):
+                    if buffer is None or not same_layout(buffer, value):
                         buffer = slot.buffers[attr] = value.detach().clone()  # the state changed shape: re-allocate
                     else:
                         buffers.append(buffer)
@@ -219,7 +220,7 @@ class _Shadow:
                 value = state(states, attr, slot.name, _WHAT)
                 if isinstance(default, Tensor):
                     buffer = slot.buffers[attr]
-                    if _same_layout(buffer, value):
+                    if same_layout(buffer, value):
                         buffer.copy_(value)
                     else:
                         buffer = slot.buffers[attr] = value.detach().clone().to(buffer.device)
@@ -227,7 +228,7 @@ class _Shadow:
                 else:
                     slot.lists[attr] = target[attr] = [piece.to(slot.shadow.device) for piece in value]
             set_update_count(slot.shadow, int(count))
-            if isinstance(slot.shadow, DeferredChecks):
+            if isinstance(slot.shadow, SyncFreeMixin):
                 slot.shadow._reset_deferred()  # a restored window warns afresh
             target.update({name: int(value) for name, value in saved_counters.items()})
             target["_computed"] = None

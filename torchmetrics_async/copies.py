@@ -1,0 +1,122 @@
+"""Owned states and fused copies: what a metric owns, and resets and snapshots of many states in one copy.
+
+Example:
+    >>> import torch
+    >>> targets = [torch.zeros(2)]
+    >>> fused_copy_(targets, [torch.ones(2)])
+    >>> targets
+    [tensor([1., 1.])]
+"""
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchmetrics_async.deferred import mark_static_address
+
+__all__ = ["FRESH_DEFAULTS", "OWNED_STATES", "fused_copy_", "fused_reset", "reset_device", "same_layout"]
+
+#: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
+#: out. Sharing enters at known doors, and each copies there: construction and adoption (``_setup_sync_free``),
+#: unpickling (``__setstate__``: torch's pickler hands a spawned worker the sender's states in shared memory),
+#: ``load_state_dict``, ``.to()`` and the like (``_apply``). So ``update()`` writes in place without looking. The one
+#: door this package does not see is torchmetrics' ``MetricCollection`` linking a compute group: it assigns the
+#: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
+#: in this record first (a follower's), and writes into its own.
+OWNED_STATES = "_owned_states"
+# Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
+FRESH_DEFAULTS = "_fresh_defaults"
+
+
+@contextlib.contextmanager
+def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
+    """Reset many metrics with one fused copy of their defaults instead of one clone per state.
+
+    On entry, a fresh tensor is allocated for every tensor state of every metric of this package (skipping those
+    prepared already by an enclosing block) and the defaults are copied into all of them at once
+    (:func:`fused_copy_`: one kernel per device and dtype on CUDA); ``reset()`` inside the block takes them
+    instead of cloning each default. The states are still fresh tensors: whatever held the old ones keeps its
+    values, as with torchmetrics. On exit what no ``reset()`` took is dropped.
+
+    Args:
+        metrics: the metrics about to be reset (others are ignored).
+
+    Yields:
+        Nothing; reset the metrics inside the block.
+
+    Example:
+        >>> import torch
+        >>> from torchmetrics_async import MaxMetric, SumMetric
+        >>> metrics = [SumMetric(), MaxMetric()]
+        >>> for metric in metrics:
+        ...     metric.update(torch.tensor(3.0))
+        >>> held = metrics[0].sum_value
+        >>> with fused_reset(metrics):
+        ...     for metric in metrics:
+        ...         metric.reset()
+        >>> float(metrics[0].sum_value), float(metrics[1].max_value), float(held)
+        (0.0, -inf, 3.0)
+    """
+    prepared: list[dict[str, Any]] = []
+    fresh: list[Tensor] = []
+    defaults: list[Tensor] = []
+    for metric in metrics:
+        state = metric.__dict__
+        if OWNED_STATES not in state or FRESH_DEFAULTS in state:  # not ours, or prepared by an enclosing block
+            continue
+        mine = {}
+        for attr, default in metric._defaults.items():
+            if isinstance(default, Tensor):
+                tensor = mine[attr] = torch.empty_like(default, device=reset_device(state.get(attr), default))
+                fresh.append(mark_static_address(tensor))
+                defaults.append(default)
+        state[FRESH_DEFAULTS] = mine
+        prepared.append(state)
+    fused_copy_(fresh, defaults)
+    try:
+        yield
+    finally:
+        for state in prepared:
+            state.pop(FRESH_DEFAULTS, None)
+
+
+def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
+    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) of both sides.
+
+    CUDA fuses a ``_foreach_`` op into one kernel only where every tensor shares device and dtype, so the pairs are
+    grouped by those first: one kernel per group instead of one per pair.
+
+    Args:
+        targets: the tensors written.
+        sources: what each receives (same shapes).
+
+    Example:
+        >>> import torch
+        >>> targets = [torch.zeros(2), torch.zeros((), dtype=torch.int64)]
+        >>> fused_copy_(targets, [torch.ones(2), torch.tensor(7)])
+        >>> targets
+        [tensor([1., 1.]), tensor(7)]
+    """
+    groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
+    for target, source in zip(targets, sources, strict=True):
+        key = (target.device, target.dtype, source.device, source.dtype)
+        pair = groups.get(key)
+        if pair is None:
+            pair = groups[key] = ([], [])
+        pair[0].append(target)
+        pair[1].append(source)
+    for group_targets, group_sources in groups.values():
+        torch._foreach_copy_(group_targets, group_sources)
+
+
+def reset_device(current: Any, default: Tensor) -> torch.device:
+    """Where a reset state lives: where the state lives now (a default may lag behind a move), else the default's."""
+    return current.device if isinstance(current, Tensor) else default.device
+
+
+def same_layout(a: Tensor, b: Tensor) -> bool:
+    """Whether ``a.copy_(b)`` keeps ``a`` as it is (``copy_`` crosses devices itself)."""
+    return a.shape == b.shape and a.dtype == b.dtype
