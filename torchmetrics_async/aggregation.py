@@ -28,7 +28,7 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
 from torchmetrics_async.errors import ShapeMismatchError
-from torchmetrics_async.metric import OnePassForward, SyncFreeMixin
+from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.nan import (
     NAN_KEPT_STATE,
     DeferredNanFlag,
@@ -51,7 +51,7 @@ def _kept_masks(values: Tensor | list) -> Tensor | list:
     return [torch.ones_like(v, dtype=torch.bool) for v in values]
 
 
-class SyncFreeAggregator(SyncFreeMixin, OnePassForward, DeferredNanFlag):
+class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
     """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses.
 
     Example:

@@ -73,7 +73,6 @@ from torchmetrics_async.sync.states import fused_sync_dist
 __all__ = [
     "COMPILED_UPDATES",
     "OWNED_STATES",
-    "OnePassForward",
     "SyncFreeMixin",
     "clear_compiled_count",
     "copy_update_count",
@@ -558,7 +557,3 @@ def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, Tensor):
         return value.to(device)
     return [v.to(device) for v in value]
-
-
-class OnePassForward:
-    """Kept for imports only: the one-pass ``forward`` is :class:`SyncFreeMixin`'s."""

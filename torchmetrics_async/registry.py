@@ -15,7 +15,7 @@
   ``tests/test_verified_sync_free.py``.
 
 ``accelerate``, the decorators, coverage and the metric base all resolve classes here; of this package, this module
-imports only the torchmetrics seam (and torchmetrics' public modules, for the tables).
+imports only the torchmetrics seam and the tables of :mod:`torchmetrics_async.unaccelerated`.
 
 Example:
     >>> import torchmetrics
@@ -30,20 +30,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import torchmetrics
-import torchmetrics.audio
-import torchmetrics.classification
-import torchmetrics.clustering
-import torchmetrics.detection
-import torchmetrics.image
-import torchmetrics.multimodal
-import torchmetrics.nominal
-import torchmetrics.segmentation
-import torchmetrics.shape
-import torchmetrics.text
-
 from torchmetrics_async._docs import accelerated_doc
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric
+from torchmetrics_async.unaccelerated import EXPLAINED, MEASURED_SYNCS, SYNC_FREE_AS_IS, VERIFIED_SYNC_FREE
 
 __all__ = [
     "EXPLAINED",
@@ -375,142 +364,6 @@ def accelerated_class_for(cls: type) -> type | None:
     if _is_accelerated(cls):
         return cls
     return _rebased(cls)
-
-
-#: The status of a torchmetrics class listed in :data:`VERIFIED_SYNC_FREE` (``torchmetrics_async.coverage``).
-SYNC_FREE_AS_IS = "sync-free as it is (verified)"
-
-
-def _with_aliases(*classes: type) -> tuple[type, ...]:
-    """``classes`` and torchmetrics' deprecated top-level aliases of them (``torchmetrics.PeakSignalNoiseRatio``)."""
-    aliases = (getattr(torchmetrics, cls.__name__, None) for cls in classes)
-    return (*classes, *(alias for alias in aliases if _is_alias(alias, classes)))
-
-
-def _is_alias(alias: object, classes: tuple[type, ...]) -> bool:
-    return isinstance(alias, type) and alias not in classes and issubclass(alias, classes)
-
-
-_SCORE_SUMS = "update() adds per-sample scores to sum states"
-# torchmetrics classes whose own update() and forward() make no host sync: class -> a note on the arguments checked.
-# tests/test_verified_sync_free.py runs every entry (with tests/sync_free_examples.py's arguments) under
-# no_host_sync() on CPU and on the meta device, so a wrong entry fails there; nothing is listed here from a guess.
-VERIFIED_SYNC_FREE: dict[type, str] = {
-    **dict.fromkeys(
-        _with_aliases(
-            torchmetrics.image.PeakSignalNoiseRatio,
-            torchmetrics.image.StructuralSimilarityIndexMeasure,
-            torchmetrics.image.UniversalImageQualityIndex,
-            torchmetrics.image.TotalVariation,
-            torchmetrics.image.SpectralAngleMapper,
-            torchmetrics.image.ErrorRelativeGlobalDimensionlessSynthesis,
-            torchmetrics.image.SpectralDistortionIndex,
-            torchmetrics.audio.SignalNoiseRatio,
-            torchmetrics.audio.ScaleInvariantSignalDistortionRatio,
-            torchmetrics.audio.ScaleInvariantSignalNoiseRatio,
-            torchmetrics.audio.SignalDistortionRatio,
-            torchmetrics.audio.SourceAggregatedSignalDistortionRatio,
-            torchmetrics.audio.ComplexScaleInvariantSignalNoiseRatio,
-            torchmetrics.multimodal.LipVertexError,
-            torchmetrics.shape.ProcrustesDisparity,
-        ),
-        f"{_SCORE_SUMS} or keeps them in list states",
-    ),
-    **dict.fromkeys(
-        (torchmetrics.image.SpatialDistortionIndex, torchmetrics.image.QualityWithNoReference),
-        "verified with target['pan_lr'] given; without it torchmetrics downsamples with torchvision (not installed"
-        " here)",
-    ),
-}
-
-_KEEP_OUT = "keep it out of the training step (update it where host work is affordable, e.g. in validation)"
-_TAKES_STRINGS = f"takes strings: it tokenizes and compares them in Python on the host; {_KEEP_OUT}"
-# torchmetrics classes that sync as they are: class -> host syncs (per update(), per forward()), the most of CPU and the
-# meta device, with tests/sync_free_examples.py's arguments (tests/test_verified_sync_free.py measures them again and
-# fails on any other number).
-MEASURED_SYNCS: dict[type, tuple[int, int]] = {
-    torchmetrics.ModifiedPanopticQuality: (123, 126),
-    torchmetrics.MultiScaleStructuralSimilarityIndexMeasure: (2, 2),
-    torchmetrics.PanopticQuality: (123, 126),
-    torchmetrics.Perplexity: (1, 1),
-    torchmetrics.RelativeAverageSpectralError: (0, 9),
-    torchmetrics.RetrievalFallOut: (2, 21),
-    torchmetrics.RetrievalHitRate: (2, 17),
-    torchmetrics.RetrievalMAP: (2, 25),
-    torchmetrics.RetrievalMRR: (2, 25),
-    torchmetrics.RetrievalNormalizedDCG: (0, 31),
-    torchmetrics.RetrievalPrecision: (2, 21),
-    torchmetrics.RetrievalPrecisionRecallCurve: (2, 21),
-    torchmetrics.RetrievalRPrecision: (2, 25),
-    torchmetrics.RetrievalRecall: (2, 21),
-    torchmetrics.RetrievalRecallAtFixedPrecision: (2, 32),
-    torchmetrics.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
-    torchmetrics.classification.BinaryEER: (4, 6),
-    torchmetrics.classification.BinaryFairness: (7, 15),
-    torchmetrics.classification.BinaryGroupStatRates: (7, 7),
-    torchmetrics.classification.BinaryLogAUC: (2, 8),
-    torchmetrics.classification.MulticlassEER: (5, 11),
-    torchmetrics.classification.MulticlassLogAUC: (5, 24),
-    torchmetrics.classification.MultilabelCoverageError: (4, 5),
-    torchmetrics.classification.MultilabelEER: (5, 11),
-    torchmetrics.classification.MultilabelLogAUC: (5, 24),
-    torchmetrics.classification.MultilabelRankingAveragePrecision: (59, 60),
-    torchmetrics.classification.MultilabelRankingLoss: (6, 7),
-    torchmetrics.clustering.AdjustedMutualInfoScore: (0, 50),
-    torchmetrics.clustering.AdjustedRandScore: (0, 3),
-    torchmetrics.clustering.CalinskiHarabaszScore: (0, 5),
-    torchmetrics.clustering.CompletenessScore: (0, 11),
-    torchmetrics.clustering.DaviesBouldinScore: (0, 7),
-    torchmetrics.clustering.DunnIndex: (0, 4),
-    torchmetrics.clustering.FowlkesMallowsIndex: (0, 3),
-    torchmetrics.clustering.HomogeneityScore: (0, 10),
-    torchmetrics.clustering.MutualInfoScore: (0, 3),
-    torchmetrics.clustering.NormalizedMutualInfoScore: (0, 11),
-    torchmetrics.clustering.RandScore: (0, 4),
-    torchmetrics.clustering.VMeasureScore: (0, 12),
-    torchmetrics.detection.ModifiedPanopticQuality: (123, 126),
-    torchmetrics.detection.PanopticQuality: (123, 126),
-    torchmetrics.image.MultiScaleStructuralSimilarityIndexMeasure: (2, 2),
-    torchmetrics.image.PeakSignalNoiseRatioWithBlockedEffect: (5, 5),
-    torchmetrics.image.RelativeAverageSpectralError: (0, 9),
-    torchmetrics.image.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
-    torchmetrics.image.SpatialCorrelationCoefficient: (13, 13),
-    torchmetrics.image.VisualInformationFidelity: (108, 108),
-    torchmetrics.segmentation.HausdorffDistance: (140, 140),
-}
-
-# torchmetrics classes that are not sync-free for a reason the numbers do not say, and what a user can do: class ->
-# reason.
-EXPLAINED: dict[type, str] = {
-    **dict.fromkeys(
-        _with_aliases(
-            *(
-                getattr(torchmetrics.text, name)
-                for name in torchmetrics.text.__all__
-                if name not in ("Perplexity",) and isinstance(getattr(torchmetrics.text, name), type)
-            )
-        ),
-        _TAKES_STRINGS,
-    ),
-    **dict.fromkeys(
-        (
-            torchmetrics.image.DeepImageStructureAndTextureSimilarity,
-            torchmetrics.image.MemorizationInformedFrechetInceptionDistance,
-        ),
-        "needs a pretrained feature extractor: its weights cannot be loaded here, so it was not measured; keep it out"
-        " of the training step",
-    ),
-    **dict.fromkeys(
-        _with_aliases(torchmetrics.audio.PermutationInvariantTraining),
-        "syncs once, in its first update(): it copies the table of permutations to the device (once per number of"
-        " speakers and device: torchmetrics caches it for the process); later update() and forward() calls make no"
-        " host sync: not yet accelerated",
-    ),
-    torchmetrics.clustering.ClusterAccuracy: (
-        "needs the optional torch_linear_assignment package: a compiled library not installed here, so it was not"
-        " measured"
-    ),
-}
 
 
 def _listed_reason(cls: type) -> str:

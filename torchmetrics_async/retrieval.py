@@ -5,7 +5,7 @@ host reads) and drops ``ignore_index`` entries by boolean-mask indexing (a data-
 stores every entry, flattened and converted as torchmetrics stores them, with, under ``ignore_index``, a keep-mask (the
 list state ``retrieval_kept``); non-binary targets and a batch left empty by ``ignore_index`` are recorded on the device
 and raised by ``compute()`` with torchmetrics' messages (as ``RuntimeError``: see
-:class:`~torchmetrics_async.deferred.DeferredChecks`). Shape and dtype errors stay eager.
+:mod:`~torchmetrics_async.deferred`). Shape and dtype errors stay eager.
 
 ``compute()`` groups the entries per query as torchmetrics does (it sorts, counts the group sizes on the host and loops
 over the groups: host reads by nature) after dropping the ignored entries (one more host read), then runs

@@ -5,7 +5,7 @@ copy on an accelerator), writes ``ignore_index`` through ``torch.tensor(0, devic
 ignored tokens by boolean-mask indexing (a data-dependent shape). Here each token's probability is gathered on the
 device, ignored tokens take part with a log-probability of 0 and a count of 0, and a target outside the vocabulary,
 which torchmetrics' indexing rejects in ``update()`` (``IndexError`` on the CPU, a device-side assert on CUDA), is
-recorded on the device and raised by ``compute()`` (see :class:`~torchmetrics_async.deferred.DeferredChecks`).
+recorded on the device and raised by ``compute()`` (see :mod:`~torchmetrics_async.deferred`).
 
 Example:
     >>> import torch

@@ -5,7 +5,7 @@ to validate values, ``if not torch.all(...)`` to decide whether ``preds`` are lo
 ``normalize_logits_if_needed``), ``target[idx] = -1`` for ``ignore_index``, and ``bincount`` for the confusion matrix.
 Here the statistics come from sums of boolean conditions, the logit decision is a ``torch.where`` on the device, ignored
 targets are masked with ``masked_fill`` and confusion-matrix bins are added with ``scatter_add_``. Value checks are
-recorded on the device and raised by ``compute()`` (see :class:`~torchmetrics_async.deferred.DeferredChecks`).
+recorded on the device and raised by ``compute()`` (see :mod:`~torchmetrics_async.deferred`).
 
 Example:
     >>> import torch
@@ -46,7 +46,7 @@ __all__ = [
     "outcomes",
 ]
 
-# Deferred-check state names (see DeferredChecks).
+# Deferred-check state names (see torchmetrics_async.deferred).
 INVALID_TARGET = "invalid_target"
 INVALID_PREDS = "invalid_preds"
 

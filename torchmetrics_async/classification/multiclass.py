@@ -13,7 +13,7 @@ weights of absent classes through a boolean mask as well. Here:
 - ignored entries take part with weight 0, and every index is clamped into range first, so the kernels never index
   out of bounds whatever the values;
 - value checks (targets outside ``[0, num_classes)`` and not ``ignore_index``, label ``preds`` outside it) are
-  recorded on the device and raised by ``compute()`` (see :class:`~torchmetrics_async.deferred.DeferredChecks`);
+  recorded on the device and raised by ``compute()`` (see :mod:`~torchmetrics_async.deferred`);
 - the macro average zeroes its weights with ``masked_fill``, and the normalized confusion matrix its 0/0 entries.
 
 Example:
@@ -74,7 +74,7 @@ __all__ = [
     "MulticlassStatScores",
 ]
 
-# Deferred-check state names (see DeferredChecks).
+# Deferred-check state names (see torchmetrics_async.deferred).
 INVALID_TARGET = "invalid_target"
 INVALID_PREDS = "invalid_preds"
 

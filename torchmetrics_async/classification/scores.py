@@ -6,7 +6,7 @@ boolean mask (a host sync: the shape depends on the data), then ``normalize_logi
 ``torch.all(...)`` on the host. Their tensor validations count unique target values (``torch.unique``, another read).
 Here ignored entries stay in place beside a ``keep`` mask (the metrics weight them out), the logit decision is a
 ``torch.where`` on the device over the kept entries, and the target check is recorded as a deferred check (see
-:class:`~torchmetrics_async.deferred.DeferredChecks`). Shape and dtype errors stay eager, with torchmetrics' messages.
+:mod:`~torchmetrics_async.deferred`). Shape and dtype errors stay eager, with torchmetrics' messages.
 
 Example:
     >>> import torch

@@ -4,7 +4,7 @@ torchmetrics checks the inputs against the power's domain in every ``update`` (`
 torch.any(targets < 0): raise ValueError``: two host reads) and builds the count with ``torch.tensor(n,
 device=...)`` (a host-to-device copy on an accelerator). Here the check is recorded on the device and ``compute()``
 (or ``reset()``) raises ``RuntimeError`` with torchmetrics' message (see
-:class:`~torchmetrics_async.deferred.DeferredChecks`); ``forward()`` returns NaN for a batch outside the domain. The
+:mod:`~torchmetrics_async.deferred`); ``forward()`` returns NaN for a batch outside the domain. The
 count is a Python int added as a kernel argument. The deviance itself is torchmetrics' arithmetic, unchanged.
 
 Example:
@@ -26,7 +26,7 @@ from torchmetrics_async.regression.sums import SyncFreeSums
 
 __all__ = ["OUTSIDE_DOMAIN", "TweedieDevianceScore", "outside_domain"]
 
-#: The deferred check's state (see DeferredChecks).
+#: The deferred check's state (see torchmetrics_async.deferred).
 OUTSIDE_DOMAIN = "outside_domain"
 
 
