@@ -30,6 +30,7 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import rank_zero_warn
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.classification.multiclass import merge_confmat_bins
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 from torchmetrics_async.errors import ShapeMismatchError
 
@@ -269,13 +270,7 @@ class _SyncFreeNominal(SyncFreeBatchStats):
         return BatchStats(((bins, weight),), violations)
 
     def _merge_stats(self, stats: BatchStats) -> None:
-        ((bins, weight),), violations = stats
-        if not self.confmat.is_contiguous():  # a loaded state may be a view: index_add_ needs the real storage
-            self.confmat = self.confmat.contiguous()
-        confmat = self.confmat
-        confmat.view(-1).index_add_(0, bins, weight.to(confmat.dtype))
-        for name, violated in violations.items():
-            self._record_violation(name, violated)
+        merge_confmat_bins(self, stats)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         ((bins, weight),), _ = stats

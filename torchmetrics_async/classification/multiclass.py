@@ -405,6 +405,17 @@ class MulticlassExactMatch(SyncFreeBatchStats, tm.MulticlassExactMatch):
             self._record_violation(name, violated)
 
 
+def merge_confmat_bins(metric: Any, stats: BatchStats) -> None:
+    """Add ``((bins, weight),)`` statistics into ``metric.confmat``'s flattened bins and record their violations."""
+    ((bins, weight),), violations = stats
+    if not metric.confmat.is_contiguous():  # a loaded state may be a view: index_add_ needs the real storage
+        metric.confmat = metric.confmat.contiguous()
+    confmat = metric.confmat
+    confmat.view(-1).index_add_(0, bins, weight if weight.dtype == confmat.dtype else weight.to(confmat.dtype))
+    for name, violated in violations.items():
+        metric._record_violation(name, violated)
+
+
 class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix):
     """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
@@ -434,13 +445,7 @@ class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix
         return BatchStats(((bins, weight),), violations)
 
     def _merge_stats(self, stats: BatchStats) -> None:
-        ((bins, weight),), violations = stats
-        if not self.confmat.is_contiguous():  # a loaded state may be a view: index_add_ needs the real storage
-            self.confmat = self.confmat.contiguous()
-        confmat = self.confmat
-        confmat.view(-1).index_add_(0, bins, weight if weight.dtype == confmat.dtype else weight.to(confmat.dtype))
-        for name, violated in violations.items():
-            self._record_violation(name, violated)
+        merge_confmat_bins(self, stats)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         ((bins, weight),), _ = stats
