@@ -197,3 +197,22 @@ def test_batch_mismatch_message_names_both_shapes_in_order(
     with pytest.raises(ValueError, match=r"^If `preds` have one dimension more than `target`, the shape of") as raised:
         getattr(ours, name)(**kwargs).update(preds, target)
     assert str(raised.value).endswith(f"Got `preds` with shape={preds.shape} and `target` with shape={target.shape}.")
+
+
+@pytest.mark.parametrize("name", [f"Multiclass{name}" for name in STAT_FAMILY])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("ignore_index", [None, -1])
+def test_top_k_with_float_labels_raises_at_once(name: str, dtype: torch.dtype, ignore_index: int | None) -> None:
+    """``top_k > 1`` scatters the labels as indices: float labels fail in torchmetrics' update, and in ours at once."""
+    kwargs = {"num_classes": 3, "top_k": 2, "ignore_index": ignore_index} | ({"beta": 2.0} if "FBeta" in name else {})
+    preds, target = _scores(2, 3), torch.tensor([2.0, 0.0], dtype=dtype)
+    with pytest.raises(RuntimeError) as expected:
+        getattr(tmc, name)(**kwargs).update(preds, target)
+    accelerated = getattr(ours, name)(**kwargs)
+    for step in (accelerated.update, accelerated):
+        with pytest.raises(type(expected.value), match="integer `target`"):
+            step(preds, target)
+    reference = getattr(tmc, name)(**kwargs)
+    reference.update(preds, target.long())
+    accelerated.update(preds, target.long())
+    torch.testing.assert_close(accelerated.compute(), reference.compute(), equal_nan=True)

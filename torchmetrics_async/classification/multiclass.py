@@ -85,6 +85,8 @@ TOP_K_LABELS_MESSAGE = (
     "`top_k` > 1 needs `preds` of shape (N, C, ...) with probabilities or logits and `target` of shape (N, ...), but"
     " `preds` and `target` have the same number of dimensions."
 )
+# ... and with integer labels: torchmetrics scatters them as indices (``_refine_preds_oh``), so float labels fail there.
+TOP_K_FLOAT_TARGET_MESSAGE = "`top_k` > 1 needs integer `target` labels (torchmetrics scatters them as indices), got {}."
 
 
 def _value_checks(metric: Any, num_classes: int | None) -> dict[str, str]:
@@ -172,6 +174,8 @@ class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
             ignore = self.ignore_index
             masked_write = ignore is not None and not 0 <= ignore < num_classes and preds.ndim > target.ndim
             raise (IndexError if masked_write else RuntimeError)(TOP_K_LABELS_MESSAGE)
+        if top_k > 1 and target.is_floating_point():
+            raise RuntimeError(TOP_K_FLOAT_TARGET_MESSAGE.format(target.dtype))
         if top_k > 1:
             preds = top_k_labels(preds, target, top_k)
         keep = _keep(target, self.ignore_index)
