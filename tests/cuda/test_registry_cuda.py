@@ -1,9 +1,8 @@
-"""Every registered accelerated class on CUDA: update(), forward() and reset() make no host sync.
+"""Every registered accelerated class on CUDA: the registry contract of ``tests/test_coverage_contract.py`` on the GPU.
 
-Checked twice at once: ``no_host_sync()`` turns on ``torch.cuda.set_sync_debug_mode("error")`` (asserted below) and
-its own detector. Inputs are generated on the device by kernels. The first update is made inside the checked region
-(construction creates the defaults on the device). Values are compared with torchmetrics on the same device after
-the checked region.
+The same classes, arguments and inputs (``tests/examples.py``) and the same listed forward caveats as on CPU and
+``meta``. On CUDA ``no_host_sync()`` also turns on ``torch.cuda.set_sync_debug_mode("error")`` (asserted below), so
+any synchronizing CUDA call raises too. Values are compared with torchmetrics on the same device.
 """
 
 import warnings
@@ -11,37 +10,33 @@ import warnings
 import pytest
 import torch
 
-from tests.cuda._helpers import batches, build_pair, registry_cases
+from tests.examples import example_for
+from tests.test_coverage_contract import REGISTERED
+from tests.test_coverage_contract import test_registered_class_makes_no_host_sync_in_update_and_forward as contract
 from torchmetrics_async.testing import no_host_sync
 
 pytestmark = pytest.mark.cuda
+IDS = [origin.__name__ for origin, _ in REGISTERED]
 
-CASES = registry_cases()
 
-
-def _checked(call, *args):
+def test_no_host_sync_turns_on_the_cuda_sync_debug_mode(device: torch.device) -> None:
     with no_host_sync():
         assert torch.cuda.get_sync_debug_mode() == 2  # "error": any synchronizing CUDA call raises
-        return call(*args)
 
 
-@pytest.mark.parametrize(("origin", "kwargs", "kind"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_update_forward_reset_make_no_host_sync_on_cuda(origin, kwargs, kind, device):
-    reference, metric = build_pair(origin, kwargs, device)
-    data = batches(kind, device)
-    for args in data:
-        _checked(metric.update, *args)
-        reference.update(*args)
+@pytest.mark.parametrize(("origin", "accelerated"), REGISTERED, ids=IDS)
+def test_update_and_forward_make_no_host_sync_on_cuda(origin: type, accelerated: type, device: torch.device) -> None:
+    contract(origin, accelerated, str(device))
+
+
+@pytest.mark.parametrize(("origin", "accelerated"), REGISTERED, ids=IDS)
+def test_values_on_cuda_are_torchmetrics_values(origin: type, accelerated: type, device: torch.device) -> None:
+    example = example_for(origin)
+    inputs = example.to(str(device))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # 0/0 warnings of either implementation
-        torch.testing.assert_close(metric.compute(), reference.compute())
-    _checked(metric.reset)
-    # CatMetric's forward under "ignore"/"warn" returns the batch with NaNs dropped: a data-dependent shape, the one
-    # host sync the package allows (README); its update and reset are checked like every other class.
-    documented = getattr(metric, "nan_strategy", None) in ("ignore", "warn") and origin.__name__ == "CatMetric"
-    for args in data:
-        batch_value = metric(*args) if documented else _checked(metric, *args)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.testing.assert_close(batch_value, reference(*args))
-    _checked(metric.reset)
+        warnings.simplefilter("ignore")
+        ours, theirs = accelerated(**example.init).to(device), origin(**example.init).to(device)
+        torch.testing.assert_close(ours(*inputs), theirs(*inputs), equal_nan=True)
+        ours.update(*inputs)
+        theirs.update(*inputs)
+        torch.testing.assert_close(ours.compute(), theirs.compute(), equal_nan=True)
