@@ -86,7 +86,7 @@ TOP_K_LABELS_MESSAGE = (
     " `preds` and `target` have the same number of dimensions."
 )
 # ... and with integer labels: torchmetrics scatters them as indices (``_refine_preds_oh``), so float labels fail there.
-TOP_K_FLOAT_TARGET_MESSAGE = "`top_k` > 1 needs integer `target` labels (torchmetrics scatters them as indices), got {}."
+TOP_K_FLOAT_TARGET_MESSAGE = "`top_k` > 1 needs integer `target` labels (torchmetrics scatters them), got {}."
 
 
 def _value_checks(metric: Any, num_classes: int | None) -> dict[str, str]:
