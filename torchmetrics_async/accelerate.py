@@ -121,7 +121,7 @@ def _convert(obj: Any, target: type) -> None:
         return
     obj.__class__ = target
     if isinstance(obj, Metric):
-        obj._adopt()
+        obj._setup_sync_free()
 
 
 def accelerate(obj: T, strict: bool = False) -> T:

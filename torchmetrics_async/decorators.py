@@ -177,7 +177,6 @@ def _sync_free_init(cls: type) -> Callable:
     @functools.wraps(inner_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         inner_init(self, *args, **kwargs)
-        self._setup_sync_free()
         if (
             isinstance(self, DeferredNanFlag)
             and _neutral_element(self) is None

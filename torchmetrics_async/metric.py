@@ -61,10 +61,8 @@ from torchmetrics_async.forward_paths import (
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 from torchmetrics_async.registry import (
-    defined_in_package,
     note_one_pass_methods,
     register_on_definition,
-    torchmetrics_origin,
     uses_one_pass_forward,
 )
 from torchmetrics_async.sync.metrics import sync_states
@@ -94,13 +92,19 @@ _ANNOUNCED: set[tuple[str, str]] = set()
 _UPDATE_COUNT_KEY = "_update_count"
 
 
-def _forwarding_init(cls: type, origin: type) -> Any:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        super(cls, self).__init__(*args, **kwargs)
-        self._setup_sync_free()
+def _init_then_setup(cls: type) -> Callable:
+    """``cls``'s own (or inherited) ``__init__``, then, where ``cls`` is the instance's class, the one setup."""
+    own = cls.__dict__.get("__init__")
 
-    __init__.__signature__ = inspect.signature(origin.__init__)  # type: ignore[attr-defined]
-    __init__.__doc__ = f"Same arguments as ``{origin.__module__}.{origin.__name__}``."
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if own is None:
+            super(cls, self).__init__(*args, **kwargs)
+        else:
+            own(self, *args, **kwargs)
+        if type(self) is cls:  # the outermost __init__ has returned: a subclass's own states exist too
+            self._setup_sync_free()
+
+    functools.update_wrapper(__init__, own or cls.__init__)
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     return __init__
 
@@ -154,14 +158,12 @@ class SyncFreeMixin:
     _forward_one_pass = forward_paths.forward_one_pass
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Register; note one-pass methods; a package class without ``__init__`` gets torchmetrics' constructor."""
+        """Register; note one-pass methods; end construction in the one setup (see :func:`_init_then_setup`)."""
         super().__init_subclass__(**kwargs)
         register_on_definition(cls)
         if hasattr(cls, "_batch_value"):
             note_one_pass_methods(cls)
-        origin = torchmetrics_origin(cls)
-        if origin is not None and "__init__" not in cls.__dict__ and defined_in_package(cls):
-            cls.__init__ = _forwarding_init(cls, origin)
+        cls.__init__ = _init_then_setup(cls)
 
     def _wrap_update(self, update: Callable) -> Callable:
         """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""
@@ -302,16 +304,10 @@ class SyncFreeMixin:
                 setattr(self, attr, mine)
                 owned[attr] = mine
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`)."""
-        state = super().__getstate__()
-        state[OWNED_STATES] = {}
-        return state
-
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`)."""
+        """Torchmetrics' unpickling, then the one setup (a torchmetrics pickle loaded under ``patch()`` included)."""
         super().__setstate__(state)
-        self._own_states()
+        self._setup_sync_free()
 
     def _wrap_compute(self, compute: Callable) -> Callable:
         """torchmetrics' compute wrapper; in a batch ``forward()`` computes: NaN where the batch violated a check."""  # noqa: D403
@@ -486,31 +482,28 @@ class SyncFreeMixin:
             parent()
 
     def _setup_sync_free(self) -> None:
-        """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants."""
-        self._add_extra_states()
+        """The one setup, ending construction, ``accelerate()``'s class swap and unpickling: idempotent."""
         state = self.__dict__
+        cls = type(self)
+        state["_update_signature"] = inspect.signature(cls.update.__get__(self))
+        state["update"] = self._wrap_update(cls.update.__get__(self))
+        state["compute"] = self._wrap_compute(cls.compute.__get__(self))
+        self._add_extra_states()
         state[OWNED_STATES] = {}
         state.setdefault(FORWARD_BATCH, None)
-        state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
-        state[COMPILED_SEEN] = 0
+        counter = state.get(COMPILED_UPDATES)
+        counter = torch.zeros((), dtype=torch.int64, device=self.device) if counter is None else counter.clone()
+        state[COMPILED_UPDATES] = mark_static_address(counter)
+        state.setdefault(COMPILED_SEEN, 0)
         state.setdefault(UNREPORTED, False)
         # Present from the start: a key added later (by a compiled forward) changes the dict Dynamo guards on.
         state[COUNTS_ON_HOST] = False
         state.setdefault(DEFERRED_RAISE_OWNED, False)
         self._set_constants()
-        # A door (construction, adoption): updates never check, and a compiled forward finds its states owned, so
-        # it traces the same in-place path at every call (one graph), not a copying first call and a recompile.
+        # A door: updates never check, and a compiled forward finds its states owned (one graph, no recompile).
         self._own_states()
         self._update_parameters()
         self._announce_fallbacks()
-
-    def _adopt(self) -> None:
-        """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``)."""
-        cls = type(self)
-        self.__dict__["_update_signature"] = inspect.signature(cls.update.__get__(self))
-        self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
-        self.__dict__["compute"] = self._wrap_compute(cls.compute.__get__(self))
-        self._setup_sync_free()
 
     def _announce_fallbacks(self) -> None:
         """Say once per class and option when an option makes this metric take torchmetrics' syncing path."""
