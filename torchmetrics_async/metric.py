@@ -205,6 +205,10 @@ class SyncFreeMixin:
     @_update_count.setter
     def _update_count(self, value: int) -> None:
         set_update_count(self, value)
+        # A door: torchmetrics links a compute-group follower by assigning it the leader's states, then this count
+        # (not torchmetrics' own forward restoring ours: FORWARD_BATCH).
+        if OWNED_STATES in self.__dict__ and self.__dict__[FORWARD_BATCH] is None:
+            self._own_states(in_place=True)
 
     def _filter_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         """Torchmetrics' keyword filtering for ``MetricCollection.update``, from a cached reading of the signature."""
@@ -293,16 +297,23 @@ class SyncFreeMixin:
             else:
                 current.clear()  # as torchmetrics: whoever shares the list sees it emptied
 
-    def _own_states(self) -> None:
-        """Copy every state this metric does not own (see :data:`OWNED_STATES`): at a door, and in ``forward``."""
+    def _own_states(self, in_place: bool = False) -> None:
+        """A door: copy the states this metric does not own (``in_place``: into its own, fused, where layouts agree)."""
         state = self.__dict__
         owned = state[OWNED_STATES]
+        targets, sources = [], []
         for attr in self._defaults:
-            current = state[attr]
-            if owned.get(attr) is not current:
+            current, mine = state[attr], owned.get(attr)
+            if mine is current:
+                continue
+            if in_place and isinstance(mine, Tensor) and isinstance(current, Tensor) and same_layout(mine, current):
+                targets.append(mine)
+                sources.append(current)
+            else:
                 mine = mark_static_address(current.detach().clone()) if isinstance(current, Tensor) else list(current)
-                setattr(self, attr, mine)
-                owned[attr] = mine
+            setattr(self, attr, mine)
+            owned[attr] = mine
+        fused_copy_(targets, sources)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Torchmetrics' unpickling, then the one setup (a torchmetrics pickle loaded under ``patch()`` included)."""
