@@ -1,15 +1,4 @@
-"""The two ``forward`` paths of ``SyncFreeMixin``: one reduction of the batch, or torchmetrics' own, kept safe.
-
-``SyncFreeMixin`` binds :func:`run_guarded` and :func:`forward_one_pass` as its private methods and calls the
-torchmetrics-path helpers with its parent's ``forward``.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import MaxMetric
-    >>> metric = MaxMetric()
-    >>> forward_one_pass(metric, (torch.tensor([1.0, 3.0]),), {}), metric.compute()
-    (tensor(3.), tensor(3.))
-"""
+"""The two ``forward`` paths of ``SyncFreeMixin``: one reduction of the batch, or torchmetrics' own, kept safe."""
 
 from collections.abc import Callable
 from typing import Any

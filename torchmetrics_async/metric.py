@@ -1,21 +1,7 @@
-"""The sync-free metric mixin: a lean update wrapper, in-place reset and a one-pass ``forward``.
+"""The sync-free metric base: a lean update wrapper, in-place reset, a one-pass ``forward`` and one setup.
 
-torchmetrics' ``forward`` copies every state, resets, updates on the batch, computes, and merges the copies back
-(``MaxMetric`` even updates twice); ``reset`` allocates fresh states from defaults that may live on another device.
-A metric built on :class:`SyncFreeMixin` instead reduces the batch once to *batch statistics* (tensors shaped like
-its states, or Python numbers), adds them into its states in place, and derives the batch value from the same
-statistics. Subclasses implement three hooks:
-
-- ``_batch_stats(*args, **kwargs)``: reduce one batch, NaN strategy applied, no host sync;
-- ``_merge_stats(stats)``: fold them into the states in place;
-- ``_batch_value(stats)``: what ``forward`` returns, i.e. what ``compute()`` would give on this batch alone.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import MeanMetric
-    >>> metric = MeanMetric()
-    >>> metric(torch.tensor([1.0, 2.0])), metric(torch.tensor(6.0)), metric.compute()
-    (tensor(1.5000), tensor(6.), tensor(3.))
+A subclass reduces a batch once (``_batch_stats``), folds the statistics into its states in place (``_merge_stats``)
+and derives the batch value from them (``_batch_value``).
 """
 
 import functools
@@ -110,20 +96,10 @@ def _init_then_setup(cls: type) -> Callable:
 
 
 class SyncFreeMixin:
-    """Lean update wrapper, owned storage, deferred checks, adoption of live instances; first in a ``Metric``'s bases.
+    """Lean update wrapper, owned storage, deferred checks, one setup; first in a ``Metric``'s bases.
 
-    A package subclass of a torchmetrics class of the same name registers on definition (see
-    :mod:`~torchmetrics_async.registry`). One whose ``update`` and ``compute`` are this package's and that implements
-    ``_batch_stats``, ``_merge_stats`` and ``_batch_value`` gets the one-pass ``forward`` (see
-    :func:`uses_one_pass_forward`). Deferred checks (:mod:`~torchmetrics_async.deferred`) and the window's update
-    count (:mod:`~torchmetrics_async.counting`) are its methods, defined there.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric()
-        >>> metric(torch.tensor([1.0, 2.0])), metric(torch.tensor(4.0)), metric.compute()
-        (tensor(3.), tensor(4.), tensor(7.))
+    A package subclass of a torchmetrics class of the same name registers on definition. One whose ``update`` and
+    ``compute`` are this package's and that implements the three batch hooks gets the one-pass ``forward``.
     """
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
@@ -153,8 +129,7 @@ class SyncFreeMixin:
     _count_traced_update = counting.count_traced_update
     _count_compiled_update = counting.count_compiled_update
 
-    # The one-pass forward and its guard (see torchmetrics_async.forward_paths).
-    _run_guarded = forward_paths.run_guarded
+    # The one-pass forward (see torchmetrics_async.forward_paths).
     _forward_one_pass = forward_paths.forward_one_pass
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -168,7 +143,7 @@ class SyncFreeMixin:
     def _wrap_update(self, update: Callable) -> Callable:
         """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""
         state = self.__dict__
-        # Looked up once: every update pays for these calls, not for finding them (nor for a _run_guarded frame).
+        # Looked up once: every update pays for these calls, not for finding them.
         is_compiling, grad_enabled = torch.compiler.is_compiling, torch.is_grad_enabled
         set_grad = torch._C._set_grad_enabled
 
@@ -241,28 +216,13 @@ class SyncFreeMixin:
         sync_states(self, process_group=process_group or self.process_group)
 
     def reset(self) -> None:
-        """Reset states to their defaults, raising first what the window recorded and nobody reported.
+        """Reset states to fresh copies of their defaults, raising first what the window recorded and nobody reported.
 
-        A deferred error (a NaN under ``nan_strategy="error"``, a label out of range, ...) that ``compute()`` has not
-        raised since the flags were last written (an update, or states arriving by ``merge_state`` or
-        ``load_state_dict``) is raised here, after the states are reset (one host read, only when the flags were
-        written since they were last read): an error is never dropped, even where only ``forward()``'s batch values
-        are logged. Each state becomes a fresh device-side copy of its default (no host-to-device copy); whatever
-        held the old tensor (a ``Running`` window slot, a compute-group sibling, a user's variable) keeps its value,
-        as with torchmetrics. Inside :func:`fused_reset` the fresh copies of many metrics are made by one fused copy.
+        An error ``compute()`` did not raise is raised here, after the reset (one host read, only when flags were
+        written since last read). Whatever held an old state (a window slot, a user's variable) keeps its value.
 
         Raises:
             RuntimeError: the first deferred error of the window, if ``compute()`` did not raise it.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.update(torch.tensor(2.0))
-            >>> state = metric.sum_value
-            >>> metric.reset()
-            >>> metric.sum_value is state, float(state)
-            (False, 2.0)
         """
         report = self._report_unreported_checks()
         try:
@@ -321,7 +281,7 @@ class SyncFreeMixin:
         self._setup_sync_free()
 
     def _wrap_compute(self, compute: Callable) -> Callable:
-        """torchmetrics' compute wrapper; in a batch ``forward()`` computes: NaN where the batch violated a check."""  # noqa: D403
+        """Torchmetrics' compute wrapper; in a batch ``forward()``: NaN where the batch violated a check."""
         wrapped = super()._wrap_compute(compute)
         state = self.__dict__
 
@@ -346,11 +306,8 @@ class SyncFreeMixin:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Accumulate the batch and return the metric on it alone, without a host sync.
 
-        A class whose ``update`` and ``compute`` are this package's reduces the batch once (see
-        :func:`uses_one_pass_forward`); any other (a user's subclass overriding either, ``dist_sync_on_step=True``) gets
-        torchmetrics' forward, calling its own ``update``/``compute`` exactly as torchmetrics does. Either way a
-        batch that violated a deferred check gets NaN as its value, and the violation stays recorded for
-        ``compute()``/``reset()``.
+        Where ``update`` and ``compute`` are this package's the batch is reduced once; otherwise torchmetrics' forward
+        calls the class's own methods. A batch that violated a deferred check gets NaN; the violation stays recorded.
 
         Args:
             args: as for ``update``.
@@ -361,15 +318,6 @@ class SyncFreeMixin:
 
         Raises:
             TorchMetricsUserError: if the metric is synced, as in torchmetrics.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MeanMetric
-            >>> class Doubled(MeanMetric):
-            ...     def update(self, value, weight=1.0):
-            ...         super().update(value * 2, weight)
-            >>> Doubled()(torch.tensor([1.0, 2.0]))
-            tensor(3.)
         """
         if self._is_synced:
             raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
@@ -417,9 +365,6 @@ class SyncFreeMixin:
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
         """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent.
 
-        A metric restored from it computes exactly what the saved one would, ``"mean"`` states and the
-        "compute before update" warning included.
-
         Args:
             destination: as ``torch.nn.Module.state_dict``.
             prefix: as ``torch.nn.Module.state_dict``.
@@ -427,14 +372,6 @@ class SyncFreeMixin:
 
         Returns:
             The state dict.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric(nan_strategy="ignore")
-            >>> metric.persistent(True)
-            >>> metric.update(1.0)
-            >>> sorted(metric.state_dict())
-            ['_update_count', 'sum_value']
         """
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
         self._as_torchmetrics_holds(destination, prefix)
@@ -444,15 +381,10 @@ class SyncFreeMixin:
 
     @property
     def metric_state(self) -> dict[str, Any]:
-        """The states as torchmetrics would hold them (see :meth:`_as_torchmetrics_holds`), as ``merge_state`` reads.
+        """The states as torchmetrics would hold them, as ``merge_state`` reads them.
 
         Returns:
             State name -> state.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> sorted(SumMetric(nan_strategy="ignore").metric_state)
-            ['sum_value']
         """
         state = {attr: getattr(self, attr) for attr in self._defaults}
         self._as_torchmetrics_holds(state)
@@ -537,19 +469,11 @@ class SyncFreeMixin:
 def has_stock_compute(metric: Any) -> bool:
     """Whether ``metric.compute`` is torchmetrics' sync-compute-unsync wrapper (or ours, which only adds to it).
 
-    torchmetrics' wrappers (``Running``, ``ClasswiseWrapper``, ...) and compositions leave ``compute`` unwrapped and
-    sync inside it, or not at all: they cannot be synced from outside before their ``compute()``.
-
     Args:
         metric: a ``Metric``.
 
     Returns:
-        ``True`` for a metric whose ``compute()`` syncs through its own ``_sync_dist``.
-
-    Example:
-        >>> from torchmetrics_async import RunningMean, SumMetric
-        >>> has_stock_compute(SumMetric()), has_stock_compute(RunningMean())
-        (True, False)
+        ``True`` for a metric whose ``compute()`` syncs through its own ``_sync_dist`` (not a wrapper or composition).
     """
     wrap = type(metric)._wrap_compute
     return wrap is Metric._wrap_compute or (
