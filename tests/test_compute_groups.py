@@ -64,6 +64,31 @@ def test_mixed_members_share_a_compute_group_and_keep_their_values(how: str) -> 
     torch.testing.assert_close(values, _expected())
 
 
+def _run_grouped_first(collection: Any) -> tuple[list[Any], Any]:
+    """The groups form at the first update; the forwards after it run every member on linked states."""
+    batches = _batches()
+    collection.update(*batches[0])
+    return [collection(*batch) for batch in batches[1:]], collection.compute()
+
+
+@pytest.mark.parametrize("how", ["fused-collection", "torchmetrics-collection-under-patch", "torchmetrics-collection"])
+def test_forward_of_a_linked_follower_writes_only_its_own_states(how: str) -> None:
+    """A follower handed its leader's states copies them at the link: its forward never adds into the leader's."""
+    expected = _run_grouped_first(torchmetrics.MetricCollection(_members(accelerated=False), compute_groups=False))
+    if how == "fused-collection":
+        collection = ta.MetricCollection(_members(accelerated=True))
+        values = _run_grouped_first(collection)
+    elif how == "torchmetrics-collection":
+        collection = torchmetrics.MetricCollection(_members(accelerated=True))
+        values = _run_grouped_first(collection)
+    else:
+        with patch():
+            collection = torchmetrics.MetricCollection(_members(accelerated=True))
+            values = _run_grouped_first(collection)
+    assert ["acc", "prec"] in collection.compute_groups.values()  # the accelerated pair really shares
+    torch.testing.assert_close(values, expected)
+
+
 def test_torchmetrics_own_collection_groups_the_same_members() -> None:
     """The reference the tests above compare with: two groups (the confusion-matrix ones, the stat scores)."""
     assert sorted(map(sorted, _torchmetrics_groups().values())) == [["acc", "prec"], ["confmat", "kappa", "mcc"]]

@@ -24,6 +24,7 @@ from tests.example_families import is_task_wrapper
 from tests.examples import Example, example_for
 from tests.parity import assert_same
 from torchmetrics_async import accelerate
+from torchmetrics_async.accelerate import patch
 from torchmetrics_async.registry import registry
 
 REGISTERED = sorted(registry().items(), key=lambda item: (item[0].__module__, item[0].__name__))
@@ -159,6 +160,82 @@ def test_accelerating_a_live_instance_leaves_what_it_held_alone(origin: type, ac
     _steps(live, ref, _batches(origin, 3, start=5))
     _compute_same(live, ref)
     torch.testing.assert_close(held, kept, rtol=0, atol=0, equal_nan=True)
+
+
+def _summary(value: Any) -> Any:
+    """What a setup decision looks like, comparable across instances (not object identities)."""
+    if isinstance(value, Tensor):
+        return ("tensor", value.dtype, tuple(value.shape), value.device, value.tolist() if value.numel() < 8 else None)
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return value
+    if isinstance(value, dict):
+        return ("dict", sorted(map(str, value)))
+    if isinstance(value, (list, tuple)):
+        return ("sequence", len(value))
+    return getattr(value, "__qualname__", type(value).__qualname__)
+
+
+def _setup_of(metric: Any) -> dict[str, Any]:
+    """Everything the one setup decides: states, their reductions and ownership, checks, constants, attributes."""
+    state = metric.__dict__
+    owned = state.get("_owned_states", {})
+    return {
+        "states": {
+            name: (_summary(default), _summary(metric._reductions[name]), metric._persistent[name])
+            for name, default in metric._defaults.items()
+        },
+        "owned": [name for name in metric._defaults if owned.get(name) is not state[name]],
+        "checks": dict(metric._deferred_checks_registered()),
+        "attributes": {key: _summary(value) for key, value in state.items() if key not in metric._defaults},
+    }
+
+
+def _pickled_under_patch(metric: Any) -> Any:
+    """A torchmetrics pickle loaded while ``patch()`` is in effect: its class name resolves to the accelerated one."""
+    data = pickle.dumps(metric)
+    with patch():
+        return pickle.loads(data)
+
+
+@parametrize_registered
+def test_every_way_to_an_accelerated_instance_ends_in_the_same_setup(origin: type, accelerated: type) -> None:
+    """Direct, accelerate() of torchmetrics' instance, pickles and a user subclass: one setup, the same instance."""
+    init = example_for(origin).init
+    direct = _quiet(lambda: accelerated(**init))
+    made = {
+        "accelerate": _quiet(accelerate, _quiet(lambda: origin(**init))),
+        "pickle": _quiet(_pickled, direct),
+        "torchmetrics pickle under patch": _quiet(_pickled_under_patch, _quiet(lambda: origin(**init))),
+    }
+    expected = _setup_of(direct)
+    assert not expected["owned"]
+    for how, metric in made.items():
+        assert isinstance(metric, type(direct)), how
+        assert _setup_of(metric) == expected, how
+    if is_task_wrapper(origin):
+        return
+    # Setup comes after the outermost __init__, so it sees the states a user's subclass adds.
+    subclass = _user_subclass(origin)
+    adopted = _quiet(accelerate, _quiet(lambda: subclass(**init)))
+    derived = _quiet(lambda: accelerate(subclass)(**init))
+    expected = _setup_of(adopted)
+    assert not expected["owned"]
+    assert "user_total" in expected["states"]
+    for metric in (derived, _quiet(_pickled, derived)):
+        assert isinstance(metric, accelerated)
+        assert _setup_of(metric) == expected
+
+
+def _user_subclass(origin: type) -> type:
+    """A user's subclass adding a state after its parent's ``__init__``, found by name (derived classes pickle so)."""
+
+    def __init__(self: Any, **kwargs: Any) -> None:
+        super(cls, self).__init__(**kwargs)
+        self.add_state("user_total", torch.zeros(()), dist_reduce_fx="sum")
+
+    name = f"_User{origin.__name__}"
+    cls = globals().setdefault(name, type(name, (origin,), {"__init__": __init__, "__module__": __name__}))
+    return cls
 
 
 def _persistent_pair(origin: type, accelerated: type) -> tuple[Any, Any]:

@@ -10,137 +10,37 @@ Example:
     True
 """
 
-# --- segmentation, text, retrieval families
-from torchmetrics_async import retrieval, wrappers  # noqa: F401 - wrappers: registers the accelerated Running
+from torchmetrics_async import aggregation, regression, retrieval, wrappers  # noqa: F401 - wrappers: registers Running
 from torchmetrics_async.accelerate import accelerate, is_patched, patch, unpatch
-from torchmetrics_async.aggregation import (
-    CatMetric,
-    MaxMetric,
-    MeanMetric,
-    MinMetric,
-    RunningMean,
-    RunningSum,
-    SumMetric,
-)
-from torchmetrics_async.classification.tasks import (
-    AUROC,
-    ROC,
-    Accuracy,
-    AveragePrecision,
-    CalibrationError,
-    CohenKappa,
-    ConfusionMatrix,
-    ExactMatch,
-    F1Score,
-    FBetaScore,
-    HammingDistance,
-    HingeLoss,
-    JaccardIndex,
-    MatthewsCorrCoef,
-    NegativePredictiveValue,
-    Precision,
-    PrecisionAtFixedRecall,
-    PrecisionRecallCurve,
-    Recall,
-    RecallAtFixedPrecision,
-    SensitivityAtSpecificity,
-    Specificity,
-    SpecificityAtSensitivity,
-    StatScores,
-)
+from torchmetrics_async.aggregation import *  # noqa: F403
+from torchmetrics_async.classification import tasks
+from torchmetrics_async.classification.tasks import *  # noqa: F403
 from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 from torchmetrics_async.errors import ShapeMismatchError
 from torchmetrics_async.nominal import CramersV, FleissKappa, PearsonsContingencyCoefficient, TheilsU, TschuprowsT
-from torchmetrics_async.regression import (
-    ConcordanceCorrCoef,
-    ContinuousRankedProbabilityScore,
-    CosineSimilarity,
-    CriticalSuccessIndex,
-    ExplainedVariance,
-    JensenShannonDivergence,
-    KendallRankCorrCoef,
-    KLDivergence,
-    LogCoshError,
-    MeanAbsoluteError,
-    MeanAbsolutePercentageError,
-    MeanSquaredError,
-    MeanSquaredLogError,
-    MinkowskiDistance,
-    NormalizedRootMeanSquaredError,
-    PearsonCorrCoef,
-    R2Score,
-    RelativeSquaredError,
-    SpearmanCorrCoef,
-    SymmetricMeanAbsolutePercentageError,
-    TweedieDevianceScore,
-    WeightedMeanAbsolutePercentageError,
-)
-from torchmetrics_async.retrieval import *  # noqa: F403 - every retrieval class, as listed in its __all__
+from torchmetrics_async.regression import *  # noqa: F403
+from torchmetrics_async.retrieval import *  # noqa: F403
 from torchmetrics_async.segmentation import DiceScore, GeneralizedDiceScore, MeanIoU
 from torchmetrics_async.teardown import shutdown
 from torchmetrics_async.text import Perplexity
 
 __all__ = [
-    "AUROC",
-    "ROC",
-    "Accuracy",
     "AsyncMetricCollector",
-    "AveragePrecision",
-    "CalibrationError",
-    "CatMetric",
-    "CohenKappa",
-    "ConcordanceCorrCoef",
-    "ConfusionMatrix",
-    "ContinuousRankedProbabilityScore",
-    "CosineSimilarity",
     "CoverageRow",
-    "CriticalSuccessIndex",
-    "ExactMatch",
-    "ExplainedVariance",
-    "F1Score",
-    "FBetaScore",
-    "HammingDistance",
-    "HingeLoss",
-    "JaccardIndex",
-    "JensenShannonDivergence",
-    "KLDivergence",
-    "KendallRankCorrCoef",
-    "LogCoshError",
-    "MatthewsCorrCoef",
-    "MaxMetric",
-    "MeanAbsoluteError",
-    "MeanAbsolutePercentageError",
-    "MeanMetric",
-    "MeanSquaredError",
-    "MeanSquaredLogError",
+    "CramersV",
+    "DiceScore",
+    "FleissKappa",
+    "GeneralizedDiceScore",
+    "MeanIoU",
     "MetricCollection",
-    "MinMetric",
-    "MinkowskiDistance",
-    "NegativePredictiveValue",
-    "NormalizedRootMeanSquaredError",
-    "PearsonCorrCoef",
-    "Precision",
-    "PrecisionAtFixedRecall",
-    "PrecisionRecallCurve",
-    "R2Score",
-    "Recall",
-    "RecallAtFixedPrecision",
-    "RelativeSquaredError",
-    "RunningMean",
-    "RunningSum",
-    "SensitivityAtSpecificity",
+    "PearsonsContingencyCoefficient",
+    "Perplexity",
     "ShapeMismatchError",
-    "SpearmanCorrCoef",
-    "Specificity",
-    "SpecificityAtSensitivity",
-    "StatScores",
-    "SumMetric",
-    "SymmetricMeanAbsolutePercentageError",
-    "TweedieDevianceScore",
-    "WeightedMeanAbsolutePercentageError",
+    "TheilsU",
+    "TschuprowsT",
     "accelerate",
     "accelerated_coverage",
     "is_patched",
@@ -152,9 +52,9 @@ __all__ = [
     "sync_metrics",
     "unpatch",
 ]
-
-__all__ += ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "Perplexity"]
-__all__ += ["CramersV", "FleissKappa", "PearsonsContingencyCoefficient", "TheilsU", "TschuprowsT"]
+__all__ += aggregation.__all__
+__all__ += tasks.__all__
+__all__ += regression.__all__
 __all__ += retrieval.__all__
 
 #: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).

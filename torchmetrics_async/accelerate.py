@@ -59,12 +59,7 @@ def _why_not(obj: Any) -> str:
 
 
 def _holds_convertible_metrics(obj: Any) -> bool:
-    """A torchmetrics wrapper or composition whose inner metrics ``accelerate()`` converts (it stays as it is).
-
-    A composition (``acc + f1``) updates, computes and resets its members through their own methods. torchmetrics'
-    generic ``Running`` is not one: it is converted itself (:class:`torchmetrics_async.wrappers.Running`), after its
-    base metric, as its window slots must mirror the accelerated base's states (its deferred flags too).
-    """
+    """A torchmetrics wrapper or composition (not ``Running``, converted itself) whose inner metrics are converted."""
     return (
         isinstance(obj, (WrapperMetric, MetricTracker, CompositionalMetric))
         and not isinstance(obj, Running)
@@ -121,32 +116,24 @@ def _convert(obj: Any, target: type) -> None:
         return
     obj.__class__ = target
     if isinstance(obj, Metric):
-        obj._adopt()
+        obj._setup_sync_free()
 
 
 def accelerate(obj: T, strict: bool = False) -> T:
     """Make torchmetrics metrics sync-free in place, or map a class to its accelerated class.
 
     Args:
-        obj: a ``Metric`` instance (its class is swapped in place, states and options kept, mid-window too), a
-            ``MetricCollection`` (every member), a torchmetrics wrapper (``MinMaxMetric``, ``ClasswiseWrapper``,
-            ``MetricTracker``, ``MultitaskWrapper``, ``BootStrapper``, ...) or composition (``acc + f1``): the metrics
-            it holds are converted, the wrapper itself stays torchmetrics'; a ``dict``/``list``/``tuple`` of them,
-            or a ``Metric`` subclass.
+        obj: a ``Metric`` instance (its class is swapped in place, states and options kept), a ``MetricCollection``
+            (every member), a torchmetrics wrapper or composition (the metrics it holds are converted, it stays
+            torchmetrics'), a ``dict``/``list``/``tuple`` of them, or a ``Metric`` subclass.
         strict: all or nothing: if anything cannot be accelerated, raise ``TypeError`` and convert nothing.
 
     Returns:
         The same object (converted), or for a class its accelerated class. Without ``strict``, anything that cannot be
-        accelerated is left unchanged after one ``UserWarning`` naming it, and the rest is converted.
+        accelerated is left unchanged after one ``UserWarning`` naming it.
 
     Raises:
         TypeError: with ``strict=True``, naming everything that cannot be accelerated (nothing was converted).
-
-    Example:
-        >>> import torchmetrics
-        >>> metrics = accelerate({"loss": torchmetrics.MeanMetric(), "max": torchmetrics.MaxMetric()})
-        >>> sorted(type(m).__module__ for m in metrics.values())
-        ['torchmetrics_async.aggregation', 'torchmetrics_async.aggregation']
     """
     steps: list[_Step] = []
     _plan(obj, steps)
@@ -191,13 +178,10 @@ class _PatchHandle:
 
 
 def patch() -> _PatchHandle:
-    """Rebind torchmetrics' public names to the accelerated classes.
+    """Rebind torchmetrics' public names (``torchmetrics.MeanMetric``, ...) to the accelerated classes.
 
-    Every loaded ``torchmetrics`` module attribute that is a registered torchmetrics class (``torchmetrics.MeanMetric``,
-    ``torchmetrics.aggregation.MeanMetric``, ...) is replaced, so unchanged code that imports those names after this
-    call, and torchmetrics' own code that looks them up at run time, gets the accelerated class. Names that user
-    modules imported *before* the call keep the original class: call ``patch()`` first, or use :func:`accelerate`.
-    Calling it again while patched does nothing.
+    Code that looks the names up after this call gets the accelerated classes; names imported before keep the original
+    class (call ``patch()`` first, or use :func:`accelerate`). Calling it again while patched does nothing.
 
     Returns:
         A handle; ``with patch():`` unpatches on exit (if this call did the patching).
@@ -207,8 +191,6 @@ def patch() -> _PatchHandle:
         >>> with patch():
         ...     print(torchmetrics.MeanMetric.__module__)
         torchmetrics_async.aggregation
-        >>> torchmetrics.MeanMetric.__module__
-        'torchmetrics.aggregation'
     """
     if _PATCHED:
         return _PatchHandle(patched_now=False)
@@ -224,16 +206,7 @@ def patch() -> _PatchHandle:
 
 
 def unpatch() -> None:
-    """Restore exactly the torchmetrics names :func:`patch` replaced.
-
-    Example:
-        >>> import torchmetrics
-        >>> original = torchmetrics.SumMetric
-        >>> _ = patch()
-        >>> unpatch()
-        >>> torchmetrics.SumMetric is original
-        True
-    """
+    """Restore exactly the torchmetrics names :func:`patch` replaced."""
     while _PATCHED:
         module, name, value = _PATCHED.pop()
         setattr(module, name, value)
@@ -244,9 +217,5 @@ def is_patched() -> bool:
 
     Returns:
         ``True`` between ``patch()`` and ``unpatch()``.
-
-    Example:
-        >>> is_patched()
-        False
     """
     return bool(_PATCHED)

@@ -120,7 +120,6 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._setup_sync_free()
 
     def update(self, value: float | Tensor) -> None:
         """Add ``value`` (a tensor of any shape, or a number) to the sum.
@@ -178,7 +177,6 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._setup_sync_free()
 
     def update(self, value: float | Tensor, weight: float | Tensor | None = None) -> None:
         """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones).
@@ -369,7 +367,6 @@ class MaxMetric(_ExtremumMetric, tm_aggregation.MaxMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._setup_sync_free()
 
 
 class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
@@ -384,7 +381,6 @@ class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._setup_sync_free()
 
 
 class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
@@ -396,7 +392,6 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-        self._setup_sync_free()
 
     def update(self, value: float | Tensor) -> None:
         """Append ``value`` (cast to the metric's dtype).
@@ -525,7 +520,6 @@ class RunningMean(SyncFreeRunning, tm_aggregation.RunningMean):
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=MeanMetric(nan_strategy=nan_strategy, **kwargs), window=window)
-        self._setup_sync_free()
 
 
 class RunningSum(SyncFreeRunning, tm_aggregation.RunningSum):
@@ -533,4 +527,3 @@ class RunningSum(SyncFreeRunning, tm_aggregation.RunningSum):
 
     def __init__(self, window: int = 5, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         Running.__init__(self, base_metric=SumMetric(nan_strategy=nan_strategy, **kwargs), window=window)
-        self._setup_sync_free()

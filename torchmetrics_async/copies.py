@@ -20,12 +20,10 @@ from torchmetrics_async.deferred import mark_static_address
 __all__ = ["FRESH_DEFAULTS", "OWNED_STATES", "fused_copy_", "fused_reset", "reset_device", "same_layout"]
 
 #: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
-#: out. Sharing enters at known doors, and each copies there: construction and adoption (``_setup_sync_free``),
-#: unpickling (``__setstate__``: torch's pickler hands a spawned worker the sender's states in shared memory),
-#: ``load_state_dict``, ``.to()`` and the like (``_apply``). So ``update()`` writes in place without looking. The one
-#: door this package does not see is torchmetrics' ``MetricCollection`` linking a compute group: it assigns the
-#: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
-#: in this record first (a follower's), and writes into its own.
+#: out. Sharing enters at known doors, and each copies there: construction, ``accelerate()`` and unpickling
+#: (``_setup_sync_free``), ``load_state_dict``, ``.to()`` and the like (``_apply``), and a compute-group link (the
+#: ``_update_count`` torchmetrics assigns after the leader's states, or the fused collection's link). So ``update()``
+#: and ``forward()`` write in place without looking.
 OWNED_STATES = "_owned_states"
 # Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
 FRESH_DEFAULTS = "_fresh_defaults"

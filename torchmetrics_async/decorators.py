@@ -1,29 +1,9 @@
 """Class decorators that make users' own torchmetrics classes sync-free.
 
-- :func:`suppress_nan_check`: the profiling article's fix, for any ``BaseAggregator`` subclass: no NaN handling at
-  all (weights kept), and Python numbers enter without a host-to-device copy.
-- :func:`scalar_to_tensor_updates`: for any ``Metric`` subclass: Python numbers passed to ``update``/``forward``
-  become device tensors through a fill kernel (no copy), and 0-dim CPU tensors travel with ``non_blocking=True``.
-- :func:`sync_free`: every acceleration that applies: the accelerated class for a torchmetrics class or a user's
-  subclass of one (rebased on it, see :func:`torchmetrics_async.registry.accelerated_class_for`); otherwise a
-  *generic* class: for a ``BaseAggregator`` subclass, sync-free NaN strategies (deferred ``"error"``/``"warn"``) in
-  ``_cast_and_nan_check_input``; for every ``Metric``, the lean update wrapper, in-place ``reset`` and
-  :func:`scalar_to_tensor_updates`. A generic class is not accelerated (its ``update()`` may still sync): its
-  ``repr()`` says so, ``MyMetric[generic: update may sync]()``.
-
-Decorated classes subclass the class they decorate, keep its name, and pickle (they rebuild themselves by
-re-applying the decorator). A class a decorator cannot apply to raises ``TypeError`` saying why.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics.aggregation import MeanMetric
-    >>> NoNanMeanMetric = suppress_nan_check(MeanMetric)
-    >>> metric = NoNanMeanMetric()
-    >>> metric.update(torch.tensor([1.0, 3.0]), weight=torch.tensor([3.0, 1.0]))
-    >>> metric.update(5.0, weight=2.0)  # Python numbers: no host-to-device copy
-    >>> metric.update(2)
-    >>> metric.compute()
-    tensor(2.5714)
+:func:`suppress_nan_check` (no NaN handling at all), :func:`scalar_to_tensor_updates` (Python numbers enter without a
+host-to-device copy) and :func:`sync_free` (every acceleration that applies; a class with no accelerated counterpart
+gets a *generic* class, whose ``repr()`` says its ``update()`` may still sync). Decorated classes subclass the class
+they decorate, keep its name, and pickle.
 """
 
 import functools
@@ -64,7 +44,7 @@ def _number_to_tensor(metric: Metric, x: Any) -> Any:
 
 
 def _neutral_element(metric: BaseAggregator) -> float | None:
-    """What a dropped value becomes for this aggregator's reduction; ``None`` when dropping needs a shape change."""
+    """What a dropped value becomes for this aggregator's reduction (``None``: dropping changes a shape)."""
     return neutral_element(metric._reductions[metric.state_name])
 
 
@@ -80,11 +60,9 @@ def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tens
 
 
 def suppress_nan_check(cls: M) -> M:
-    """The profiling article's fix: a ``BaseAggregator`` subclass that does no NaN handling at all.
+    """A ``BaseAggregator`` subclass that does no NaN handling at all (the profiling article's fix).
 
-    Unlike the article's version, user weights are kept and Python numbers passed to ``update``/``forward`` become
-    device tensors through a fill kernel instead of ``torch.as_tensor(x, device=...)`` (as with
-    :func:`scalar_to_tensor_updates`).
+    User weights are kept, and Python numbers become device tensors through a fill kernel.
 
     Args:
         cls: a subclass of ``torchmetrics.aggregation.BaseAggregator``.
@@ -177,7 +155,6 @@ def _sync_free_init(cls: type) -> Callable:
     @functools.wraps(inner_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         inner_init(self, *args, **kwargs)
-        self._setup_sync_free()
         if (
             isinstance(self, DeferredNanFlag)
             and _neutral_element(self) is None

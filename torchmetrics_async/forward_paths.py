@@ -1,15 +1,4 @@
-"""The two ``forward`` paths of ``SyncFreeMixin``: one reduction of the batch, or torchmetrics' own, kept safe.
-
-``SyncFreeMixin`` binds :func:`run_guarded` and :func:`forward_one_pass` as its private methods and calls the
-torchmetrics-path helpers with its parent's ``forward``.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import MaxMetric
-    >>> metric = MaxMetric()
-    >>> forward_one_pass(metric, (torch.tensor([1.0, 3.0]),), {}), metric.compute()
-    (tensor(3.), tensor(3.))
-"""
+"""The two ``forward`` paths of ``SyncFreeMixin``: one reduction of the batch, or torchmetrics' own, kept safe."""
 
 from collections.abc import Callable
 from typing import Any
@@ -73,7 +62,6 @@ def forward_one_pass(metric: Any, args: tuple, kwargs: dict) -> Any:
     value = _squeeze_if_scalar(run_guarded(metric, grad, metric._batch_value, (stats,), {}))
     if stats is not None:
         value = nan_where(metric._batch_violation(stats), value)
-        metric._own_states()  # a compute-group follower holds its leader's states (see OWNED_STATES)
         run_guarded(metric, False, metric._merge_stats, (_detach(stats),), {})
     state["_forward_cache"] = value
     return value
@@ -107,7 +95,6 @@ def forward_generic_compiled(metric: Any, forward: Callable, args: tuple, kwargs
     host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
     state[COMPILED_SEEN] = 0  # read as the host count alone until restored
     state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
-    metric._own_states()
     # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
     # the batch's merged with these): their values are copied back into these, which stay the states (the
     # addresses compiled code was traced with, owned).

@@ -1,21 +1,7 @@
-"""The sync-free metric mixin: a lean update wrapper, in-place reset and a one-pass ``forward``.
+"""The sync-free metric base: a lean update wrapper, in-place reset, a one-pass ``forward`` and one setup.
 
-torchmetrics' ``forward`` copies every state, resets, updates on the batch, computes, and merges the copies back
-(``MaxMetric`` even updates twice); ``reset`` allocates fresh states from defaults that may live on another device.
-A metric built on :class:`SyncFreeMixin` instead reduces the batch once to *batch statistics* (tensors shaped like
-its states, or Python numbers), adds them into its states in place, and derives the batch value from the same
-statistics. Subclasses implement three hooks:
-
-- ``_batch_stats(*args, **kwargs)``: reduce one batch, NaN strategy applied, no host sync;
-- ``_merge_stats(stats)``: fold them into the states in place;
-- ``_batch_value(stats)``: what ``forward`` returns, i.e. what ``compute()`` would give on this batch alone.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import MeanMetric
-    >>> metric = MeanMetric()
-    >>> metric(torch.tensor([1.0, 2.0])), metric(torch.tensor(6.0)), metric.compute()
-    (tensor(1.5000), tensor(6.), tensor(3.))
+A subclass reduces a batch once (``_batch_stats``), folds the statistics into its states in place (``_merge_stats``)
+and derives the batch value from them (``_batch_value``).
 """
 
 import functools
@@ -61,10 +47,8 @@ from torchmetrics_async.forward_paths import (
 from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 from torchmetrics_async.registry import (
-    defined_in_package,
     note_one_pass_methods,
     register_on_definition,
-    torchmetrics_origin,
     uses_one_pass_forward,
 )
 from torchmetrics_async.sync.metrics import sync_states
@@ -94,32 +78,28 @@ _ANNOUNCED: set[tuple[str, str]] = set()
 _UPDATE_COUNT_KEY = "_update_count"
 
 
-def _forwarding_init(cls: type, origin: type) -> Any:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        super(cls, self).__init__(*args, **kwargs)
-        self._setup_sync_free()
+def _init_then_setup(cls: type) -> Callable:
+    """``cls``'s own (or inherited) ``__init__``, then, where ``cls`` is the instance's class, the one setup."""
+    own = cls.__dict__.get("__init__")
 
-    __init__.__signature__ = inspect.signature(origin.__init__)  # type: ignore[attr-defined]
-    __init__.__doc__ = f"Same arguments as ``{origin.__module__}.{origin.__name__}``."
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if own is None:
+            super(cls, self).__init__(*args, **kwargs)
+        else:
+            own(self, *args, **kwargs)
+        if type(self) is cls:  # the outermost __init__ has returned: a subclass's own states exist too
+            self._setup_sync_free()
+
+    functools.update_wrapper(__init__, own or cls.__init__)
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     return __init__
 
 
 class SyncFreeMixin:
-    """Lean update wrapper, owned storage, deferred checks, adoption of live instances; first in a ``Metric``'s bases.
+    """Lean update wrapper, owned storage, deferred checks, one setup; first in a ``Metric``'s bases.
 
-    A package subclass of a torchmetrics class of the same name registers on definition (see
-    :mod:`~torchmetrics_async.registry`). One whose ``update`` and ``compute`` are this package's and that implements
-    ``_batch_stats``, ``_merge_stats`` and ``_batch_value`` gets the one-pass ``forward`` (see
-    :func:`uses_one_pass_forward`). Deferred checks (:mod:`~torchmetrics_async.deferred`) and the window's update
-    count (:mod:`~torchmetrics_async.counting`) are its methods, defined there.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric()
-        >>> metric(torch.tensor([1.0, 2.0])), metric(torch.tensor(4.0)), metric.compute()
-        (tensor(3.), tensor(4.), tensor(7.))
+    A package subclass of a torchmetrics class of the same name registers on definition. One whose ``update`` and
+    ``compute`` are this package's and that implements the three batch hooks gets the one-pass ``forward``.
     """
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
@@ -149,24 +129,21 @@ class SyncFreeMixin:
     _count_traced_update = counting.count_traced_update
     _count_compiled_update = counting.count_compiled_update
 
-    # The one-pass forward and its guard (see torchmetrics_async.forward_paths).
-    _run_guarded = forward_paths.run_guarded
+    # The one-pass forward (see torchmetrics_async.forward_paths).
     _forward_one_pass = forward_paths.forward_one_pass
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Register; note one-pass methods; a package class without ``__init__`` gets torchmetrics' constructor."""
+        """Register; note one-pass methods; end construction in the one setup (see :func:`_init_then_setup`)."""
         super().__init_subclass__(**kwargs)
         register_on_definition(cls)
         if hasattr(cls, "_batch_value"):
             note_one_pass_methods(cls)
-        origin = torchmetrics_origin(cls)
-        if origin is not None and "__init__" not in cls.__dict__ and defined_in_package(cls):
-            cls.__init__ = _forwarding_init(cls, origin)
+        cls.__init__ = _init_then_setup(cls)
 
     def _wrap_update(self, update: Callable) -> Callable:
         """Same contract as ``Metric._wrap_update`` for a fraction of its host time (no ``Module.__setattr__``)."""
         state = self.__dict__
-        # Looked up once: every update pays for these calls, not for finding them (nor for a _run_guarded frame).
+        # Looked up once: every update pays for these calls, not for finding them.
         is_compiling, grad_enabled = torch.compiler.is_compiling, torch.is_grad_enabled
         set_grad = torch._C._set_grad_enabled
 
@@ -203,6 +180,10 @@ class SyncFreeMixin:
     @_update_count.setter
     def _update_count(self, value: int) -> None:
         set_update_count(self, value)
+        # A door: torchmetrics links a compute-group follower by assigning it the leader's states, then this count
+        # (not torchmetrics' own forward restoring ours: FORWARD_BATCH).
+        if OWNED_STATES in self.__dict__ and self.__dict__[FORWARD_BATCH] is None:
+            self._own_states(in_place=True)
 
     def _filter_kwargs(self, **kwargs: Any) -> dict[str, Any]:
         """Torchmetrics' keyword filtering for ``MetricCollection.update``, from a cached reading of the signature."""
@@ -235,28 +216,13 @@ class SyncFreeMixin:
         sync_states(self, process_group=process_group or self.process_group)
 
     def reset(self) -> None:
-        """Reset states to their defaults, raising first what the window recorded and nobody reported.
+        """Reset states to fresh copies of their defaults, raising first what the window recorded and nobody reported.
 
-        A deferred error (a NaN under ``nan_strategy="error"``, a label out of range, ...) that ``compute()`` has not
-        raised since the flags were last written (an update, or states arriving by ``merge_state`` or
-        ``load_state_dict``) is raised here, after the states are reset (one host read, only when the flags were
-        written since they were last read): an error is never dropped, even where only ``forward()``'s batch values
-        are logged. Each state becomes a fresh device-side copy of its default (no host-to-device copy); whatever
-        held the old tensor (a ``Running`` window slot, a compute-group sibling, a user's variable) keeps its value,
-        as with torchmetrics. Inside :func:`fused_reset` the fresh copies of many metrics are made by one fused copy.
+        An error ``compute()`` did not raise is raised here, after the reset (one host read, only when flags were
+        written since last read). Whatever held an old state (a window slot, a user's variable) keeps its value.
 
         Raises:
             RuntimeError: the first deferred error of the window, if ``compute()`` did not raise it.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.update(torch.tensor(2.0))
-            >>> state = metric.sum_value
-            >>> metric.reset()
-            >>> metric.sum_value is state, float(state)
-            (False, 2.0)
         """
         report = self._report_unreported_checks()
         try:
@@ -291,30 +257,31 @@ class SyncFreeMixin:
             else:
                 current.clear()  # as torchmetrics: whoever shares the list sees it emptied
 
-    def _own_states(self) -> None:
-        """Copy every state this metric does not own (see :data:`OWNED_STATES`): at a door, and in ``forward``."""
+    def _own_states(self, in_place: bool = False) -> None:
+        """A door: copy the states this metric does not own (``in_place``: into its own, fused, where layouts agree)."""
         state = self.__dict__
         owned = state[OWNED_STATES]
+        targets, sources = [], []
         for attr in self._defaults:
-            current = state[attr]
-            if owned.get(attr) is not current:
+            current, mine = state[attr], owned.get(attr)
+            if mine is current:
+                continue
+            if in_place and isinstance(mine, Tensor) and isinstance(current, Tensor) and same_layout(mine, current):
+                targets.append(mine)
+                sources.append(current)
+            else:
                 mine = mark_static_address(current.detach().clone()) if isinstance(current, Tensor) else list(current)
-                setattr(self, attr, mine)
-                owned[attr] = mine
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Torchmetrics' pickling state; whoever unpickles it copies the states (see :meth:`__setstate__`)."""
-        state = super().__getstate__()
-        state[OWNED_STATES] = {}
-        return state
+            setattr(self, attr, mine)
+            owned[attr] = mine
+        fused_copy_(targets, sources)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Torchmetrics' unpickling, then a copy of every state: unpickling is a door (see :data:`OWNED_STATES`)."""
+        """Torchmetrics' unpickling, then the one setup (a torchmetrics pickle loaded under ``patch()`` included)."""
         super().__setstate__(state)
-        self._own_states()
+        self._setup_sync_free()
 
     def _wrap_compute(self, compute: Callable) -> Callable:
-        """torchmetrics' compute wrapper; in a batch ``forward()`` computes: NaN where the batch violated a check."""  # noqa: D403
+        """Torchmetrics' compute wrapper; in a batch ``forward()``: NaN where the batch violated a check."""
         wrapped = super()._wrap_compute(compute)
         state = self.__dict__
 
@@ -339,11 +306,8 @@ class SyncFreeMixin:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Accumulate the batch and return the metric on it alone, without a host sync.
 
-        A class whose ``update`` and ``compute`` are this package's reduces the batch once (see
-        :func:`uses_one_pass_forward`); any other (a user's subclass overriding either, ``dist_sync_on_step=True``) gets
-        torchmetrics' forward, calling its own ``update``/``compute`` exactly as torchmetrics does. Either way a
-        batch that violated a deferred check gets NaN as its value, and the violation stays recorded for
-        ``compute()``/``reset()``.
+        Where ``update`` and ``compute`` are this package's the batch is reduced once; otherwise torchmetrics' forward
+        calls the class's own methods. A batch that violated a deferred check gets NaN; the violation stays recorded.
 
         Args:
             args: as for ``update``.
@@ -354,15 +318,6 @@ class SyncFreeMixin:
 
         Raises:
             TorchMetricsUserError: if the metric is synced, as in torchmetrics.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MeanMetric
-            >>> class Doubled(MeanMetric):
-            ...     def update(self, value, weight=1.0):
-            ...         super().update(value * 2, weight)
-            >>> Doubled()(torch.tensor([1.0, 2.0]))
-            tensor(3.)
         """
         if self._is_synced:
             raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
@@ -410,9 +365,6 @@ class SyncFreeMixin:
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
         """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent.
 
-        A metric restored from it computes exactly what the saved one would, ``"mean"`` states and the
-        "compute before update" warning included.
-
         Args:
             destination: as ``torch.nn.Module.state_dict``.
             prefix: as ``torch.nn.Module.state_dict``.
@@ -420,14 +372,6 @@ class SyncFreeMixin:
 
         Returns:
             The state dict.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric(nan_strategy="ignore")
-            >>> metric.persistent(True)
-            >>> metric.update(1.0)
-            >>> sorted(metric.state_dict())
-            ['_update_count', 'sum_value']
         """
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
         self._as_torchmetrics_holds(destination, prefix)
@@ -437,15 +381,10 @@ class SyncFreeMixin:
 
     @property
     def metric_state(self) -> dict[str, Any]:
-        """The states as torchmetrics would hold them (see :meth:`_as_torchmetrics_holds`), as ``merge_state`` reads.
+        """The states as torchmetrics would hold them, as ``merge_state`` reads them.
 
         Returns:
             State name -> state.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> sorted(SumMetric(nan_strategy="ignore").metric_state)
-            ['sum_value']
         """
         state = {attr: getattr(self, attr) for attr in self._defaults}
         self._as_torchmetrics_holds(state)
@@ -486,31 +425,28 @@ class SyncFreeMixin:
             parent()
 
     def _setup_sync_free(self) -> None:
-        """The one setup path, at the end of ``__init__`` and of adoption: extra states, ownership, constants."""
-        self._add_extra_states()
+        """The one setup, ending construction, ``accelerate()``'s class swap and unpickling: idempotent."""
         state = self.__dict__
+        cls = type(self)
+        state["_update_signature"] = inspect.signature(cls.update.__get__(self))
+        state["update"] = self._wrap_update(cls.update.__get__(self))
+        state["compute"] = self._wrap_compute(cls.compute.__get__(self))
+        self._add_extra_states()
         state[OWNED_STATES] = {}
         state.setdefault(FORWARD_BATCH, None)
-        state[COMPILED_UPDATES] = mark_static_address(torch.zeros((), dtype=torch.int64, device=self.device))
-        state[COMPILED_SEEN] = 0
+        counter = state.get(COMPILED_UPDATES)
+        counter = torch.zeros((), dtype=torch.int64, device=self.device) if counter is None else counter.clone()
+        state[COMPILED_UPDATES] = mark_static_address(counter)
+        state.setdefault(COMPILED_SEEN, 0)
         state.setdefault(UNREPORTED, False)
         # Present from the start: a key added later (by a compiled forward) changes the dict Dynamo guards on.
         state[COUNTS_ON_HOST] = False
         state.setdefault(DEFERRED_RAISE_OWNED, False)
         self._set_constants()
-        # A door (construction, adoption): updates never check, and a compiled forward finds its states owned, so
-        # it traces the same in-place path at every call (one graph), not a copying first call and a recompile.
+        # A door: updates never check, and a compiled forward finds its states owned (one graph, no recompile).
         self._own_states()
         self._update_parameters()
         self._announce_fallbacks()
-
-    def _adopt(self) -> None:
-        """Finish turning a live torchmetrics instance into this class (after ``obj.__class__ = cls``)."""
-        cls = type(self)
-        self.__dict__["_update_signature"] = inspect.signature(cls.update.__get__(self))
-        self.__dict__["update"] = self._wrap_update(cls.update.__get__(self))
-        self.__dict__["compute"] = self._wrap_compute(cls.compute.__get__(self))
-        self._setup_sync_free()
 
     def _announce_fallbacks(self) -> None:
         """Say once per class and option when an option makes this metric take torchmetrics' syncing path."""
@@ -533,19 +469,11 @@ class SyncFreeMixin:
 def has_stock_compute(metric: Any) -> bool:
     """Whether ``metric.compute`` is torchmetrics' sync-compute-unsync wrapper (or ours, which only adds to it).
 
-    torchmetrics' wrappers (``Running``, ``ClasswiseWrapper``, ...) and compositions leave ``compute`` unwrapped and
-    sync inside it, or not at all: they cannot be synced from outside before their ``compute()``.
-
     Args:
         metric: a ``Metric``.
 
     Returns:
-        ``True`` for a metric whose ``compute()`` syncs through its own ``_sync_dist``.
-
-    Example:
-        >>> from torchmetrics_async import RunningMean, SumMetric
-        >>> has_stock_compute(SumMetric()), has_stock_compute(RunningMean())
-        (True, False)
+        ``True`` for a metric whose ``compute()`` syncs through its own ``_sync_dist`` (not a wrapper or composition).
     """
     wrap = type(metric)._wrap_compute
     return wrap is Metric._wrap_compute or (

@@ -1,21 +1,8 @@
-"""Class resolution: torchmetrics class -> accelerated class, the classes derived from users' classes, and why not.
+"""Class resolution: torchmetrics class -> accelerated class, classes derived from users' classes, and why not.
 
-- Which torchmetrics class a class stands for (:func:`torchmetrics_origin`, :func:`torchmetrics_base`).
-- The registry, filled by subclassing: any public class (name not starting with ``_``) defined in a
-  ``torchmetrics_async`` module whose bases include a torchmetrics class of the same name registers itself. So a new
-  family is one module that subclasses its torchmetrics origins; ``accelerate``, ``patch``, the coverage listing and
-  the README table read this registry and need no edit. Users' subclasses (defined outside the package) and derived
-  classes are never registered.
-- Derived classes (:func:`derive`): a user's subclass of a registered torchmetrics class rebased on its accelerated
-  class (:func:`accelerated_class_for`), and the classes the decorators make. They keep the name of the class they
-  derive from and pickle by re-deriving from it.
-- Why a class is not accelerated (:func:`why_not_accelerated`), as ``accelerate()`` and the coverage listing say it:
-  for torchmetrics' own classes, the tables :data:`VERIFIED_SYNC_FREE` (sync-free as they are),
-  :data:`MEASURED_SYNCS` (host syncs measured) and :data:`EXPLAINED`, each checked by
-  ``tests/test_verified_sync_free.py``.
-
-``accelerate``, the decorators, coverage and the metric base all resolve classes here; of this package, this module
-imports only the torchmetrics seam and the tables of :mod:`torchmetrics_async.unaccelerated`.
+A public class of a ``torchmetrics_async`` module that subclasses a torchmetrics class of the same name registers
+itself on definition; ``accelerate``, ``patch`` and coverage read the registry. Derived classes keep their origin's
+name and pickle by re-deriving from it.
 
 Example:
     >>> import torchmetrics
@@ -62,18 +49,13 @@ _DERIVED: dict[tuple[Callable, type], type] = {}
 
 
 def torchmetrics_origin(cls: type) -> type | None:
-    """The torchmetrics class of the same name that ``cls`` subclasses (what an accelerated class stands in for).
+    """The torchmetrics class of the same name that ``cls`` subclasses (what it stands in for).
 
     Args:
         cls: a class.
 
     Returns:
         The torchmetrics base class, or ``None``.
-
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> torchmetrics_origin(MeanMetric).__module__
-        'torchmetrics.aggregation'
     """
     return next(
         (
@@ -93,12 +75,6 @@ def is_torchmetrics_class(cls: type) -> bool:
 
     Returns:
         ``True`` for torchmetrics' classes.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import MeanMetric
-        >>> is_torchmetrics_class(torchmetrics.MeanMetric), is_torchmetrics_class(MeanMetric)
-        (True, False)
     """
     return cls.__module__.split(".")[0] == "torchmetrics" and _DERIVED_BY not in vars(cls)
 
@@ -111,13 +87,6 @@ def torchmetrics_base(cls: type) -> type | None:
 
     Returns:
         The class or ``None``.
-
-    Example:
-        >>> import torchmetrics
-        >>> class Doubled(torchmetrics.MeanMetric):
-        ...     pass
-        >>> torchmetrics_base(Doubled) is torchmetrics.MeanMetric
-        True
     """
     return next((base for base in cls.__mro__ if is_torchmetrics_class(base)), None)
 
@@ -125,8 +94,7 @@ def torchmetrics_base(cls: type) -> type | None:
 def register(accelerated: type) -> type:
     """Register an accelerated class under the torchmetrics class of the same name it subclasses.
 
-    Classes of this package register themselves (see :func:`register_on_definition`); call this for a class defined
-    elsewhere, e.g. a user's own sync-free implementation that ``patch()`` should install.
+    Package classes register themselves; call this for a class defined elsewhere that ``patch()`` should install.
 
     Args:
         accelerated: a class that subclasses a torchmetrics class of the same name.
@@ -136,12 +104,6 @@ def register(accelerated: type) -> type:
 
     Raises:
         TypeError: if no base class of ``accelerated`` is a torchmetrics class of the same name.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import MeanMetric
-        >>> register(MeanMetric) is MeanMetric and registry()[torchmetrics.MeanMetric] is MeanMetric
-        True
     """
     origin = torchmetrics_origin(accelerated)
     if origin is None:
@@ -155,11 +117,6 @@ def registry() -> dict[type, type]:
 
     Returns:
         The mapping.
-
-    Example:
-        >>> import torchmetrics
-        >>> registry()[torchmetrics.SumMetric].__module__
-        'torchmetrics_async.aggregation'
     """
     return dict(_REGISTRY)
 
@@ -167,10 +124,11 @@ def registry() -> dict[type, type]:
 def defined_in_package(cls: type) -> bool:
     """Whether ``cls`` is one of this package's own classes (not a user's, not a derived one).
 
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> defined_in_package(MeanMetric)
-        True
+    Args:
+        cls: a class.
+
+    Returns:
+        ``True`` for the package's classes.
     """
     return cls.__module__.split(".")[0] == _PACKAGE and _DERIVED_BY not in vars(cls)
 
@@ -180,19 +138,10 @@ def _registers_itself(cls: type) -> bool:
 
 
 def register_on_definition(cls: type) -> None:
-    """Register ``cls`` and give it its docstring if it is a package class subclassing a torchmetrics class by name.
-
-    Called from ``__init_subclass__`` of the package's bases (``SyncFreeMixin``, :class:`AutoRegistered`), so a
-    subclass of a torchmetrics class of the same name registers on definition.
+    """Register ``cls``, with its docstring, if it is a package class subclassing a torchmetrics class by name.
 
     Args:
-        cls: the class just defined.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async.classification import BinaryAccuracy
-        >>> registry()[torchmetrics.classification.BinaryAccuracy]
-        <class 'torchmetrics_async.classification.binary.BinaryAccuracy'>
+        cls: the class just defined (called from the package bases' ``__init_subclass__``).
     """
     if _registers_itself(cls):
         register(cls)
@@ -217,7 +166,7 @@ def note_one_pass_methods(cls: type) -> None:
     """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source.
 
     Args:
-        cls: a class implementing the batch-statistics hooks (``SyncFreeMixin`` calls this on definition).
+        cls: a class implementing the batch-statistics hooks.
     """
     for name in ("update", "compute"):
         # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
@@ -229,11 +178,9 @@ def note_one_pass_methods(cls: type) -> None:
 
 
 def uses_one_pass_forward(cls: type) -> bool:
-    """Whether ``forward`` reduces the batch once for instances of ``cls``: its ``update`` and ``compute`` are ours.
+    """Whether ``forward`` reduces the batch once for ``cls``: its ``update`` and ``compute`` are ours.
 
-    Decided at every call from the class as it is then, so a subclass that overrides either method, at any depth
-    and at any time, gets torchmetrics' forward semantics (its own ``update``/``compute`` called as torchmetrics
-    calls them).
+    Decided at every call, so a subclass overriding either method gets torchmetrics' forward semantics.
 
     Args:
         cls: a metric class.
@@ -283,14 +230,6 @@ def derive(decorator: Callable[[type], type], cls: type, bases: tuple, namespace
 
     Returns:
         The derived class.
-
-    Example:
-        >>> import torchmetrics
-        >>> def shout(cls):
-        ...     return derive(shout, cls, (cls,), {})
-        >>> Loud = shout(torchmetrics.MeanMetric)
-        >>> Loud.__name__, Loud is shout(torchmetrics.MeanMetric), is_torchmetrics_class(Loud)
-        ('MeanMetric', True, False)
     """
     key = (decorator, cls)
     if key not in _DERIVED:
@@ -314,13 +253,7 @@ def _is_accelerated(cls: type) -> bool:
 
 
 def _rebased(cls: type) -> type | None:
-    """A user subclass of a registered torchmetrics class, rebased on its accelerated class; else ``None``.
-
-    ``type(name, (cls, accelerated), ...)``: C3 puts the user's classes first and the accelerated class before the
-    torchmetrics class both subclass, so the user's overrides win and ``super()`` reaches the sync-free methods.
-    Only when the nearest torchmetrics class is registered: a torchmetrics subclass in between (say
-    ``MulticlassLogAUC`` over ``MulticlassROC``) has methods of its own that are not sync-free.
-    """
+    """A user subclass of a registered torchmetrics class rebased on its accelerated class (user's methods first)."""
     if is_torchmetrics_class(cls) or _DERIVED_BY in vars(cls):
         return None
     origin = torchmetrics_base(cls)
@@ -343,9 +276,6 @@ def _rebase(cls: type) -> type:
 def accelerated_class_for(cls: type) -> type | None:
     """The accelerated class for ``cls``: registered, ``cls`` if accelerated, a rebased user subclass, or ``None``.
 
-    A user's subclass of an accelerated torchmetrics class gets a derived class with the same name whose bases are the
-    user's class and the accelerated class: the user's methods first, the sync-free ones in place of torchmetrics'.
-
     Args:
         cls: a ``Metric`` subclass.
 
@@ -354,8 +284,6 @@ def accelerated_class_for(cls: type) -> type | None:
 
     Example:
         >>> import torchmetrics
-        >>> accelerated_class_for(torchmetrics.MaxMetric).__module__
-        'torchmetrics_async.aggregation'
         >>> accelerated_class_for(torchmetrics.classification.MulticlassLogAUC) is None
         True
     """
@@ -416,11 +344,7 @@ def why_not_accelerated(cls: type) -> str:
 
     Example:
         >>> import torchmetrics
-        >>> why_not_accelerated(torchmetrics.MeanMetric)
-        ''
         >>> why_not_accelerated(torchmetrics.classification.BinaryLogAUC).startswith("syncs on every update")
-        True
-        >>> why_not_accelerated(torchmetrics.image.TotalVariation).startswith("sync-free as it is (verified)")
         True
     """
     if accelerated_class_for(cls) is not None:

@@ -69,6 +69,8 @@ class SyncFreeRunning(SyncFreeMixin):
     @_update_count.setter
     def _update_count(self, value: int) -> None:
         self.__dict__["_update_count"] = value
+        if OWNED_STATES in self.__dict__:  # a compute-group link (see SyncFreeMixin._update_count)
+            self._own_states(in_place=True)
 
     def _store_window_slot(self) -> None:
         state = self.__dict__
@@ -140,7 +142,6 @@ class SyncFreeRunning(SyncFreeMixin):
             tensor(4.)
         """
         state = self.__dict__
-        self._own_states()  # a compute-group follower's slots are its leader's (see metric.OWNED_STATES)
         result = self.base_metric.forward(*args, **kwargs)
         self._store_window_slot()
         state["_computed"] = None

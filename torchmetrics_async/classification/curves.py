@@ -445,7 +445,6 @@ class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
     ) -> None:
         self.__dict__["_validate_values"] = validate_args
         super().__init__(max_fpr, thresholds, ignore_index, validate_args, **kwargs)
-        self._setup_sync_free()
 
     def _add_extra_states(self) -> None:
         # torchmetrics' own BinaryAUROC keeps no trace of its validate_args: an instance accelerate() adopts gets the

@@ -28,7 +28,7 @@ from torchmetrics_async.deferred import (
     forget_preread,
     read_deferred_together,
 )
-from torchmetrics_async.metric import copy_update_count, fused_reset, has_stock_compute
+from torchmetrics_async.metric import SyncFreeMixin, copy_update_count, fused_reset, has_stock_compute
 from torchmetrics_async.sync.metrics import _labels, _start_metric_sync
 from torchmetrics_async.sync.states import _collect_metrics, _fusable_metric
 
@@ -157,6 +157,8 @@ class _FusedSyncCollection:
                         value = getattr(first, state)
                         setattr(member, state, deepcopy(value) if copy else value)
                     copy_update_count(first, member)
+                    if isinstance(member, SyncFreeMixin):  # a door: its forward adds into its own states
+                        member._own_states(in_place=True)
         self._state_is_copy = copy
 
     def compute(self) -> dict[str, Any]:
