@@ -27,36 +27,19 @@ from torchmetrics_async.classification.binary import INVALID_TARGET, not_binary
 from torchmetrics_async.classification.curve_kernels import normalize_scores
 from torchmetrics_async.classification.shapes import check_multilabel_shapes
 
-__all__ = [
-    "MultilabelCoverageError",
-    "MultilabelRankingAveragePrecision",
-    "MultilabelRankingLoss",
-    "coverage_error",
-    "ranking_average_precision",
-    "ranking_loss",
-]
+__all__ = ["MultilabelCoverageError", "MultilabelRankingAveragePrecision", "MultilabelRankingLoss"]
 
 
-def coverage_error(preds: Tensor, target: Tensor) -> tuple[Tensor, int]:
-    """Torchmetrics' ``_multilabel_coverage_error_update`` on ``(N, L)`` inputs, the offset written with ``where``.
-
-    Example:
-        >>> coverage_error(torch.tensor([[0.9, 0.2, 0.4]]), torch.tensor([[0, 0, 1]]))
-        (tensor(2.), 1)
-    """
+def _coverage_error(preds: Tensor, target: Tensor) -> tuple[Tensor, int]:
+    """Torchmetrics' ``_multilabel_coverage_error_update`` on ``(N, L)`` inputs, the offset written with ``where``."""
     offset = torch.where(target == 0, preds.min().abs() + 10, torch.zeros_like(preds))
     lowest = (preds + offset).min(dim=1)[0]
     coverage = (preds >= lowest[:, None]).sum(dim=1).to(torch.float32)
     return coverage.sum(), coverage.numel()
 
 
-def ranking_average_precision(preds: Tensor, target: Tensor) -> tuple[Tensor, int]:
-    """Torchmetrics' ``_multilabel_ranking_average_precision_update`` on ``(N, L)`` inputs, every row at once.
-
-    Example:
-        >>> ranking_average_precision(torch.tensor([[0.9, 0.2, 0.4]]), torch.tensor([[0, 0, 1]]))
-        (tensor(0.5000), 1)
-    """
+def _ranking_average_precision(preds: Tensor, target: Tensor) -> tuple[Tensor, int]:
+    """Torchmetrics' ``_multilabel_ranking_average_precision_update`` on ``(N, L)`` inputs, every row at once."""
     rows, labels = preds.shape
     ordered, order = (-preds).sort(dim=1, stable=True)
     relevant = (target == 1).gather(1, order)
@@ -74,13 +57,8 @@ def ranking_average_precision(preds: Tensor, target: Tensor) -> tuple[Tensor, in
     return scores.sum(), rows
 
 
-def ranking_loss(preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_multilabel_ranking_loss_update`` on ``(N, L)`` inputs: skipped rows add 0; the count on device.
-
-    Example:
-        >>> ranking_loss(torch.tensor([[0.9, 0.2, 0.4]]), torch.tensor([[0, 0, 1]]))
-        (tensor(0.5000), tensor(1))
-    """
+def _ranking_loss(preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """Torchmetrics' ``_multilabel_ranking_loss_update`` on ``(N, L)``: skipped rows add 0; the count on device."""
     rows, labels = preds.shape
     relevant = target == 1
     counted = relevant.sum(dim=1)
@@ -137,16 +115,16 @@ class _SyncFreeRanking(SyncFreeBatchStats):
 class MultilabelCoverageError(_SyncFreeRanking, tm.MultilabelCoverageError):
     """No host sync in ``update()`` or ``forward()``."""
 
-    _kernel = staticmethod(coverage_error)
+    _kernel = staticmethod(_coverage_error)
 
 
 class MultilabelRankingAveragePrecision(_SyncFreeRanking, tm.MultilabelRankingAveragePrecision):
     """No host sync in ``update()`` or ``forward()``; the per-row means and their sum may differ in the last bits."""
 
-    _kernel = staticmethod(ranking_average_precision)
+    _kernel = staticmethod(_ranking_average_precision)
 
 
 class MultilabelRankingLoss(_SyncFreeRanking, tm.MultilabelRankingLoss):
     """No host sync in ``update()`` or ``forward()``; the sum may differ in the last bits."""
 
-    _kernel = staticmethod(ranking_loss)
+    _kernel = staticmethod(_ranking_loss)

@@ -11,7 +11,7 @@ Example:
     >>> from torchmetrics_async.classification.roc_scores import BinaryEER
     >>> metric = BinaryEER(thresholds=5)
     >>> metric(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-    tensor(0.5000)
+    tensor(0.2500)
 """
 
 from typing import Any
@@ -40,24 +40,14 @@ def _batch_roc(metric: Any, confmat: Tensor) -> tuple[Tensor, Tensor]:
         state["confmat"] = saved
 
 
-def eer(fpr: Tensor, tpr: Tensor) -> Tensor:
-    """Torchmetrics' ``_eer_compute`` on curves ``(T,)`` or ``(C, T)``, the point picked with ``gather``.
-
-    Example:
-        >>> eer(torch.tensor([0.0, 0.5, 1.0]), torch.tensor([0.0, 0.5, 1.0]))
-        tensor(0.5000)
-    """
+def _eer(fpr: Tensor, tpr: Tensor) -> Tensor:
+    """Torchmetrics' ``_eer_compute`` on curves ``(T,)`` or ``(C, T)``, the point picked with ``gather``."""
     index = torch.argmin(torch.abs(fpr - (1 - tpr)), dim=-1, keepdim=True)
     return ((fpr.gather(-1, index) + (1 - tpr.gather(-1, index))) / 2).squeeze(-1)
 
 
-def logauc(fpr: Tensor, tpr: Tensor, fpr_range: tuple[float, float]) -> Tensor:
-    """Torchmetrics' ``_binary_logauc_compute`` on one curve ``(T,)``, without a host read.
-
-    Example:
-        >>> logauc(torch.tensor([0.0, 0.5, 1.0]), torch.tensor([0.0, 1.0, 1.0]), (0.1, 1.0))
-        tensor(0.8495)
-    """
+def _logauc(fpr: Tensor, tpr: Tensor, fpr_range: tuple[float, float]) -> Tensor:
+    """Torchmetrics' ``_binary_logauc_compute`` on one curve ``(T,)``, without a host read."""
     if fpr.numel() < 2 or tpr.numel() < 2:
         rank_zero_warn(LOGAUC_TOO_FEW_POINTS_MESSAGE)
         return torch.zeros((), device=fpr.device)
@@ -75,17 +65,17 @@ def logauc(fpr: Tensor, tpr: Tensor, fpr_range: tuple[float, float]) -> Tensor:
 
 
 def _eer_value(metric: Any, confmat: Tensor) -> Tensor:
-    return eer(*_batch_roc(metric, confmat))
+    return _eer(*_batch_roc(metric, confmat))
 
 
 def _logauc_value(metric: Any, confmat: Tensor) -> Tensor:
     fpr, tpr = _batch_roc(metric, confmat)
     if fpr.ndim == 1:
-        return logauc(fpr, tpr, metric.fpr_range)
+        return _logauc(fpr, tpr, metric.fpr_range)
     average = metric.average2
     if average not in (None, "none", "macro"):
         return _reduce_logauc(fpr, tpr, metric.fpr_range, average)  # torchmetrics' ValueError
-    scores = torch.stack([logauc(f, t, metric.fpr_range) for f, t in zip(fpr, tpr, strict=True)])
+    scores = torch.stack([_logauc(f, t, metric.fpr_range) for f, t in zip(fpr, tpr, strict=True)])
     return nan_ignoring_average(scores, average, scores)
 
 
