@@ -67,14 +67,6 @@ def _panoptic(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return preds, target
 
 
-def _multiclass(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.rand(_B * 4, 3, generator=g).softmax(-1), torch.arange(_B * 4) % 3
-
-
-def _multilabel(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.rand(_B * 4, 3, generator=g), torch.randint(0, 2, (_B * 4, 3), generator=g)
-
-
 def _groups(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.rand(_B * 4, generator=g), torch.arange(_B * 4) % 2, torch.arange(_B * 4) // 8
 
@@ -156,15 +148,6 @@ _TABLE: dict[str, tuple[dict[str, Any], Callable[[torch.Generator], tuple[Any, .
     **dict.fromkeys(_DATA_CLUSTERING, ({}, lambda g: (torch.randn(_B * 4, 3, generator=g), torch.arange(_B * 4) % 3))),
     "PanopticQuality": ({"things": {0, 1}, "stuffs": {6, 7}}, _panoptic),
     "ModifiedPanopticQuality": ({"things": {0, 1}, "stuffs": {6, 7}}, _panoptic),
-    "BinaryEER": ({"thresholds": 10}, lambda g: (torch.rand(_B * 4, generator=g), torch.arange(_B * 4) % 2)),
-    "BinaryLogAUC": ({"thresholds": 10}, lambda g: (torch.rand(_B * 4, generator=g), torch.arange(_B * 4) % 2)),
-    "MulticlassEER": ({"num_classes": 3, "thresholds": 10}, _multiclass),
-    "MulticlassLogAUC": ({"num_classes": 3, "thresholds": 10}, _multiclass),
-    "MultilabelEER": ({"num_labels": 3, "thresholds": 10}, _multilabel),
-    "MultilabelLogAUC": ({"num_labels": 3, "thresholds": 10}, _multilabel),
-    "MultilabelCoverageError": ({"num_labels": 3}, _multilabel),
-    "MultilabelRankingAveragePrecision": ({"num_labels": 3}, _multilabel),
-    "MultilabelRankingLoss": ({"num_labels": 3}, _multilabel),
     "BinaryFairness": ({"num_groups": 2}, _groups),
     "BinaryGroupStatRates": ({"num_groups": 2}, _groups),
     **dict.fromkeys(

@@ -229,8 +229,8 @@ class LabelShifted(torchmetrics.classification.MulticlassAccuracy):
         super().update((preds + 1) % self.num_classes, target)
 
 
-class MyLogAUC(torchmetrics.classification.MulticlassLogAUC):
-    """A user's subclass of a torchmetrics class that is not registered (its base MulticlassROC is)."""
+class MyWordErrorRate(torchmetrics.text.WordErrorRate):
+    """A user's subclass of a torchmetrics class that is not registered."""
 
 
 USER_SUBCLASSES = (DoubledSum, Doubled, ShiftedMax)
@@ -316,29 +316,29 @@ def test_user_subclass_of_a_registered_classification_metric_is_rebased() -> Non
 
 
 def test_user_subclass_of_an_unregistered_torchmetrics_class_is_not_accelerated() -> None:
-    with pytest.raises(TypeError, match="MyLogAUC: subclasses torchmetrics' MulticlassLogAUC"):
-        accelerate(MyLogAUC, strict=True)
-    metric = MyLogAUC(num_classes=3)
-    with pytest.warns(UserWarning, match="MulticlassLogAUC"):
+    with pytest.raises(TypeError, match="MyWordErrorRate: subclasses torchmetrics' WordErrorRate"):
+        accelerate(MyWordErrorRate, strict=True)
+    metric = MyWordErrorRate()
+    with pytest.warns(UserWarning, match="WordErrorRate"):
         assert accelerate(metric) is metric
-    assert type(metric) is MyLogAUC
+    assert type(metric) is MyWordErrorRate
 
 
 def test_torchmetrics_subclass_of_a_registered_class_is_not_passed_off_as_accelerated() -> None:
-    cls = torchmetrics.classification.MulticlassLogAUC
-    assert issubclass(cls, torchmetrics.classification.MulticlassROC)  # registered
-    metric = cls(num_classes=3)
-    with pytest.raises(
-        TypeError,
-        match=r"MulticlassLogAUC: syncs on every update \(.*\): not yet accelerated; it subclasses the accelerated",
-    ):
+    cls = torchmetrics.RetrievalMAP  # torchmetrics' deprecated alias: a subclass of the registered retrieval class
+    assert issubclass(cls, torchmetrics.retrieval.RetrievalMAP)
+    assert cls is not torchmetrics.retrieval.RetrievalMAP
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its deprecation warning
+        metric = cls()
+    with pytest.raises(TypeError, match=r"RetrievalMAP: syncs on every update \(.*\): .* deprecated alias"):
         accelerate(metric, strict=True)
-    with pytest.raises(TypeError, match="MulticlassLogAUC"):
+    with pytest.raises(TypeError, match="RetrievalMAP"):
         accelerate(cls, strict=True)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         assert accelerate(metric) is metric
-    assert [str(w.message).split(":")[0] for w in record] == ["torchmetrics_async cannot accelerate MulticlassLogAUC"]
+    assert [str(w.message).split(":")[0] for w in record] == ["torchmetrics_async cannot accelerate _RetrievalMAP"]
     assert type(metric) is cls
 
 
@@ -738,7 +738,7 @@ def _wrapper_defaults(origin: type) -> dict[str, Any]:
     if task is None:
         return {}
     accepted = inspect.signature(origin.__init__).parameters
-    wrapper = inspect.signature(getattr(torchmetrics, task[0]).__new__).parameters
+    wrapper = inspect.signature(getattr(torchmetrics.classification, task[0]).__new__).parameters
     return {
         name: p.default
         for name, p in wrapper.items()
@@ -762,8 +762,10 @@ def _paths(origin: type, accelerated: type, init: dict[str, Any], adopt: bool = 
     task = _task_of(origin)
     if task is not None:
         name, kind = task
-        builders["task wrapper"] = lambda: getattr(tma, name)(task=kind, **init)
-        builders["patch(), task wrapper"] = lambda: _patched(lambda: getattr(torchmetrics, name)(task=kind, **init))
+        builders["task wrapper"] = lambda: getattr(tma.classification, name)(task=kind, **init)
+        builders["patch(), task wrapper"] = lambda: _patched(
+            lambda: getattr(torchmetrics.classification, name)(task=kind, **init)
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return {path: build() for path, build in builders.items()}

@@ -123,3 +123,16 @@ def test_package_uses_no_undeclared_torchmetrics_internal() -> None:
             if re.search(rf"(\.|[\"']){re.escape(name)}\b", source):
                 found.setdefault(name, []).append(path.name)
     assert not found, f"torchmetrics internals used outside the seam's declarations: {found}"
+
+
+def test_logauc_and_ranking_messages_are_torchmetrics_own() -> None:
+    from torchmetrics.functional.classification.logauc import _binary_logauc_compute
+    from torchmetrics.functional.classification.ranking import _multilabel_ranking_tensor_validation
+
+    with pytest.warns(UserWarning, match="At least two values") as record:
+        _binary_logauc_compute(torch.zeros(1), torch.zeros(1))
+    assert [str(w.message) for w in record] == [seam.LOGAUC_TOO_FEW_POINTS_MESSAGE]
+    preds = torch.ones(2, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="floating point") as err:
+        _multilabel_ranking_tensor_validation(preds, preds, 2)
+    assert str(err.value) == seam.RANKING_FLOAT_PREDS_MESSAGE.format(preds.dtype)

@@ -145,10 +145,7 @@ def test_a_class_that_syncs_once_makes_no_host_sync_after_its_first_update(cls: 
 
 def test_the_reason_of_a_syncing_class_says_the_measured_numbers(rows: list[CoverageRow]) -> None:
     by_class = {row.torchmetrics_class: row for row in rows}
-    update, forward = MEASURED_SYNCS[torchmetrics.classification.BinaryEER]
-    assert (
-        f"({update} host syncs per update(), {forward} per forward() measured)"
-        in by_class[torchmetrics.classification.BinaryEER].reason
-    )
+    measured, (update, forward) = next(iter(MEASURED_SYNCS.items()))  # any: families leave this table as accelerated
+    assert f"({update} host syncs per update(), {forward} per forward() measured)" in by_class[measured].reason
     assert by_class[torchmetrics.text.WordErrorRate].reason.startswith("takes strings")
     assert "keep it out of the training step" in by_class[torchmetrics.text.WordErrorRate].reason

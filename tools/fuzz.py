@@ -95,6 +95,14 @@ def _init(case: Case, name: str, default: Any = None) -> Any:
     return case.init.get(name, default)
 
 
+def _validates(case: Case) -> bool:
+    """The ``validate_args`` it was built with: drawn, the wrapper's (True), else the default (BinaryLogAUC: False)."""
+    if "validate_args" in case.init or "wrapper" in case.path:
+        return bool(case.init.get("validate_args", True))
+    parameter = inspect.signature(case.origin.__init__).parameters.get("validate_args")
+    return True if parameter is None else bool(parameter.default)
+
+
 def _name(case: Case) -> str:
     return case.origin.__name__
 
@@ -147,7 +155,7 @@ ALLOWED: tuple[Allowance, ...] = (
     Allowance(
         "invalid values with `validate_args=False`",
         lambda case, s: (
-            _init(case, "validate_args", True) is False
+            not _validates(case)
             and (
                 bool(s["tags"] & {"range", "shape", "dtype", "label_preds"})
                 or (s["kind"] == "error" and s["ours"] is None)
@@ -342,7 +350,7 @@ ALLOWED: tuple[Allowance, ...] = (
         lambda case, s: (
             s["kind"] == "error"
             and s["op"] in ("update", "forward")
-            and _init(case, "validate_args", True) is False
+            and not _validates(case)
             and "shape" in s["tags"]
             and s["ours"] is not None
         ),
@@ -503,7 +511,7 @@ ALLOWED: tuple[Allowance, ...] = (
         lambda case, s: (
             s["kind"] == "error"
             and s["theirs"] is None
-            and _init(case, "validate_args", True) is False
+            and not _validates(case)
             and _family(case.origin) == "classification"
             and _clear_shape_error(s["ours"])
             and "shape" in str(s["ours"])
@@ -617,6 +625,7 @@ NAMED_SPACES: dict[str, list[Any]] = {
     "min_specificity": [0.0, 0.5, 1.0],
     "min_sensitivity": [0.0, 0.5, 1.0],
     "max_fpr": [None, 0.5, 1.0],
+    "fpr_range": [(0.001, 0.1), (0.0, 1.0), (0.1, 0.5), (0.5, 0.1)],
     "n_bins": [15, 3, 1],
     "window": [1, 3, 5],
     "adjusted": [0, 1, 2],
@@ -807,7 +816,20 @@ def _classification(origin: type, init: dict[str, Any], g: torch.Generator, rng:
     labels = init.get("num_labels") or _DEFAULT_CLASSES
     extra = (rng.randint(1, 3),) if init.get("multidim_average") == "samplewise" or rng.random() < 0.2 else ()
     kind = rng.choice(["logits", "probs", "probs", "labels"])
-    float_preds = any(k in name for k in ("Curve", "ROC", "AveragePrecision", "Calibration", "Hinge", "At", "Fixed"))
+    scored = (
+        "Curve",
+        "ROC",
+        "AveragePrecision",
+        "Calibration",
+        "Hinge",
+        "At",
+        "Fixed",
+        "EER",
+        "LogAUC",
+        "Ranking",
+        "Coverage",
+    )
+    float_preds = any(k in name for k in scored)
     if float_preds:  # label preds are invalid input here (torchmetrics' validation asks for floats)
         kind = rng.choice(["logits", "probs", "probs", "probs", "labels"])
     if task == "Multiclass":

@@ -25,6 +25,7 @@ from torchmetrics.functional.classification.confusion_matrix import _multiclass_
 from torchmetrics.functional.classification.f_beta import _fbeta_reduce
 from torchmetrics.functional.classification.hamming import _hamming_distance_reduce
 from torchmetrics.functional.classification.jaccard import _jaccard_index_reduce
+from torchmetrics.functional.classification.logauc import _reduce_logauc
 from torchmetrics.functional.classification.negative_predictive_value import _negative_predictive_value_reduce
 from torchmetrics.functional.classification.precision_recall import _precision_recall_reduce
 from torchmetrics.functional.classification.precision_recall_curve import (
@@ -68,6 +69,7 @@ from torchmetrics.utilities.data import (
     dim_zero_mean,
     dim_zero_min,
     dim_zero_sum,
+    interp,
 )
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
@@ -446,6 +448,7 @@ __all__ = [
     "COLLECTION_INTERNALS",
     "DEVICE_MISMATCH_MARKER",
     "FORWARD_WHILE_SYNCED_MESSAGE",
+    "LOGAUC_TOO_FEW_POINTS_MESSAGE",
     "METRIC_INTERNALS",
     "MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE",
     "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
@@ -456,6 +459,7 @@ __all__ = [
     "R2_ADJUSTED_DIVISION_MESSAGE",
     "R2_ADJUSTED_TOO_LARGE_MESSAGE",
     "R2_TOO_FEW_SAMPLES_MESSAGE",
+    "RANKING_FLOAT_PREDS_MESSAGE",
     "BaseAggregator",
     "CompositionalMetric",
     "Metric",
@@ -499,6 +503,7 @@ __all__ = [
     "_r2_score_update",
     "_reduce_auroc",
     "_reduce_average_precision",
+    "_reduce_logauc",
     "_safe_divide",
     "_specificity_reduce",
     "_squeeze_if_scalar",
@@ -518,6 +523,7 @@ __all__ = [
     "equal_metric_states",
     "float_preds_message",
     "gather_all_tensors",
+    "interp",
     "jit_distributed_available",
     "label_preds_values_message",
     "multiclass_curve_tensor_validation",
@@ -535,6 +541,11 @@ R2_ADJUSTED_TOO_LARGE_MESSAGE = (
     "More independent regressions than data points in adjusted r2 score. Falls back to standard r2 score."
 )
 R2_ADJUSTED_DIVISION_MESSAGE = "Division by zero in adjusted r2 score. Falls back to standard r2 score."
+# Restated from _binary_logauc_compute (a warning) and _multilabel_ranking_tensor_validation (a ValueError).
+LOGAUC_TOO_FEW_POINTS_MESSAGE = (
+    "At least two values on for the fpr and tpr are required to compute the log AUC. Returns 0 score."
+)
+RANKING_FLOAT_PREDS_MESSAGE = "Expected preds tensor to be floating point, but received input with dtype {}"
 
 
 def tweedie_domain_message(power: float) -> str | None:

@@ -195,8 +195,8 @@ def test_bad_target_values_raise_in_compute_with_torchmetrics_message(name: str,
     preds, target = _batch(name, torch.Generator().manual_seed(0), 4, False, None, torch.float32)
     target = target.clone()
     target.view(-1)[: C + 1] = torch.arange(C + 1) + 3  # 4 distinct labels outside every task's range
-    theirs = getattr(tmc, name)(**_kwargs(name, thresholds, None))
-    ours = getattr(tac, name)(**_kwargs(name, thresholds, None))
+    kwargs = _kwargs(name, thresholds, None, validate_args=True)  # BinaryLogAUC's default is False
+    theirs, ours = getattr(tmc, name)(**kwargs), getattr(tac, name)(**kwargs)
     with no_host_sync() if thresholds is not None else count_host_syncs():
         ours.update(preds, target)
     with pytest.raises(RuntimeError, match="Detected") as err:
@@ -212,8 +212,8 @@ def test_bad_target_values_raise_in_compute_with_torchmetrics_message(name: str,
 def test_shape_and_dtype_errors_are_eager_with_torchmetrics_message(name: str) -> None:
     preds, target = _batch(name, torch.Generator().manual_seed(0), 4, False, None, torch.float32)
     for bad_preds, bad_target in [(preds.long(), target), (preds, target.float()), (preds[..., :1], target)]:
-        theirs = getattr(tmc, name)(**_kwargs(name, 5, None))
-        ours = getattr(tac, name)(**_kwargs(name, 5, None))
+        kwargs = _kwargs(name, 5, None, validate_args=True)  # BinaryLogAUC's default is False
+        theirs, ours = getattr(tmc, name)(**kwargs), getattr(tac, name)(**kwargs)
         try:
             theirs.update(bad_preds, bad_target)
         except (ValueError, RuntimeError) as expected:

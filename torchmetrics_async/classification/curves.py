@@ -108,6 +108,8 @@ CURVE_ORIGINS = tuple(
         "PrecisionAtFixedRecall",
         "SensitivityAtSpecificity",
         "SpecificityAtSensitivity",
+        "EER",
+        "LogAUC",
     )
     for task in ("", "Binary", "Multiclass", "Multilabel")
 )

@@ -28,6 +28,7 @@ from torchmetrics_async.registry import _REGISTRY, AutoRegistered
 
 __all__ = [
     "AUROC",
+    "EER",
     "ROC",
     "Accuracy",
     "AveragePrecision",
@@ -40,6 +41,7 @@ __all__ = [
     "HammingDistance",
     "HingeLoss",
     "JaccardIndex",
+    "LogAUC",
     "MatthewsCorrCoef",
     "NegativePredictiveValue",
     "Precision",
@@ -121,3 +123,5 @@ RecallAtFixedPrecision = _task_wrapper(torchmetrics.RecallAtFixedPrecision)
 PrecisionAtFixedRecall = _task_wrapper(torchmetrics.PrecisionAtFixedRecall)
 SensitivityAtSpecificity = _task_wrapper(torchmetrics.SensitivityAtSpecificity)
 SpecificityAtSensitivity = _task_wrapper(torchmetrics.SpecificityAtSensitivity)
+EER = _task_wrapper(torchmetrics.classification.EER)
+LogAUC = _task_wrapper(torchmetrics.classification.LogAUC)
