@@ -1,16 +1,9 @@
 """Deferred checks: value errors recorded on the device in ``update``, raised later, never dropped.
 
-torchmetrics validates values inside ``update`` (``if nans.any()``, ``torch.unique`` of the labels), which makes the
-host wait for the device at every step. A sync-free metric records the violation instead, in a bool metric state per
-check (reduced with ``max``, so it is synced, merged and checkpointed with the metric), and reports it later:
-
-- ``compute()`` raises (or warns) with torchmetrics' message: one host read of the metric's own check states (a
-  collection reads all its members' in one read, :func:`read_deferred_together`);
-- ``forward()`` returns NaN as the batch value of a batch that violated a check (no host read);
-- ``reset()`` raises what ``compute()`` has not reported since the states were last written (one host read per
-  reset), so a window that is only logged per step (``forward`` then ``reset``) cannot lose an error. The states are
-  written by an update and by every door through which states arrive (``merge_state``, ``load_state_dict``): a door
-  counts as an update here (see :func:`mark_unreported`), so what arrives is raised like what was recorded locally.
+A violation is ORed into a bool metric state per check (reduced with ``max``: synced, merged and checkpointed with the
+metric). ``compute()`` raises or warns with torchmetrics' message (one host read), ``forward()`` returns NaN for a
+violating batch, and ``reset()`` raises what ``compute()`` has not reported since the states were last written (by an
+update or a door such as ``merge_state``/``load_state_dict``: :func:`mark_unreported`).
 
 Example:
     >>> import torch
@@ -110,17 +103,9 @@ def record_violation(metric: Any, name: str, violated: Tensor | bool) -> None:
 
 
 def add_with_violations(metric: Any, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
-    """``state.add_(value)`` for every pair, in one ``torch._foreach_add_``, then the violations recorded.
+    """``state.add_(value)`` for every pair in one ``torch._foreach_add_`` (one CUDA kernel), then the violations.
 
-    On CUDA a ``_foreach_add_`` whose tensors share dtype, device and shapes (the stat-score states and their
-    batch counts) is one fused multi-tensor kernel instead of one launch per state.
-
-    Args:
-        metric: the metric.
-        states: tensor states, written in place (owned by this metric).
-        values: tensors to add (same devices; dtypes and shapes as ``add_`` accepts them); a Python number is
-            added by the caller (``add_`` takes it as a kernel argument; ``_foreach_add_`` takes no mixed list).
-        violations: check name -> violation mask (any shape) or host-known bool.
+    Python numbers are added by the caller: ``_foreach_add_`` takes no mixed list.
     """
     if len(states) == 1:  # one pair: a plain add_ costs less host time than the list op
         states[0].add_(values[0])
@@ -139,20 +124,13 @@ def deferred_violated(metric: Any) -> Tensor | None:
 
 
 def raise_deferred_checks(metric: Any) -> None:
-    """Report the violated checks with their messages: one host read for all of them.
-
-    An ``"error"`` check raises ``RuntimeError`` (the first in registration order); a ``"warn"`` check warns once
-    per window. Skipped when ``DEFERRED_RAISE_OWNED`` is set.
-    """
+    """Report the violated checks (one host read): the first ``"error"`` raises, a ``"warn"`` warns once per window."""
     if deferred_checks_registered(metric) and not metric.__dict__.get(DEFERRED_RAISE_OWNED, False):
         report_deferred(metric, read_deferred(metric))
 
 
 def report_unreported_checks(metric: Any) -> Any:
-    """Read the checks if written since they were last reported; return the report to make after a reset.
-
-    Called by ``reset()`` before the states are cleared (the checks die with them).
-    """
+    """Read the checks if written since last reported (``reset()``, before they die); return the report to make."""
     state = metric.__dict__
     checks = deferred_checks_registered(metric)
     if (
@@ -166,10 +144,9 @@ def report_unreported_checks(metric: Any) -> Any:
 
 
 def read_deferred(metric: Any) -> list[tuple[str, str, bool]]:
-    """Every check as ``(message, action, violated)``: one host read; marks them reported.
+    """Every check as ``(message, action, violated)``: one host read (or a collection's pre-read); marks them reported.
 
-    The values a collection read for this ``compute()`` are used if there are any; the compiled updates' count
-    travels in the same read when it changed (see :mod:`~torchmetrics_async.counting`).
+    The compiled updates' count travels in the same read when it changed (see :mod:`~torchmetrics_async.counting`).
     """
     state = metric.__dict__
     checks = deferred_checks_registered(metric)
@@ -192,19 +169,10 @@ def reset_deferred(metric: Any) -> None:
 
 
 def read_deferred_together(metrics: Any) -> list[Any]:
-    """Read the deferred checks of many metrics in one host read (per device), for their next read of them.
+    """Read the deferred checks of many metrics in one host read per device, for each one's next report.
 
-    A collection calls this once, before its members compute (or reset): each member then reports from the values
-    read here instead of reading its own. Nothing is marked reported here, so a member whose ``compute()`` does not
-    run keeps its checks for ``reset()``; call :func:`forget_preread` on the returned metrics afterwards, before
-    anything can write their states.
-
-    Args:
-        metrics: the metrics (any; those without deferred checks, with ``DEFERRED_RAISE_OWNED`` set, or on the
-            ``meta`` device are skipped).
-
-    Returns:
-        The metrics that received read values.
+    Nothing is marked reported, so a member whose ``compute()`` does not run keeps its checks for ``reset()``; call
+    :func:`forget_preread` on the returned metrics afterwards, before anything can write their states.
 
     Example:
         >>> import torch
@@ -240,9 +208,6 @@ def read_deferred_together(metrics: Any) -> list[Any]:
 def forget_preread(metrics: Any) -> None:
     """Drop values read by :func:`read_deferred_together` that no ``compute()`` or ``reset()`` used.
 
-    Args:
-        metrics: the metrics.
-
     Example:
         >>> from torchmetrics_async import MeanMetric
         >>> forget_preread([MeanMetric()])
@@ -254,13 +219,8 @@ def forget_preread(metrics: Any) -> None:
 def mark_unreported(metric: Any) -> None:
     """Record that ``metric``'s states changed as an update changes them: cached result dropped, checks to report.
 
-    Every door through which states arrive (``merge_state``, ``load_state_dict``, a checkpoint) calls it, so a check
-    that arrives is raised by the next ``compute()`` (which computes again instead of returning a cached value) or, if
-    none runs, by ``reset()``, exactly like one recorded by a local update. The update count is left alone:
-    torchmetrics' "compute called before update" warning depends on it, and a door does not count as an update there.
-
-    Args:
-        metric: any ``Metric`` (the attribute only matters for one with deferred checks).
+    Every door through which states arrive calls it. The update count is left alone: torchmetrics' "compute called
+    before update" warning does not count a door as an update.
 
     Example:
         >>> import torch
@@ -280,17 +240,10 @@ def mark_unreported(metric: Any) -> None:
 
 
 def mark_static_address(tensor: Tensor) -> Tensor:
-    """Mark a state tensor as ``torch._dynamo.mark_static_address(tensor, guard=False)`` does, without importing Dynamo.
+    """Mark a state as ``torch._dynamo.mark_static_address(tensor, guard=False)`` does, without importing Dynamo.
 
-    Compiled code then treats its address as stable (no guard on it): ``mode="reduce-overhead"`` captures in-place
-    updates of it in a CUDA graph instead of skipping the graph for a mutated input. A tensor replaced later (a reset)
-    makes the CUDA graph re-record, never recompile.
-
-    Args:
-        tensor: a state tensor this metric owns and updates in place.
-
-    Returns:
-        The tensor.
+    ``mode="reduce-overhead"`` then captures in-place updates in a CUDA graph; a tensor replaced later (a reset) makes
+    the graph re-record, never recompile.
 
     Example:
         >>> import torch
@@ -302,14 +255,7 @@ def mark_static_address(tensor: Tensor) -> Tensor:
 
 
 def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
-    """Raise or warn for read checks ``(message, action, violated)``, as ``compute()`` reports them.
-
-    Args:
-        metric: the metric the checks belong to (its ``_nan_warned`` attribute makes a warning once per window).
-        checks: the checks, read on the host, in reporting order.
-
-    Raises:
-        RuntimeError: torchmetrics' message of the first violated ``"error"`` check.
+    """Raise (the first violated ``"error"``) or warn (once per window) for checks read on the host.
 
     Example:
         >>> report_deferred(object(), [("Bad.", "error", False)])  # nothing violated: nothing happens
@@ -326,14 +272,7 @@ def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
 
 
 def nan_where(violated: Tensor | None, value: Any) -> Any:
-    """``value`` with every floating-point tensor in it replaced by NaN where ``violated`` (a 0-dim bool) is set.
-
-    Args:
-        violated: whether the batch violated a check (device tensor), or ``None``.
-        value: a tensor, or a dict/list/tuple of them (what ``compute()`` returns).
-
-    Returns:
-        The value, NaN where violated; integer tensors are returned as they are (they have no NaN).
+    """``value`` (a tensor or a dict/list/tuple of them) with floating-point tensors NaN where ``violated`` is set.
 
     Example:
         >>> import torch
