@@ -19,13 +19,9 @@ from torchmetrics_async.deferred import mark_static_address
 
 __all__ = ["FRESH_DEFAULTS", "OWNED_STATES", "fused_copy_", "fused_reset", "reset_device", "same_layout"]
 
-#: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
-#: out. Sharing enters at known doors, and each copies there: construction and adoption (``_setup_sync_free``),
-#: unpickling (``__setstate__``: torch's pickler hands a spawned worker the sender's states in shared memory),
-#: ``load_state_dict``, ``.to()`` and the like (``_apply``). So ``update()`` writes in place without looking. The one
-#: door this package does not see is torchmetrics' ``MetricCollection`` linking a compute group: it assigns the
-#: leader's states to the followers and then calls every member's ``forward``; so ``forward`` copies the states not
-#: in this record first (a follower's), and writes into its own.
+#: Instance attribute: state name -> the state object this metric made itself and has not handed out. Every door
+#: through which sharing enters copies (adoption, unpickling, ``load_state_dict``, ``_apply``), so ``update()`` writes
+#: in place without looking; ``forward`` copies states not in this record (a compute-group follower's) first.
 OWNED_STATES = "_owned_states"
 # Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
 FRESH_DEFAULTS = "_fresh_defaults"
@@ -35,17 +31,9 @@ FRESH_DEFAULTS = "_fresh_defaults"
 def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
     """Reset many metrics with one fused copy of their defaults instead of one clone per state.
 
-    On entry, a fresh tensor is allocated for every tensor state of every metric of this package (skipping those
-    prepared already by an enclosing block) and the defaults are copied into all of them at once
-    (:func:`fused_copy_`: one kernel per device and dtype on CUDA); ``reset()`` inside the block takes them
-    instead of cloning each default. The states are still fresh tensors: whatever held the old ones keeps its
-    values, as with torchmetrics. On exit what no ``reset()`` took is dropped.
-
-    Args:
-        metrics: the metrics about to be reset (others are ignored).
-
-    Yields:
-        Nothing; reset the metrics inside the block.
+    On entry fresh tensors for every tensor state of every metric of this package get their defaults in one
+    :func:`fused_copy_`; ``reset()`` inside the block takes them. They are still fresh tensors: whatever held the old
+    ones keeps its values, as with torchmetrics.
 
     Example:
         >>> import torch
@@ -84,14 +72,7 @@ def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
 
 
 def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
-    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) of both sides.
-
-    CUDA fuses a ``_foreach_`` op into one kernel only where every tensor shares device and dtype, so the pairs are
-    grouped by those first: one kernel per group instead of one per pair.
-
-    Args:
-        targets: the tensors written.
-        sources: what each receives (same shapes).
+    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) group.
 
     Example:
         >>> import torch

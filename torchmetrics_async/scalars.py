@@ -25,12 +25,6 @@ __all__ = ["is_number", "round_to_dtype"]
 def is_number(x: object) -> bool:
     """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor.
 
-    Args:
-        x: any update argument.
-
-    Returns:
-        ``True`` for ``int``, ``float``, ``bool`` and NumPy scalars.
-
     Example:
         >>> is_number(2.5)
         True
@@ -55,18 +49,11 @@ def _round_with(fmt: str, x: float) -> float:
 
 
 def round_to_dtype(x: float, dtype: torch.dtype) -> float:
-    """Round a Python number to the nearest value representable in ``dtype``, as ``torch.as_tensor`` would.
+    """Round a number to the nearest value of a floating ``dtype`` (others: ``float(x)``), as ``as_tensor`` would.
 
     Sums, products and quotients of two such values computed in double precision and rounded once more are the
     correctly rounded results in ``dtype`` (double carries more than ``2p + 2`` bits), so host arithmetic on rounded
     numbers matches the device bit for bit.
-
-    Args:
-        x: the number.
-        dtype: a floating dtype; other dtypes return ``float(x)``.
-
-    Returns:
-        The rounded value as a Python float.
 
     Example:
         >>> import torch
