@@ -16,9 +16,8 @@ __all__ = ["ShapeMismatchError"]
 class ShapeMismatchError(ValueError, RuntimeError):
     """Inputs whose shapes do not fit together, raised at once (shapes are metadata: checking them is free).
 
-    A ``ValueError`` (bad input), and a ``RuntimeError`` too: torchmetrics raises ``RuntimeError`` for these shapes
-    (``_check_same_shape``, torch's broadcasting kernels), so code that catches torchmetrics' type keeps working. The
-    precedent is numpy's ``AxisError(ValueError, IndexError)``.
+    A ``ValueError`` (bad input) and a ``RuntimeError``, the type torchmetrics raises for these shapes, so callers that
+    catch torchmetrics' type keep working (as numpy's ``AxisError(ValueError, IndexError)``).
 
     Example:
         >>> try:
