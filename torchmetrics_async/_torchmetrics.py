@@ -142,12 +142,7 @@ DEVICE_MISMATCH_MARKER = "Expected all tensors to be on"
 
 
 def device_mismatch_message(class_name: str) -> str:
-    """Return the message torchmetrics raises when an update mixes devices.
-
-    Example:
-        >>> device_mismatch_message("MeanMetric").startswith("Encountered different devices")
-        True
-    """
+    """Return the message torchmetrics raises when an update mixes devices."""
     return (
         "Encountered different devices in metric calculation (see stacktrace for details)."
         " This could be due to the metric class not being on the same device as input."
@@ -164,12 +159,7 @@ MULTILABEL_SAMPLEWISE_NDIM_MESSAGE = "Expected input to be at least 3D when mult
 
 
 def num_labels_mismatch_message(got: int, expected: int) -> str:
-    """Return the message torchmetrics raises (``ValueError``) when ``preds.shape[1]`` is not ``num_labels``.
-
-    Example:
-        >>> num_labels_mismatch_message(2, 3).endswith("but got 2 and expected 3")
-        True
-    """
+    """Return the message torchmetrics raises (``ValueError``) when ``preds.shape[1]`` is not ``num_labels``."""
     return (
         "Expected both `target.shape[1]` and `preds.shape[1]` to be equal to the number of labels"
         f" but got {got} and expected {expected}"
@@ -197,12 +187,7 @@ def binary_target_values_message(ignore_index: int | None) -> str:
 
 
 def label_preds_values_message(quoted: bool) -> str:
-    """The "integer ``preds`` not in {0, 1}" error, deferred to ``compute()``; the unique values replaced as above.
-
-    Example:
-        >>> label_preds_values_message(quoted=False).endswith("since preds is a label tensor.")
-        True
-    """
+    """The "integer ``preds`` not in {0, 1}" error, deferred to ``compute()``; the unique values replaced as above."""
     name = "`preds`" if quoted else "preds"
     return (
         "Detected the following values in `preds`: values outside {0, 1} but expected only"
@@ -241,12 +226,7 @@ def multiclass_values_message(name: str, num_classes: int, ignore_index: int | N
 
 
 def confusion_matrix_nan_message(count: int) -> str:
-    """Return the warning torchmetrics gives when normalizing a confusion matrix produced NaNs (set to zero).
-
-    Example:
-        >>> confusion_matrix_nan_message(2)
-        '2 NaN values found in confusion matrix have been replaced with zeros.'
-    """
+    """Return the warning torchmetrics gives when normalizing a confusion matrix produced NaNs (set to zero)."""
     return f"{count} NaN values found in confusion matrix have been replaced with zeros."
 
 
@@ -387,12 +367,7 @@ R2_ADJUSTED_DIVISION_MESSAGE = "Division by zero in adjusted r2 score. Falls bac
 
 
 def tweedie_domain_message(power: float) -> str | None:
-    """The error ``_tweedie_deviance_score_update`` raises (``ValueError``) for inputs outside the power's domain.
-
-    Example:
-        >>> tweedie_domain_message(2)
-        "For power=2, both 'preds' and 'targets' have to be strictly positive."
-    """
+    """The error ``_tweedie_deviance_score_update`` raises (``ValueError``) for inputs outside the power's domain."""
     if power == 0:
         return None
     if power == 1:

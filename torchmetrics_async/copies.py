@@ -1,12 +1,4 @@
-"""Owned states and fused copies: what a metric owns, and resets and snapshots of many states in one copy.
-
-Example:
-    >>> import torch
-    >>> targets = [torch.zeros(2)]
-    >>> fused_copy_(targets, [torch.ones(2)])
-    >>> targets
-    [tensor([1., 1.])]
-"""
+"""Owned states and fused copies: what a metric owns, and resets and snapshots of many states in one copy."""
 
 import contextlib
 from collections.abc import Iterable, Iterator

@@ -97,26 +97,13 @@ def count_compiled_update(metric: Any) -> None:
 
 
 def set_update_count(metric: Any, count: int) -> None:
-    """Set a metric's window update count to ``count`` (compiled updates' device count cleared, without a read).
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric()
-        >>> set_update_count(metric, 3)
-        >>> metric.update_count
-        3
-    """
+    """Set a metric's window update count to ``count`` (compiled updates' device count cleared, without a read)."""
     metric.__dict__["_update_count"] = count
     clear_compiled_count(metric)
 
 
 def clear_compiled_count(metric: Any) -> None:
-    """Forget the updates counted on the device by compiled code (zeroed in place: no host read).
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> clear_compiled_count(SumMetric())
-    """
+    """Forget the updates counted on the device by compiled code (zeroed in place: no host read)."""
     state = metric.__dict__
     if state.get(COMPILED_SEEN, 0) != 0:
         state[COMPILED_UPDATES].zero_()
@@ -124,16 +111,7 @@ def clear_compiled_count(metric: Any) -> None:
 
 
 def copy_update_count(source: Any, target: Any) -> None:
-    """Give ``target`` the update count of ``source`` (same class) without a host read.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> a, b = SumMetric(), SumMetric()
-        >>> a.update(1.0)
-        >>> copy_update_count(a, b)
-        >>> b.update_count
-        1
-    """
+    """Give ``target`` the update count of ``source`` (same class) without a host read."""
     src, dst = source.__dict__, target.__dict__
     counter = src.get(COMPILED_UPDATES)
     if counter is None:

@@ -206,12 +206,7 @@ def read_deferred_together(metrics: Any) -> list[Any]:
 
 
 def forget_preread(metrics: Any) -> None:
-    """Drop values read by :func:`read_deferred_together` that no ``compute()`` or ``reset()`` used.
-
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> forget_preread([MeanMetric()])
-    """
+    """Drop values read by :func:`read_deferred_together` that no ``compute()`` or ``reset()`` used."""
     for metric in metrics:
         metric.__dict__.pop(_PREREAD, None)
 
@@ -244,22 +239,13 @@ def mark_static_address(tensor: Tensor) -> Tensor:
 
     ``mode="reduce-overhead"`` then captures in-place updates in a CUDA graph; a tensor replaced later (a reset) makes
     the graph re-record, never recompile.
-
-    Example:
-        >>> import torch
-        >>> mark_static_address(torch.zeros(2))._dynamo_static_input_type
-        'unguarded'
     """
     tensor._dynamo_static_input_type = "unguarded"  # type: ignore[attr-defined]
     return tensor
 
 
 def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
-    """Raise (the first violated ``"error"``) or warn (once per window) for checks read on the host.
-
-    Example:
-        >>> report_deferred(object(), [("Bad.", "error", False)])  # nothing violated: nothing happens
-    """
+    """Raise (the first violated ``"error"``) or warn (once per window) for checks read on the host."""
     for message, action, violated in checks:
         if not violated:
             continue

@@ -23,12 +23,7 @@ __all__ = ["is_number", "round_to_dtype"]
 
 
 def is_number(x: object) -> bool:
-    """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor.
-
-    Example:
-        >>> is_number(2.5)
-        True
-    """
+    """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor."""
     return isinstance(x, Number) and not isinstance(x, complex)
 
 

@@ -1,11 +1,6 @@
 """all_reduce buckets: every tensor of one (collective device, dtype, reduce op) flattened into one buffer.
 
 The plan follows only what every rank shares (devices, dtypes, ops, shapes), in a canonical order.
-
-Example:
-    >>> import torch
-    >>> _bucket_dtype("sum", torch.float16), _reduced_dtype("sum", torch.int32)
-    (torch.float32, torch.int64)
 """
 
 from __future__ import annotations
@@ -190,12 +185,7 @@ def _plan_buckets(
 
 
 def bucket_layout(buckets: Iterable[_Bucket]) -> tuple:
-    """What every rank's buckets must agree on, for the plan check: device type, dtype, op and size of each.
-
-    Example:
-        >>> bucket_layout([])
-        ()
-    """
+    """What every rank's buckets must agree on, for the plan check: device type, dtype, op and size of each."""
     return tuple((bucket.device.type, str(bucket.dtype), bucket.op, bucket.numel) for bucket in buckets)
 
 

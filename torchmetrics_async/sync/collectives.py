@@ -1,9 +1,4 @@
-"""Where and whether collectives run, and :class:`SyncHandle`, the handle of a fused sync or reduction in flight.
-
-Example:
-    >>> collective_device(device="cpu", backend="gloo")
-    device(type='cpu')
-"""
+"""Where and whether collectives run, and :class:`SyncHandle`, the handle of a fused sync or reduction in flight."""
 
 from __future__ import annotations
 

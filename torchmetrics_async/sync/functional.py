@@ -2,11 +2,6 @@
 
 Numbers and non-tensors are welcome (numbers become 0-dim tensors, others pass through). Without an initialised
 process group the reductions return their inputs (the reduction over one rank is the value itself).
-
-Example:
-    >>> import torch
-    >>> reduce_custom({"loss": torch.tensor(0.5), "step": 10, "tag": "train"}, {"step": "max"})
-    {'loss': tensor(0.5000), 'step': 10, 'tag': 'train'}
 """
 
 from __future__ import annotations

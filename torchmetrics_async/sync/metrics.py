@@ -2,10 +2,6 @@
 
 Plans every state of every metric into all_reduce buckets, the byte-packed gather and torchmetrics fallbacks,
 launches the first phase, and finishes locally; metrics on different process groups sync per group.
-
-Example:
-    >>> from torchmetrics_async import SumMetric
-    >>> sync_metrics([SumMetric()])  # not distributed: nothing to do
 """
 
 from __future__ import annotations

@@ -4,11 +4,6 @@ Before the first collective whose size depends on the plan, every rank sends :da
 fingerprint, member count, the first members' fingerprints) in one all_gather and reads every row on the host, so ranks
 whose plans differ raise :class:`PlanMismatchError` instead of reaching a collective of another size (gloo aborts there,
 NCCL hangs).
-
-Example:
-    >>> row = _check_row(_fingerprint(("plan",)), [_fingerprint(("SumMetric", "sum_value"))])
-    >>> len(row) == CHECK_WORDS, row[1]
-    (True, 1)
 """
 
 from __future__ import annotations

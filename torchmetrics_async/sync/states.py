@@ -1,11 +1,4 @@
-"""Metric-state entries: which metrics a sync covers, which of them the fused sync may take over, one state each.
-
-Example:
-    >>> from torchmetrics_async import SumMetric
-    >>> metric = SumMetric()
-    >>> list(_collect_metrics({"a": metric, "b": [metric]}, {}).values()) == [metric], _fusable_metric(metric)
-    (True, True)
-"""
+"""Metric-state entries: which metrics a sync covers, which of them the fused sync may take over, one state each."""
 
 from __future__ import annotations
 
