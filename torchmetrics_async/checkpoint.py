@@ -182,31 +182,11 @@ class PerRankState:
         self.metrics = metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"world_size": w, "rank{r}": {name: {"states", "update_count", "counters"}}}``; tensors are copies.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.update(torch.tensor(4.0))
-            >>> PerRankState(metric).state_dict()["rank0"]["metric"]["update_count"]
-            1
-        """
+        """``{"world_size": w, "rank{r}": {name: {"states", "update_count", "counters"}}}``; tensors are copies."""
         return per_rank({name: metric_entry(metric) for name, metric in named_metrics(self.metrics)})
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore this rank's states, update counts and counters (or, on purpose, one rank's entry of them).
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.update(torch.tensor(4.0))
-            >>> fresh = SumMetric()
-            >>> PerRankState(fresh).load_state_dict(PerRankState(metric).state_dict())
-            >>> fresh.compute()
-            tensor(4.)
-        """
+        """Restore this rank's states, update counts and counters (or, on purpose, one rank's entry of them)."""
         section = state_dict if WORLD_SIZE not in state_dict else this_rank(state_dict, "PerRankState")
         for name, metric in named_metrics(self.metrics):
             load_metric_entry(metric, name, section, "PerRankState")

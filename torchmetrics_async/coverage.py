@@ -99,12 +99,6 @@ class CoverageRow:
 
     ``reason`` is ``""`` when accelerated (for a verified class, the arguments checked); ``caveat`` names the arguments
     under which an accelerated class's ``forward()`` still syncs.
-
-    Example:
-        >>> import torchmetrics
-        >>> row = CoverageRow("torchmetrics.aggregation", "MeanMetric", torchmetrics.MeanMetric, None, "x")
-        >>> row.accelerated
-        False
     """
 
     module: str
@@ -116,13 +110,7 @@ class CoverageRow:
 
     @property
     def status(self) -> str:
-        """:data:`ACCELERATED`, :data:`SYNC_FREE_AS_IS` (listed in :data:`VERIFIED_SYNC_FREE`) or :data:`NOT_SYNC_FREE`.
-
-        Example:
-            >>> import torchmetrics
-            >>> CoverageRow("torchmetrics.image", "TotalVariation", torchmetrics.image.TotalVariation, None, "").status
-            'sync-free as it is (verified)'
-        """
+        """:data:`ACCELERATED`, :data:`SYNC_FREE_AS_IS` (in :data:`VERIFIED_SYNC_FREE`) or :data:`NOT_SYNC_FREE`."""
         if self.accelerated:
             return ACCELERATED
         return SYNC_FREE_AS_IS if self.torchmetrics_class in VERIFIED_SYNC_FREE else NOT_SYNC_FREE

@@ -67,13 +67,7 @@ def _resolve(module: nn.Module, names: Sequence[str]) -> dict[str, Metric | Metr
 
 
 def _flatten(values: Mapping[str, Any], metrics: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """Log names -> values: a metric under its attribute name, a collection's members under their own keys.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric, MetricCollection
-        >>> _flatten({"a": 1.0, "c": {"x": 2.0}}, {"a": SumMetric(), "c": MetricCollection([])}, "train/")
-        {'train/a': 1.0, 'train/x': 2.0}
-    """
+    """Log names -> values: a metric under its attribute name, a collection's members under their own keys."""
     flat: dict[str, Any] = {}
     for name, value in values.items():
         if isinstance(metrics[name], MetricCollection):

@@ -42,18 +42,7 @@ def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
 
 
 def merge_state_accepting_torchmetrics(self: Any, incoming_state: dict[str, Any] | Metric) -> None:
-    """``SyncFreeMixin.merge_state``: also merges a plain torchmetrics instance of this metric's torchmetrics class.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import SumMetric
-        >>> driver, worker = SumMetric(), torchmetrics.SumMetric()
-        >>> driver.update(1.0)
-        >>> worker.update(2.0)
-        >>> driver.merge_state(worker)
-        >>> driver.compute()
-        tensor(3.)
-    """
+    """``SyncFreeMixin.merge_state``: also merges a plain torchmetrics instance of this metric's torchmetrics class."""
     if (
         isinstance(incoming_state, Metric)
         and not isinstance(incoming_state, type(self))

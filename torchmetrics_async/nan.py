@@ -46,11 +46,6 @@ def apply_nan_strategy(
     happen in the input dtype (torchmetrics fills before it casts). Returns ``(value, weight, seen)``: a dropped pair
     gets ``neutral`` (0 for sums, -inf for a max) and weight 0 (a mask when ``weight`` was ``None``); ``seen`` is the
     NaN mask for ``"error"``/``"warn"``, else ``None``.
-
-    Example:
-        >>> import torch
-        >>> apply_nan_strategy(2.0, torch.tensor([float("nan"), 1.0]), None, neutral=0.0)[0]
-        tensor([2., 1.])
     """
     if strategy == "disable":
         return value, weight, None
@@ -109,17 +104,6 @@ class DeferredNanFlag:
     The flag is a deferred check (:data:`NAN_FLAG_STATE`, a bool metric state reduced with ``max``) that exists only
     for the two strategies that need it: ``compute()`` (or, failing that, ``reset()``) raises or warns with
     torchmetrics' message.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric(nan_strategy="error")
-        >>> metric.update(torch.tensor([1.0, float("nan")]))
-        >>> try:
-        ...     metric.compute()
-        ... except RuntimeError as err:
-        ...     print(err)
-        Encountered `nan` values in tensor
     """
 
     def _add_nan_flag_state(self) -> None:

@@ -2,11 +2,6 @@
 
 Not an :mod:`atexit` hook: draining at exit cannot stop the gloo threads behind the exit crash, and destroying the
 user's group is theirs to decide (``docs/exit-crash.md``). Call it on every rank before ``destroy_process_group()``.
-
-Example:
-    >>> from torchmetrics_async.teardown import shutdown
-    >>> shutdown()  # nothing in flight
-    0
 """
 
 from __future__ import annotations

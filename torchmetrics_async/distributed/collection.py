@@ -105,13 +105,6 @@ class _FusedSyncCollection:
 
         Forming groups compares states on the host (a graph break); until they form outside compiled code, a compiled
         update updates every member on its own states, as ``compute_groups=False`` does: the same values.
-
-        Example:
-            >>> import torch, torchmetrics
-            >>> collection = MetricCollection([torchmetrics.SumMetric()])
-            >>> collection.update(torch.tensor(2.0))
-            >>> collection.compute()
-            {'SumMetric': tensor(2.)}
         """
         if torch.compiler.is_compiling() and not self._groups_checked:
             for metric in self._modules.values():
@@ -144,14 +137,6 @@ class _FusedSyncCollection:
 
         Members whose ``compute()`` would not sync, or syncs itself (wrappers, a custom ``dist_sync_fn``), keep
         torchmetrics' behaviour.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MeanMetric, SumMetric
-            >>> collection = MetricCollection({"mean": MeanMetric(), "sum": SumMetric()})
-            >>> collection.update(torch.tensor([1.0, 2.0]))
-            >>> collection.compute()
-            {'mean': tensor(1.5000), 'sum': tensor(3.)}
         """
         with sync_context(self):
             # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its

@@ -76,20 +76,7 @@ class HostSyncEvent:
 
 
 class HostSyncError(RuntimeError):
-    """Raised by :func:`no_host_sync` at a host sync; ``event`` says which op, why, and where.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async.testing import HostSyncError, no_host_sync
-        >>> t = torch.tensor([0.0, 1.0])
-        >>> try:
-        ...     with no_host_sync():
-        ...         if t.any():
-        ...             pass
-        ... except HostSyncError as err:
-        ...     print(err.event.op, "|", err.event.reason, "|", err.event.source)
-        Tensor.__bool__ | host read | if t.any():
-    """
+    """Raised by :func:`no_host_sync` at a host sync; ``event`` says which op, why, and where."""
 
     def __init__(self, message: str, event: HostSyncEvent | None = None) -> None:
         super().__init__(message)
