@@ -82,10 +82,8 @@ from torchmetrics.wrappers.tracker import MetricTracker
 
 from torchmetrics_async.errors import ShapeMismatchError
 
-# The private attributes and methods of torchmetrics' Metric, MetricCollection and BaseAggregator that this package
-# reads, sets or overrides, by name. tests/test_torchmetrics_seam.py checks that each exists on the installed
-# torchmetrics and that the package's source uses no other private torchmetrics name: an upgrade that renames one
-# fails there, naming it, rather than somewhere at run time.
+# The private torchmetrics names this package reads, sets or overrides: tests/test_torchmetrics_seam.py checks that
+# each exists and that the package uses no other, so an upgrade that renames one fails there, naming it.
 METRIC_INTERNALS = frozenset(
     {
         "_cache",  # the local states kept while synced (sync/unsync)
@@ -195,10 +193,8 @@ def label_preds_values_message(quoted: bool) -> str:
     )
 
 
-# Restated from torchmetrics.functional.classification.stat_scores/confusion_matrix (multiclass tensor validation): the
-# shape checks (classification/shapes.py), which stay eager (ValueError) because they read only metadata. The value
-# checks behind them count the unique values (a host read in update); multiclass_values_message words their deferred
-# replacement.
+# Restated from torchmetrics' multiclass tensor validation: the shape checks stay eager (metadata only); the value
+# checks behind them (unique values: a host read) are deferred, worded by multiclass_values_message.
 MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE = (
     "If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes."
 )
@@ -243,9 +239,7 @@ def float_preds_message(dtype: object) -> str:
     )
 
 
-# Restated from torchmetrics.functional.classification.precision_recall_curve (the curves' tensor validations): the
-# shape and dtype checks, which stay eager (ValueError) because they read only metadata. The value checks behind them
-# (``torch.unique`` of the target, a host read) are deferred; their messages are worded below.
+# Restated from the curves' tensor validations: shape and dtype checks eager, value checks deferred (worded below).
 
 
 def check_same_shape(preds: Tensor, target: Tensor) -> None:

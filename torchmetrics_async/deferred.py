@@ -55,12 +55,10 @@ __all__ = [
     "reset_deferred",
 ]
 
-#: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the check states unread and
-#: whoever set it reads them and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it computes off
-#: the critical path; the generic ``forward`` sets it while it computes the batch value.
+#: Instance attribute: when true, ``compute()`` leaves the check states unread for whoever set it to report
+#: (``AsyncMetricCollector`` on its shadow; the generic ``forward`` while it computes the batch value).
 DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
-#: Instance attribute: the check states may have been written (an update, a merge, a load) since they were last read
-#: or handed over: ``reset()`` reads them then. A constant store (also in compiled code: no guard, no host read).
+#: Instance attribute: the check states may have been written since last read; ``reset()`` reads them then.
 UNREPORTED = "_deferred_unreported"
 #: ``True`` while ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge): its reset
 #: keeps the window's bookkeeping, its compute gives NaN for a violating batch (``None`` otherwise).
@@ -72,8 +70,7 @@ _WARNED = "_nan_warned"  # a "warn" check has warned in this window
 _PREREAD = "_deferred_preread"  # check values read by read_deferred_together(), for the compute() it precedes
 
 
-# The methods below are ``SyncFreeMixin``'s (bound there as ``_add_deferred_check``, ``_record_violation``, ...):
-# ``metric`` is the metric they are called on.
+# ``SyncFreeMixin`` binds the functions below as its private methods (``_add_deferred_check``, ...).
 
 
 def add_deferred_check(metric: Any, name: str, message: str, action: str = "error") -> None:

@@ -139,9 +139,8 @@ class _FusedSyncCollection:
         torchmetrics' behaviour.
         """
         with sync_context(self):
-            # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its
-            # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
-            # to the others: on a rank where a group formed from the data, they would compute another rank's values.
+            # sync_context linked the groups' states before the sync; linking again would hand the leader's *synced*
+            # states to members whose group formed from this rank's data: another rank's values.
             groups, self._groups = self._groups, {}
             # Every member's deferred flags in one host read, not one per member.
             read = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])

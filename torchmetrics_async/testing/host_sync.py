@@ -170,9 +170,8 @@ def _copy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     target, source = args[0], args[1]
     if not non_blocking:
         return _transfer(source.device, target.device)
-    # non_blocking=True into pageable host memory is synchronous (CUDA returns once the copy is done). The other
-    # direction is not: CUDA stages pageable source memory at once and does not wait for the device. ``.to("cpu",
-    # non_blocking=True)`` (aten._to_copy) allocates pinned memory itself.
+    # non_blocking=True into pageable host memory is synchronous; the other direction is not (CUDA stages the
+    # source at once), and ``.to("cpu", non_blocking=True)`` allocates pinned memory itself.
     if _transfer(source.device, target.device) == DEVICE_TO_HOST and not target.is_pinned():
         return PAGEABLE_COPY
     return None
