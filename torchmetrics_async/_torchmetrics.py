@@ -249,14 +249,6 @@ def check_same_shape(preds: Tensor, target: Tensor) -> None:
 
     Raises:
         ShapeMismatchError: for different shapes.
-
-    Example:
-        >>> import torch
-        >>> try:
-        ...     check_same_shape(torch.zeros(2), torch.zeros(3))
-        ... except ValueError as err:
-        ...     print(isinstance(err, RuntimeError), err)
-        True Predictions and targets are expected to have the same shape, but got torch.Size([2]) and torch.Size([3]).
     """
     try:
         _check_same_shape(preds, target)

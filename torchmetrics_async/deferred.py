@@ -170,21 +170,6 @@ def read_deferred_together(metrics: Any) -> list[Any]:
 
     Nothing is marked reported, so a member whose ``compute()`` does not run keeps its checks for ``reset()``; call
     :func:`forget_preread` on the returned metrics afterwards, before anything can write their states.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> metrics = [MeanMetric(nan_strategy="error"), MeanMetric(nan_strategy="error")]
-        >>> metrics[1].update(torch.tensor(float("nan")))
-        >>> read = read_deferred_together(metrics)  # one read for both
-        >>> metrics[0].compute()
-        tensor(nan)
-        >>> try:
-        ...     metrics[1].compute()
-        ... except RuntimeError as err:
-        ...     print(str(err)[:34])
-        Encountered `nan` values in tensor
-        >>> forget_preread(read)
     """
     taken: dict[torch.device, list[tuple[Any, list[Tensor]]]] = {}
     for metric in metrics:
@@ -213,18 +198,6 @@ def mark_unreported(metric: Any) -> None:
 
     Every door through which states arrive calls it. The update count is left alone: torchmetrics' "compute called
     before update" warning does not count a door as an update.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> metric = MeanMetric(nan_strategy="error")
-        >>> metric.nan_seen = torch.tensor(True)  # a check state set from outside: nothing says it is there
-        >>> mark_unreported(metric)
-        >>> try:
-        ...     metric.reset()
-        ... except RuntimeError as err:
-        ...     print(err)
-        Encountered `nan` values in tensor
     """
     state = metric.__dict__
     state["_computed"] = None

@@ -152,18 +152,6 @@ class AsyncMetricCollector:
 
         Collective: call it on every rank at the same points (``process_group``: ``None`` syncs over each metric's own,
         else the world). A window scheduled before and not collected is dropped first, its results and errors discarded.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> collector = AsyncMetricCollector(metric)
-            >>> collector.bind()
-            >>> metric.update(torch.tensor(2.0))
-            >>> collector.schedule_collection()
-            >>> metric.update(torch.tensor(5.0))  # counted in the next window
-            >>> collector.collect_results(), float(metric.compute())
-            (2.0, 5.0)
         """
         self._require_bound("schedule_collection")
         _refuse_capture("schedule_collection")
@@ -189,18 +177,6 @@ class AsyncMetricCollector:
 
         Deferred errors are raised (``RuntimeError``) and warnings emitted with torchmetrics' messages; either way the
         window is over afterwards.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MeanMetric, SumMetric
-            >>> metrics = {"loss": MeanMetric(), "tokens": SumMetric()}
-            >>> collector = AsyncMetricCollector(metrics)
-            >>> collector.bind()
-            >>> for metric in metrics.values():
-            ...     metric.update(torch.tensor([2.0, 4.0]))
-            >>> collector.schedule_collection()
-            >>> collector.collect_results()
-            {'loss': 3.0, 'tokens': 6.0}
         """
         self._require_bound("collect_results")
         _refuse_capture("collect_results")
