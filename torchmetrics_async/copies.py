@@ -26,19 +26,6 @@ def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
     On entry fresh tensors for every tensor state of every metric of this package get their defaults in one
     :func:`fused_copy_`; ``reset()`` inside the block takes them. They are still fresh tensors: whatever held the old
     ones keeps its values, as with torchmetrics.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MaxMetric, SumMetric
-        >>> metrics = [SumMetric(), MaxMetric()]
-        >>> for metric in metrics:
-        ...     metric.update(torch.tensor(3.0))
-        >>> held = metrics[0].sum_value
-        >>> with fused_reset(metrics):
-        ...     for metric in metrics:
-        ...         metric.reset()
-        >>> float(metrics[0].sum_value), float(metrics[1].max_value), float(held)
-        (0.0, -inf, 3.0)
     """
     prepared: list[dict[str, Any]] = []
     fresh: list[Tensor] = []

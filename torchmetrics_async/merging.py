@@ -27,14 +27,6 @@ def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
     """Whether ``incoming``'s class is one ``metric``'s class derives from, with the same torchmetrics class.
 
     A torchmetrics parent (``MulticlassConfusionMatrix`` for ``MulticlassJaccardIndex``) is another metric.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import MeanMetric
-        >>> is_same_torchmetrics_class(MeanMetric(), torchmetrics.MeanMetric())
-        True
-        >>> is_same_torchmetrics_class(MeanMetric(), torchmetrics.SumMetric())
-        False
     """
     cls = type(incoming)
     tm_class = torchmetrics_base(cls)

@@ -2,12 +2,6 @@
 
 torchmetrics' ``add_state(dist_reduce_fx="sum")`` stores the function ``dim_zero_sum``; the sync engine and the metric
 base name it ``"sum"`` and reduce it with an ``all_reduce``.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics.utilities import dim_zero_cat, dim_zero_mean
-    >>> reduction_name(dim_zero_mean), reduction_name(dim_zero_cat), fusable("mean", torch.int64)
-    ('mean', 'cat', False)
 """
 
 import math

@@ -4,13 +4,6 @@ A Python number that meets a device tensor as an operand (``state.add_(one, alph
 kernel argument: no host-to-device copy, no host sync. ``torch.as_tensor(x, device=cuda)`` is a copy from pageable
 memory and stalls the stream. The arithmetic torchmetrics does on such numbers after ``as_tensor(x, dtype=d)`` is done
 here on the host, rounded to ``d`` exactly as the device would round it.
-
-Example:
-    >>> import torch
-    >>> round_to_dtype(0.1, torch.float32)
-    0.10000000149011612
-    >>> is_number(3), is_number(True), is_number(torch.tensor(1.0))
-    (True, True, False)
 """
 
 import math
