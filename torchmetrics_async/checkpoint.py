@@ -5,15 +5,6 @@ every rank as replicated and flattens a list into one key per element (which a f
 each rank's values sit under ``"rank{r}"`` beside ``"world_size"`` (a load into another number of processes fails), and
 list states are tuples. :class:`PerRankState` applies this to metrics, ``AsyncMetricCollector`` to its ``state_dict()``;
 a metric's own ``state_dict()`` keeps torchmetrics' layout.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import CatMetric
-    >>> metric = CatMetric()
-    >>> metric.update(torch.tensor([1.0, 2.0]))
-    >>> state = PerRankState(metric).state_dict()
-    >>> state["world_size"], state["rank0"]["metric"]["states"]["value"]
-    (1, (tensor([1., 2.]),))
 """
 
 from __future__ import annotations

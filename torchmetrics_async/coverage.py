@@ -4,12 +4,6 @@
 ``sync-free as it is (verified)`` (torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` only because
 ``tests/test_verified_sync_free.py`` passes it under ``no_host_sync()``), or ``not sync-free`` with the reason
 (:data:`EXPLAINED`, :data:`MEASURED_SYNCS` or :func:`~torchmetrics_async.registry.why_not_accelerated`).
-
-Example:
-    >>> from torchmetrics_async.coverage import accelerated_coverage
-    >>> rows = {row.name: row for row in accelerated_coverage() if row.module != "torchmetrics"}
-    >>> rows["MeanMetric"].status, rows["PeakSignalNoiseRatio"].status, rows["MulticlassLogAUC"].status
-    ('accelerated', 'sync-free as it is (verified)', 'not sync-free')
 """
 
 import importlib

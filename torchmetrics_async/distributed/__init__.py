@@ -4,11 +4,6 @@ The public names of the sync engine (:mod:`torchmetrics_async.sync`, below the m
 ``sync_states``, the functional ``reduce_*``/``all_gather`` on dicts) and of the fused ``MetricCollection`` and
 :func:`sync_context` above it. How states travel: ``docs/distributed.md``. Without an initialised process group the
 functions return their inputs.
-
-Example:
-    >>> import torch
-    >>> reduce_custom({"loss": torch.tensor(0.5), "step": 10, "tag": "train"}, {"step": "max"})
-    {'loss': tensor(0.5000), 'step': 10, 'tag': 'train'}
 """
 
 from __future__ import annotations
