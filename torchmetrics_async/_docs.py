@@ -1,10 +1,8 @@
 r"""The docstring of an accelerated class: torchmetrics' own, with one paragraph on what differs.
 
-An accelerated class's docstring in the source is one sentence on what differs for it. Its ``__doc__`` becomes
-torchmetrics' summary line, that sentence followed by :data:`DEFERRED_CHECKS`, then the rest of torchmetrics'
-docstring, whose examples import the accelerated class instead of torchmetrics' (``from torchmetrics.aggregation import
-MeanMetric`` becomes ``from torchmetrics_async.aggregation import MeanMetric``): the package's doctests run them, so
-each accelerated class is checked against the values torchmetrics documents.
+The class's own docstring (one sentence) follows torchmetrics' summary line, then :data:`DEFERRED_CHECKS` and the rest
+of torchmetrics' docstring, whose examples import the accelerated class: the doctests check each accelerated class
+against the values torchmetrics documents.
 
 Example:
     >>> import torchmetrics
@@ -32,15 +30,7 @@ DEFERRED_CHECKS = (
 
 
 def accelerated_doc(cls: type, origin: type) -> str:
-    """Return torchmetrics' docstring of ``origin`` with a paragraph on what ``cls`` changes after its summary line.
-
-    Args:
-        cls: the accelerated class; its own docstring says what differs.
-        origin: the torchmetrics class it stands in for.
-
-    Returns:
-        The docstring for ``cls``.
-    """
+    """Return torchmetrics' docstring of ``origin`` with a paragraph on what ``cls`` changes after its summary line."""
     note = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
     summary, _, rest = inspect.cleandoc(origin.__doc__ or "").partition("\n")
     # `>>> from torchmetrics[.sub] import ..., Name, ...` -> `>>> from torchmetrics_async[.sub] import ...`.

@@ -1,8 +1,8 @@
 """The one seam to torchmetrics internals.
 
-Everything torchmetrics-async needs from torchmetrics beyond its public classes is imported or restated here, so a
-torchmetrics upgrade breaks one place. ``tests/test_torchmetrics_seam.py`` checks every name and every restated
-message against the installed torchmetrics.
+Everything torchmetrics-async needs from torchmetrics beyond its public classes is imported (and re-exported: F401 is
+off for this module) or restated here, so a torchmetrics upgrade breaks one place. ``tests/test_torchmetrics_seam.py``
+checks every name and every restated message against the installed torchmetrics.
 
 Example:
     >>> from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE
@@ -57,6 +57,11 @@ from torchmetrics.functional.regression.r2 import _r2_score_update
 from torchmetrics.functional.regression.symmetric_mape import _symmetric_mean_absolute_percentage_error_update
 from torchmetrics.functional.regression.utils import _check_data_shape_to_num_outputs
 from torchmetrics.functional.regression.wmape import _weighted_mean_absolute_percentage_error_update
+from torchmetrics.functional.segmentation.dice import _dice_score_compute, _dice_score_update
+from torchmetrics.functional.segmentation.generalized_dice import _generalized_dice_compute
+from torchmetrics.functional.segmentation.mean_iou import _mean_iou_reshape_args, _mean_iou_update
+from torchmetrics.functional.segmentation.utils import _check_mixed_shape, _ignore_background
+from torchmetrics.functional.text.perplexity import _check_shape_and_type_consistency, _perplexity_compute
 from torchmetrics.metric import CompositionalMetric, Metric, jit_distributed_available
 from torchmetrics.regression.pearson import _final_aggregation
 from torchmetrics.utilities import rank_zero_warn
@@ -79,10 +84,8 @@ from torchmetrics.wrappers.tracker import MetricTracker
 
 from torchmetrics_async.errors import ShapeMismatchError
 
-# The private attributes and methods of torchmetrics' Metric, MetricCollection and BaseAggregator that this package
-# reads, sets or overrides, by name. tests/test_torchmetrics_seam.py checks that each exists on the installed
-# torchmetrics and that the package's source uses no other private torchmetrics name: an upgrade that renames one
-# fails there, naming it, rather than somewhere at run time.
+# The private torchmetrics names this package reads, sets or overrides: tests/test_torchmetrics_seam.py checks that
+# each exists and that the package uses no other, so an upgrade that renames one fails there, naming it.
 METRIC_INTERNALS = frozenset(
     {
         "_cache",  # the local states kept while synced (sync/unsync)
@@ -139,18 +142,7 @@ DEVICE_MISMATCH_MARKER = "Expected all tensors to be on"
 
 
 def device_mismatch_message(class_name: str) -> str:
-    """Return the message torchmetrics raises when an update mixes devices.
-
-    Args:
-        class_name: the metric's class name.
-
-    Returns:
-        The message, as ``Metric._wrap_update`` words it.
-
-    Example:
-        >>> device_mismatch_message("MeanMetric").startswith("Encountered different devices")
-        True
-    """
+    """Return the message torchmetrics raises when an update mixes devices."""
     return (
         "Encountered different devices in metric calculation (see stacktrace for details)."
         " This could be due to the metric class not being on the same device as input."
@@ -167,19 +159,7 @@ MULTILABEL_SAMPLEWISE_NDIM_MESSAGE = "Expected input to be at least 3D when mult
 
 
 def num_labels_mismatch_message(got: int, expected: int) -> str:
-    """Return the message torchmetrics raises (``ValueError``) when ``preds.shape[1]`` is not ``num_labels``.
-
-    Args:
-        got: ``preds.shape[1]``.
-        expected: ``num_labels``.
-
-    Returns:
-        The message, as the multilabel tensor validations word it.
-
-    Example:
-        >>> num_labels_mismatch_message(2, 3).endswith("but got 2 and expected 3")
-        True
-    """
+    """Return the message torchmetrics raises (``ValueError``) when ``preds.shape[1]`` is not ``num_labels``."""
     return (
         "Expected both `target.shape[1]` and `preds.shape[1]` to be equal to the number of labels"
         f" but got {got} and expected {expected}"
@@ -191,12 +171,6 @@ def binary_target_values_message(ignore_index: int | None) -> str:
 
     torchmetrics lists the target's unique values (a host read in ``update``); this names the allowed set instead and
     keeps the rest of its wording, including the ``expected only`` list it prints (``[ignore_index]`` when one is set).
-
-    Args:
-        ignore_index: the metric's ``ignore_index``.
-
-    Returns:
-        The message.
 
     Example:
         >>> binary_target_values_message(None).split(": ")[1]
@@ -213,18 +187,7 @@ def binary_target_values_message(ignore_index: int | None) -> str:
 
 
 def label_preds_values_message(quoted: bool) -> str:
-    """The "integer ``preds`` not in {0, 1}" error, deferred to ``compute()``; the unique values replaced as above.
-
-    Args:
-        quoted: whether the name is in backticks (torchmetrics' binary stat scores) or not (everywhere else).
-
-    Returns:
-        The message.
-
-    Example:
-        >>> label_preds_values_message(quoted=False).endswith("since preds is a label tensor.")
-        True
-    """
+    """The "integer ``preds`` not in {0, 1}" error, deferred to ``compute()``; the unique values replaced as above."""
     name = "`preds`" if quoted else "preds"
     return (
         "Detected the following values in `preds`: values outside {0, 1} but expected only"
@@ -232,10 +195,8 @@ def label_preds_values_message(quoted: bool) -> str:
     )
 
 
-# Restated from torchmetrics.functional.classification.stat_scores/confusion_matrix (multiclass tensor validation): the
-# shape checks (classification/shapes.py), which stay eager (ValueError) because they read only metadata. The value
-# checks behind them count the unique values (a host read in update); multiclass_values_message words their deferred
-# replacement.
+# Restated from torchmetrics' multiclass tensor validation: the shape checks stay eager (metadata only); the value
+# checks behind them (unique values: a host read) are deferred, worded by multiclass_values_message.
 MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE = (
     "If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes."
 )
@@ -246,14 +207,6 @@ def multiclass_values_message(name: str, num_classes: int, ignore_index: int | N
 
     torchmetrics counts the unique values of ``target`` (and of label ``preds``) and prints them, a host read in
     ``update``; the deferred check tests the range instead and names it, keeping the rest of the wording.
-
-    Args:
-        name: ``"target"`` or ``"preds"``.
-        num_classes: the number of classes the values index.
-        ignore_index: the metric's ``ignore_index``.
-
-    Returns:
-        The message.
 
     Example:
         >>> multiclass_values_message("target", 3, -1)
@@ -271,30 +224,13 @@ def multiclass_values_message(name: str, num_classes: int, ignore_index: int | N
 
 
 def confusion_matrix_nan_message(count: int) -> str:
-    """Return the warning torchmetrics gives when normalizing a confusion matrix produced NaNs (set to zero).
-
-    Args:
-        count: how many entries were NaN.
-
-    Returns:
-        The message, as ``_confusion_matrix_reduce`` words it.
-
-    Example:
-        >>> confusion_matrix_nan_message(2)
-        '2 NaN values found in confusion matrix have been replaced with zeros.'
-    """
+    """Return the warning torchmetrics gives when normalizing a confusion matrix produced NaNs (set to zero)."""
     return f"{count} NaN values found in confusion matrix have been replaced with zeros."
 
 
 # --- the confusion-matrix-derived, calibration and hinge family
 def float_preds_message(dtype: object) -> str:
     """The error (``ValueError``) calibration error and hinge loss raise for ``preds`` that are not floating point.
-
-    Args:
-        dtype: the dtype of ``preds``.
-
-    Returns:
-        The message, as their tensor validations word it.
 
     Example:
         >>> float_preds_message("torch.int64").endswith("but got tensor with dtype torch.int64")
@@ -305,9 +241,7 @@ def float_preds_message(dtype: object) -> str:
     )
 
 
-# Restated from torchmetrics.functional.classification.precision_recall_curve (the curves' tensor validations): the
-# shape and dtype checks, which stay eager (ValueError) because they read only metadata. The value checks behind them
-# (``torch.unique`` of the target, a host read) are deferred; their messages are worded below.
+# Restated from the curves' tensor validations: shape and dtype checks eager, value checks deferred (worded below).
 
 
 def check_same_shape(preds: Tensor, target: Tensor) -> None:
@@ -315,20 +249,8 @@ def check_same_shape(preds: Tensor, target: Tensor) -> None:
 
     The same message, and an exception that is torchmetrics' ``RuntimeError`` and a ``ValueError`` (bad input).
 
-    Args:
-        preds: the predictions.
-        target: the targets.
-
     Raises:
         ShapeMismatchError: for different shapes.
-
-    Example:
-        >>> import torch
-        >>> try:
-        ...     check_same_shape(torch.zeros(2), torch.zeros(3))
-        ... except ValueError as err:
-        ...     print(isinstance(err, RuntimeError), err)
-        True Predictions and targets are expected to have the same shape, but got torch.Size([2]) and torch.Size([3]).
     """
     try:
         _check_same_shape(preds, target)
@@ -338,10 +260,6 @@ def check_same_shape(preds: Tensor, target: Tensor) -> None:
 
 def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
     """Run torchmetrics' binary (and multilabel) curve tensor validation without its value check.
-
-    Args:
-        preds: the scores.
-        target: the labels.
 
     Raises:
         ValueError: where torchmetrics raises it, with its message.
@@ -371,12 +289,6 @@ def multiclass_curve_tensor_validation(
     preds: Tensor, target: Tensor, num_classes: int, check_dtypes: bool = True
 ) -> None:
     """Run torchmetrics' multiclass curve tensor validation without its value check (same errors, same order).
-
-    Args:
-        preds: the scores ``(N, C, ...)``.
-        target: the labels ``(N, ...)``.
-        num_classes: the metric's ``num_classes``.
-        check_dtypes: ``False``: the shape checks alone (what stays on with ``validate_args=False``).
 
     Raises:
         ValueError: where torchmetrics raises it, with its message.
@@ -417,13 +329,6 @@ def multiclass_curve_values_message(num_classes: int, ignore_index: int | None) 
     torchmetrics prints how many distinct values it found (a host read in ``update``); the deferred check counts them
     on the device and says that there were more than allowed, keeping the rest of the wording.
 
-    Args:
-        num_classes: the metric's ``num_classes``.
-        ignore_index: the metric's ``ignore_index``.
-
-    Returns:
-        The message.
-
     Example:
         >>> multiclass_curve_values_message(3, None)
         'Detected more unique values in `target` than `num_classes`. Expected only 3 but found more in `target`.'
@@ -441,100 +346,6 @@ ONE_HOT_NEGATIVE_MESSAGE = "Class values must be non-negative."
 ONE_HOT_RANGE_MESSAGE = "Class values must be smaller than num_classes."
 
 
-__all__ = [
-    "AGGREGATOR_INTERNALS",
-    "ALREADY_SYNCED_MESSAGE",
-    "BINARY_SAMPLEWISE_NDIM_MESSAGE",
-    "COLLECTION_INTERNALS",
-    "DEVICE_MISMATCH_MARKER",
-    "FORWARD_WHILE_SYNCED_MESSAGE",
-    "LOGAUC_TOO_FEW_POINTS_MESSAGE",
-    "METRIC_INTERNALS",
-    "MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE",
-    "MULTILABEL_SAMPLEWISE_NDIM_MESSAGE",
-    "NAN_ERROR_MESSAGE",
-    "NAN_WARN_MESSAGE",
-    "ONE_HOT_NEGATIVE_MESSAGE",
-    "ONE_HOT_RANGE_MESSAGE",
-    "R2_ADJUSTED_DIVISION_MESSAGE",
-    "R2_ADJUSTED_TOO_LARGE_MESSAGE",
-    "R2_TOO_FEW_SAMPLES_MESSAGE",
-    "RANKING_FLOAT_PREDS_MESSAGE",
-    "BaseAggregator",
-    "CompositionalMetric",
-    "Metric",
-    "MetricCollection",
-    "MetricTracker",
-    "Running",
-    "TorchMetricsUserError",
-    "WrapperMetric",
-    "_accuracy_reduce",
-    "_auc_compute_without_check",
-    "_binary_auroc_compute",
-    "_binary_average_precision_compute",
-    "_binary_precision_recall_curve_compute",
-    "_binary_roc_compute",
-    "_ce_compute",
-    "_check_data_shape_to_num_outputs",
-    "_check_same_shape",
-    "_cohen_kappa_reduce",
-    "_critical_success_index_update",
-    "_crps_update",
-    "_explained_variance_update",
-    "_fbeta_reduce",
-    "_final_aggregation",
-    "_hamming_distance_reduce",
-    "_jaccard_index_reduce",
-    "_mean_absolute_error_update",
-    "_mean_absolute_percentage_error_update",
-    "_mean_squared_error_update",
-    "_mean_squared_log_error_update",
-    "_minkowski_distance_update",
-    "_multiclass_confusion_matrix_format",
-    "_multiclass_precision_recall_curve_compute",
-    "_multiclass_roc_compute",
-    "_multiclass_stat_scores_format",
-    "_multiclass_stat_scores_tensor_validation",
-    "_multilabel_precision_recall_curve_compute",
-    "_multilabel_roc_compute",
-    "_negative_predictive_value_reduce",
-    "_pearson_corrcoef_update",
-    "_precision_recall_reduce",
-    "_r2_score_update",
-    "_reduce_auroc",
-    "_reduce_average_precision",
-    "_reduce_logauc",
-    "_safe_divide",
-    "_specificity_reduce",
-    "_squeeze_if_scalar",
-    "_symmetric_mean_absolute_percentage_error_update",
-    "_unsqueeze_tensors",
-    "_weighted_mean_absolute_percentage_error_update",
-    "binary_curve_tensor_validation",
-    "binary_target_values_message",
-    "check_same_shape",
-    "confusion_matrix_nan_message",
-    "device_mismatch_message",
-    "dim_zero_cat",
-    "dim_zero_max",
-    "dim_zero_mean",
-    "dim_zero_min",
-    "dim_zero_sum",
-    "equal_metric_states",
-    "float_preds_message",
-    "gather_all_tensors",
-    "interp",
-    "jit_distributed_available",
-    "label_preds_values_message",
-    "multiclass_curve_tensor_validation",
-    "multiclass_curve_values_message",
-    "multiclass_values_message",
-    "num_labels_mismatch_message",
-    "rank_zero_warn",
-    "tweedie_domain_message",
-]
-
-
 # Restated from torchmetrics.functional.regression.r2._r2_score_compute, which raises/warns them inline.
 R2_TOO_FEW_SAMPLES_MESSAGE = "Needs at least two samples to calculate r2 score."
 R2_ADJUSTED_TOO_LARGE_MESSAGE = (
@@ -549,18 +360,7 @@ RANKING_FLOAT_PREDS_MESSAGE = "Expected preds tensor to be floating point, but r
 
 
 def tweedie_domain_message(power: float) -> str | None:
-    """The error ``_tweedie_deviance_score_update`` raises (``ValueError``) for inputs outside the power's domain.
-
-    Args:
-        power: the metric's ``power`` (not in (0, 1): the constructor rejects those).
-
-    Returns:
-        The message, or ``None`` for ``power=0`` (every input is in the domain).
-
-    Example:
-        >>> tweedie_domain_message(2)
-        "For power=2, both 'preds' and 'targets' have to be strictly positive."
-    """
+    """The error ``_tweedie_deviance_score_update`` raises (``ValueError``) for inputs outside the power's domain."""
     if power == 0:
         return None
     if power == 1:
@@ -572,26 +372,3 @@ def tweedie_domain_message(power: float) -> str | None:
     if 1 < power < 2:
         return f"For power={power}, 'targets' has to be strictly positive and 'preds' cannot be negative."
     return f"For power={power}, both 'preds' and 'targets' have to be strictly positive."
-
-
-# --- segmentation, text (Perplexity) and retrieval families -----------------------------------------------------------
-from torchmetrics.functional.segmentation.dice import _dice_score_compute, _dice_score_update  # noqa: E402
-from torchmetrics.functional.segmentation.generalized_dice import _generalized_dice_compute  # noqa: E402
-from torchmetrics.functional.segmentation.mean_iou import _mean_iou_reshape_args, _mean_iou_update  # noqa: E402
-from torchmetrics.functional.segmentation.utils import _check_mixed_shape, _ignore_background  # noqa: E402
-from torchmetrics.functional.text.perplexity import (  # noqa: E402
-    _check_shape_and_type_consistency,
-    _perplexity_compute,
-)
-
-__all__ += [
-    "_check_mixed_shape",
-    "_check_shape_and_type_consistency",
-    "_dice_score_compute",
-    "_dice_score_update",
-    "_generalized_dice_compute",
-    "_ignore_background",
-    "_mean_iou_reshape_args",
-    "_mean_iou_update",
-    "_perplexity_compute",
-]

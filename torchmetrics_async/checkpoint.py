@@ -1,30 +1,10 @@
 """Per-rank checkpoints of metric states: each rank keeps its own window, under ``torch.save`` and DCP alike.
 
-A metric's states on a rank are that rank's share of the window (a local sum, the local list of predictions), not a
-copy of a global value. ``torch.distributed.checkpoint`` (DCP) treats a plain tensor saved under the same key on
-every rank as *replicated*: it writes one rank's copy and every rank loads it back. And it flattens a list of
-tensors into one key per element, so a list state (``CatMetric``) saved with elements cannot be loaded into a fresh
-metric whose list is empty ("Missing key in checkpoint state_dict"). The layout here avoids both:
-
-- everything a rank saves sits under its own key, ``"rank{r}"`` (the global rank; ``"rank0"`` without a process
-  group), so DCP writes and reads each rank's values separately; beside it ``"world_size"`` (the same on every rank)
-  lets a load into another number of processes fail instead of dropping or misplacing windows;
-- list states are tuples of tensors: DCP saves a tuple as one object, whatever its length (torch.save keeps it as is);
-- tensor states stay tensors (DCP reads them into the destination's tensors; their shape is the metric's definition).
-
-:class:`PerRankState` applies it to metrics used directly: ``dcp.save({"metrics": PerRankState(metrics)}, ...)``.
-A metric's own ``state_dict()`` keeps torchmetrics' layout (so torchmetrics checkpoints load both ways); under DCP
-its (``persistent``) states would be treated as replicated, so save metrics through :class:`PerRankState` there.
-:class:`~torchmetrics_async.AsyncMetricCollector` uses the same layout for its ``state_dict()``.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import CatMetric
-    >>> metric = CatMetric()
-    >>> metric.update(torch.tensor([1.0, 2.0]))
-    >>> state = PerRankState(metric).state_dict()
-    >>> state["world_size"], state["rank0"]["metric"]["states"]["value"]
-    (1, (tensor([1., 2.]),))
+A rank's states are its share of the window, not a global value, but DCP takes a tensor saved under the same key on
+every rank as replicated and flattens a list into one key per element (which a fresh, empty list state cannot load). So
+each rank's values sit under ``"rank{r}"`` beside ``"world_size"`` (a load into another number of processes fails), and
+list states are tuples. :class:`PerRankState` applies this to metrics, ``AsyncMetricCollector`` to its ``state_dict()``;
+a metric's own ``state_dict()`` keeps torchmetrics' layout.
 """
 
 from __future__ import annotations
@@ -55,13 +35,7 @@ def _rank_and_world() -> tuple[int, int]:
 
 
 def rank_key(rank: int | None = None) -> str:
-    """The key a rank's values sit under: ``"rank{r}"``.
-
-    Args:
-        rank: the global rank (``None``: this process's, ``0`` without a process group).
-
-    Returns:
-        The key.
+    """The key a rank's values sit under: ``"rank{r}"`` (``rank=None``: this process's global rank, 0 without a group).
 
     Example:
         >>> rank_key(), rank_key(3)
@@ -77,12 +51,7 @@ def per_rank(values: Any) -> dict[str, Any]:
 
 
 def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
-    """This rank's values from a :func:`per_rank` layout.
-
-    Raises:
-        ValueError: if it was saved by another number of processes.
-        KeyError: if it holds no values for this rank.
-    """
+    """This rank's values from a :func:`per_rank` layout (``ValueError`` if saved by another number of processes)."""
     rank, world_size = _rank_and_world()
     saved = state_dict.get(WORLD_SIZE)
     if saved is not None and int(saved) != world_size:
@@ -177,26 +146,14 @@ def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], wha
     mark_unreported(metric)  # loaded states count as an update: recomputed, and their flags raised
 
 
-# Not a subclass of ``torch.distributed.checkpoint.stateful.Stateful``: that protocol is runtime-checkable, so DCP's
-# ``isinstance(obj, Stateful)`` accepts any object with ``state_dict``/``load_state_dict``, and importing it runs
-# ``torch.distributed.checkpoint``'s package, which imports ``torch.distributed.nn.functional``, whose collectives take
-# ``group=group.WORLD`` as a default argument. Imported after ``init_process_group()``, those defaults keep the default
-# group alive: ``destroy_process_group()`` then leaves gloo's threads running into interpreter exit, where they can
-# abort the process ("terminate called without an active exception"; README, "Distributed: exiting cleanly").
+# Not a subclass of DCP's (runtime-checkable) ``Stateful``: importing it after ``init_process_group()`` keeps the
+# default group alive past ``destroy_process_group()`` (docs/exit-crash.md).
 class PerRankState:
     """Metrics as a ``Stateful`` whose ``state_dict()`` keeps each rank's states under its own key.
 
-    For ``torch.distributed.checkpoint`` (where a metric's own ``state_dict()`` would be treated as replicated), and
-    for ``torch.save`` per rank alike. Every state is included whatever its ``persistent`` setting, with the update
-    counts (torchmetrics warns when computing a metric that saw no update) and a ``Running`` wrapper's position.
-    Load into the same metric structure in as many processes; each rank gets back its own states.
-
-    Args:
-        metrics: a torchmetrics ``Metric``, a ``MetricCollection``, or a dict whose values are either (accelerated
-            or not).
-
-    Raises:
-        TypeError: if ``metrics`` is not one of the accepted structures.
+    For DCP (where a metric's own ``state_dict()`` would be taken as replicated) and ``torch.save`` per rank alike:
+    every state whatever its ``persistent``, the update counts and a ``Running`` wrapper's position. Load into the same
+    metric structure in as many processes.
 
     Example:
         >>> import torch
@@ -216,42 +173,11 @@ class PerRankState:
         self.metrics = metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"world_size": w, "rank{r}": {name: {"states", "update_count", "counters"}}}``; tensors are copies.
-
-        Returns:
-            The state dict.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.update(torch.tensor(4.0))
-            >>> PerRankState(metric).state_dict()["rank0"]["metric"]["update_count"]
-            1
-        """
+        """``{"world_size": w, "rank{r}": {name: {"states", "update_count", "counters"}}}``; tensors are copies."""
         return per_rank({name: metric_entry(metric) for name, metric in named_metrics(self.metrics)})
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore this rank's states, update counts and counters.
-
-        Args:
-            state_dict: from :meth:`state_dict` over the same structure, or one rank's entry of it
-                (``state_dict["rank1"]``: to load a rank's states elsewhere on purpose).
-
-        Raises:
-            ValueError: if it was saved by another number of processes.
-            KeyError: if it misses this rank, a metric or a state.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.update(torch.tensor(4.0))
-            >>> fresh = SumMetric()
-            >>> PerRankState(fresh).load_state_dict(PerRankState(metric).state_dict())
-            >>> fresh.compute()
-            tensor(4.)
-        """
+        """Restore this rank's states, update counts and counters (or, on purpose, one rank's entry of them)."""
         section = state_dict if WORLD_SIZE not in state_dict else this_rank(state_dict, "PerRankState")
         for name, metric in named_metrics(self.metrics):
             load_metric_entry(metric, name, section, "PerRankState")

@@ -1,11 +1,8 @@
 """Compute groups with accelerated members: torchmetrics' state comparison, blind to this package's extra states.
 
-``MetricCollection(compute_groups=True)`` lets metrics whose states are equal after the first update share them
-(``MulticlassConfusionMatrix`` next to ``MulticlassCohenKappa``, the stat-score family next to each other). Its test
-requires the same state names on both sides, so the flags and masks an accelerated metric adds (deferred checks, NaN
-flags, keep-masks) would keep it out of every group with a torchmetrics metric. Here the comparison ignores them:
-groups form wherever torchmetrics would form them, accelerated and torchmetrics members mixed. The leader's extra
-states then travel to the followers with the rest (a torchmetrics follower ignores them).
+torchmetrics groups metrics only with the same state names, so the flags and masks an accelerated metric adds would keep
+it out of every group with a torchmetrics metric. Here the comparison ignores them: groups form wherever torchmetrics
+would form them; the leader's extra states travel to the followers (a torchmetrics follower ignores them).
 
 Example:
     >>> import torch, torchmetrics
@@ -41,15 +38,7 @@ def _extra_states(metric: Any) -> tuple[str, ...]:
 
 
 def equal_metric_states(metric1: Any, metric2: Any) -> bool:
-    """Torchmetrics' ``MetricCollection._equal_metric_states``, ignoring the states this package adds.
-
-    Args:
-        metric1: a metric.
-        metric2: another metric.
-
-    Returns:
-        Whether the two may share their states in a compute group.
-    """
+    """Torchmetrics' ``MetricCollection._equal_metric_states``, ignoring the states this package adds."""
     hidden = set(_extra_states(metric1)) | set(_extra_states(metric2))
     if not hidden:
         return _torchmetrics_equal_metric_states(metric1, metric2)

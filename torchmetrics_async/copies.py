@@ -1,12 +1,4 @@
-"""Owned states and fused copies: what a metric owns, and resets and snapshots of many states in one copy.
-
-Example:
-    >>> import torch
-    >>> targets = [torch.zeros(2)]
-    >>> fused_copy_(targets, [torch.ones(2)])
-    >>> targets
-    [tensor([1., 1.])]
-"""
+"""Owned states and fused copies: what a metric owns, and resets and snapshots of many states in one copy."""
 
 import contextlib
 from collections.abc import Iterable, Iterator
@@ -19,10 +11,8 @@ from torchmetrics_async.deferred import mark_static_address
 
 __all__ = ["FRESH_DEFAULTS", "OWNED_STATES", "fused_copy_", "fused_reset", "reset_device", "same_layout"]
 
-#: Instance attribute: state name -> the state object (tensor or list) this metric made itself and has not handed
-#: out. Sharing enters at known doors, and each copies there: construction, ``accelerate()`` and unpickling
-#: (``_setup_sync_free``), ``load_state_dict``, ``.to()`` and the like (``_apply``), and a compute-group link (the
-#: ``_update_count`` torchmetrics assigns after the leader's states, or the fused collection's link). So ``update()``
+#: Instance attribute: state name -> the state object this metric made itself and has not handed out. Every door
+#: through which sharing enters copies (setup, ``load_state_dict``, ``_apply``, a compute-group link), so ``update()``
 #: and ``forward()`` write in place without looking.
 OWNED_STATES = "_owned_states"
 # Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
@@ -33,30 +23,9 @@ FRESH_DEFAULTS = "_fresh_defaults"
 def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
     """Reset many metrics with one fused copy of their defaults instead of one clone per state.
 
-    On entry, a fresh tensor is allocated for every tensor state of every metric of this package (skipping those
-    prepared already by an enclosing block) and the defaults are copied into all of them at once
-    (:func:`fused_copy_`: one kernel per device and dtype on CUDA); ``reset()`` inside the block takes them
-    instead of cloning each default. The states are still fresh tensors: whatever held the old ones keeps its
-    values, as with torchmetrics. On exit what no ``reset()`` took is dropped.
-
-    Args:
-        metrics: the metrics about to be reset (others are ignored).
-
-    Yields:
-        Nothing; reset the metrics inside the block.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MaxMetric, SumMetric
-        >>> metrics = [SumMetric(), MaxMetric()]
-        >>> for metric in metrics:
-        ...     metric.update(torch.tensor(3.0))
-        >>> held = metrics[0].sum_value
-        >>> with fused_reset(metrics):
-        ...     for metric in metrics:
-        ...         metric.reset()
-        >>> float(metrics[0].sum_value), float(metrics[1].max_value), float(held)
-        (0.0, -inf, 3.0)
+    On entry fresh tensors for every tensor state of every metric of this package get their defaults in one
+    :func:`fused_copy_`; ``reset()`` inside the block takes them. They are still fresh tensors: whatever held the old
+    ones keeps its values, as with torchmetrics.
     """
     prepared: list[dict[str, Any]] = []
     fresh: list[Tensor] = []
@@ -82,14 +51,7 @@ def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
 
 
 def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
-    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) of both sides.
-
-    CUDA fuses a ``_foreach_`` op into one kernel only where every tensor shares device and dtype, so the pairs are
-    grouped by those first: one kernel per group instead of one per pair.
-
-    Args:
-        targets: the tensors written.
-        sources: what each receives (same shapes).
+    """``target.copy_(source)`` for every pair: one ``torch._foreach_copy_`` per (device, dtype) group.
 
     Example:
         >>> import torch

@@ -1,9 +1,7 @@
 """The window's update count: host-counted updates in a Python int, compiled ones in a device tensor.
 
-Compiled updates are counted here and nowhere else. Dynamo would guard on a changing Python int (a recompile per
-step), so code traced by ``torch.compile`` counts in place in a 0-dim device tensor, and the count is read on the host
-only when asked for (``compute()`` and ``reset()`` read the device anyway). ``SyncFreeMixin`` binds the functions
-taking ``metric`` as its private methods.
+Dynamo would guard on a changing Python int (a recompile per step), so code traced by ``torch.compile`` counts in place
+in a 0-dim device tensor, read on the host only when asked for. ``SyncFreeMixin`` binds these as methods.
 
 Example:
     >>> import torch
@@ -37,9 +35,7 @@ __all__ = [
     "unread_window_count",
 ]
 
-#: Instance attribute: a 0-dim int64 device tensor counting the updates made inside ``torch.compile``d code in this
-#: window. Compiled code counts there, in place, instead of in the Python int (``_window_counter``), which Dynamo
-#: would guard on (a recompile per step).
+#: Instance attribute: a 0-dim int64 device tensor counting this window's updates made inside compiled code.
 COMPILED_UPDATES = "_compiled_updates"
 # Instance attribute beside it: its value as last read on the host (an int), or None once compiled code counted
 # since (a constant store: no guard, no host read).
@@ -101,33 +97,13 @@ def count_compiled_update(metric: Any) -> None:
 
 
 def set_update_count(metric: Any, count: int) -> None:
-    """Set a metric's window update count to ``count`` (compiled updates' device count cleared, without a read).
-
-    Args:
-        metric: any ``Metric``.
-        count: the count.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric()
-        >>> set_update_count(metric, 3)
-        >>> metric.update_count
-        3
-    """
+    """Set a metric's window update count to ``count`` (compiled updates' device count cleared, without a read)."""
     metric.__dict__["_update_count"] = count
     clear_compiled_count(metric)
 
 
 def clear_compiled_count(metric: Any) -> None:
-    """Forget the updates counted on the device by compiled code (zeroed in place: no host read).
-
-    Args:
-        metric: any ``Metric``.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> clear_compiled_count(SumMetric())
-    """
+    """Forget the updates counted on the device by compiled code (zeroed in place: no host read)."""
     state = metric.__dict__
     if state.get(COMPILED_SEEN, 0) != 0:
         state[COMPILED_UPDATES].zero_()
@@ -135,20 +111,7 @@ def clear_compiled_count(metric: Any) -> None:
 
 
 def copy_update_count(source: Any, target: Any) -> None:
-    """Give ``target`` the update count of ``source`` (same class) without a host read.
-
-    Args:
-        source: the metric whose count is copied.
-        target: the metric receiving it.
-
-    Example:
-        >>> from torchmetrics_async import SumMetric
-        >>> a, b = SumMetric(), SumMetric()
-        >>> a.update(1.0)
-        >>> copy_update_count(a, b)
-        >>> b.update_count
-        1
-    """
+    """Give ``target`` the update count of ``source`` (same class) without a host read."""
     src, dst = source.__dict__, target.__dict__
     counter = src.get(COMPILED_UPDATES)
     if counter is None:

@@ -1,20 +1,9 @@
 """What is accelerated: every torchmetrics ``Metric`` class, with one of three statuses, and why.
 
-- ``accelerated``: in the registry (:func:`torchmetrics_async.registry.registry`), whose classes make no host sync in
-  ``update()`` and ``forward()`` (``tests/test_coverage_contract.py`` checks each one).
-- ``sync-free as it is (verified)``: torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` (the tables live in
-  :mod:`torchmetrics_async.registry`, so ``accelerate()`` gives the same reasons) only because
-  ``tests/test_verified_sync_free.py`` runs its ``update()`` and ``forward()`` under ``no_host_sync()`` (on CPU and on
-  the meta device, which stands in for an accelerator) and they pass.
-- ``not sync-free``: with the reason: it takes strings or needs what cannot be loaded here (:data:`EXPLAINED`), it
-  syncs, with the host syncs that test measures (:data:`MEASURED_SYNCS`), or it is a base class, a task wrapper or a
-  wrapper (:func:`torchmetrics_async.registry.why_not_accelerated`).
-
-Example:
-    >>> from torchmetrics_async.coverage import accelerated_coverage
-    >>> rows = {row.name: row for row in accelerated_coverage() if row.module != "torchmetrics"}
-    >>> rows["MeanMetric"].status, rows["PeakSignalNoiseRatio"].status, rows["MulticlassLogAUC"].status
-    ('accelerated', 'sync-free as it is (verified)', 'not sync-free')
+``accelerated`` (registered: sync-free ``update()``/``forward()``, checked by ``tests/test_coverage_contract.py``),
+``sync-free as it is (verified)`` (torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` only because
+``tests/test_verified_sync_free.py`` passes it under ``no_host_sync()``), or ``not sync-free`` with the reason
+(:data:`EXPLAINED`, :data:`MEASURED_SYNCS` or :func:`~torchmetrics_async.registry.why_not_accelerated`).
 """
 
 import importlib
@@ -100,22 +89,10 @@ FORWARD_CAVEATS: dict[type, str] = {
 
 @dataclass(frozen=True)
 class CoverageRow:
-    """One torchmetrics class: where it is exported, whether it is accelerated, and if not, why.
+    """One torchmetrics class: the public module and name it is exported as, its accelerated class, and if none, why.
 
-    Attributes:
-        module: the public torchmetrics module that exports it (``"torchmetrics.classification"``).
-        name: the name the module exports it as (torchmetrics' deprecated top-level aliases differ from
-            ``torchmetrics_class.__name__``).
-        torchmetrics_class: the torchmetrics class.
-        accelerated_class: the registered accelerated class, or ``None``.
-        reason: why it is not accelerated (``""`` when it is; for a verified class, the arguments checked).
-        caveat: for an accelerated class, the arguments under which ``forward()`` still syncs (``""``: none).
-
-    Example:
-        >>> import torchmetrics
-        >>> row = CoverageRow("torchmetrics.aggregation", "MeanMetric", torchmetrics.MeanMetric, None, "x")
-        >>> row.accelerated
-        False
+    ``reason`` is ``""`` when accelerated (for a verified class, the arguments checked); ``caveat`` names the arguments
+    under which an accelerated class's ``forward()`` still syncs.
     """
 
     module: str
@@ -127,26 +104,14 @@ class CoverageRow:
 
     @property
     def status(self) -> str:
-        """:data:`ACCELERATED`, :data:`SYNC_FREE_AS_IS` (listed in :data:`VERIFIED_SYNC_FREE`) or :data:`NOT_SYNC_FREE`.
-
-        Example:
-            >>> import torchmetrics
-            >>> CoverageRow("torchmetrics.image", "TotalVariation", torchmetrics.image.TotalVariation, None, "").status
-            'sync-free as it is (verified)'
-        """
+        """:data:`ACCELERATED`, :data:`SYNC_FREE_AS_IS` (in :data:`VERIFIED_SYNC_FREE`) or :data:`NOT_SYNC_FREE`."""
         if self.accelerated:
             return ACCELERATED
         return SYNC_FREE_AS_IS if self.torchmetrics_class in VERIFIED_SYNC_FREE else NOT_SYNC_FREE
 
     @property
     def accelerated(self) -> bool:
-        """Whether ``update()`` and ``forward()`` of the accelerated class are sync-free (it is registered).
-
-        Example:
-            >>> from torchmetrics_async.coverage import accelerated_coverage
-            >>> next(row for row in accelerated_coverage() if row.name == "SumMetric").accelerated
-            True
-        """
+        """Whether the class is registered (its ``update()`` and ``forward()`` are sync-free)."""
         return self.accelerated_class is not None
 
 
@@ -173,11 +138,7 @@ def _public_metric_classes() -> dict[type, tuple[str, str]]:
 
 
 def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
-    """Where to list ``cls``: (module, exported name).
-
-    The module is the exporting module the class is defined under (``torchmetrics.classification`` for
-    ``torchmetrics.classification.accuracy``), else ``torchmetrics``.
-    """
+    """Where to list ``cls``: the exporting module it is defined under (else ``torchmetrics``), and its name there."""
     owners = [name for name in modules if cls.__module__ == name or cls.__module__.startswith(name + ".")]
     home = max(owners, key=len) if owners else ("torchmetrics" if "torchmetrics" in modules else next(iter(modules)))
     return home, modules[home]
@@ -188,9 +149,6 @@ def accelerated_coverage() -> list[CoverageRow]:
 
     Reads the registry, so a newly registered class is listed as accelerated. Modules whose optional dependencies are
     missing are skipped. Sorted by module, then name. Each row's :attr:`CoverageRow.status` is one of three.
-
-    Returns:
-        One :class:`CoverageRow` per class.
 
     Example:
         >>> rows = accelerated_coverage()

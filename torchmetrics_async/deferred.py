@@ -1,16 +1,9 @@
 """Deferred checks: value errors recorded on the device in ``update``, raised later, never dropped.
 
-torchmetrics validates values inside ``update`` (``if nans.any()``, ``torch.unique`` of the labels), which makes the
-host wait for the device at every step. A sync-free metric records the violation instead, in a bool metric state per
-check (reduced with ``max``, so it is synced, merged and checkpointed with the metric), and reports it later:
-
-- ``compute()`` raises (or warns) with torchmetrics' message: one host read of the metric's own check states (a
-  collection reads all its members' in one read, :func:`read_deferred_together`);
-- ``forward()`` returns NaN as the batch value of a batch that violated a check (no host read);
-- ``reset()`` raises what ``compute()`` has not reported since the states were last written (one host read per
-  reset), so a window that is only logged per step (``forward`` then ``reset``) cannot lose an error. The states are
-  written by an update and by every door through which states arrive (``merge_state``, ``load_state_dict``): a door
-  counts as an update here (see :func:`mark_unreported`), so what arrives is raised like what was recorded locally.
+A violation is ORed into a bool metric state per check (reduced with ``max``: synced, merged and checkpointed with the
+metric). ``compute()`` raises or warns with torchmetrics' message (one host read), ``forward()`` returns NaN for a
+violating batch, and ``reset()`` raises what ``compute()`` has not reported since the states were last written (by an
+update or a door such as ``merge_state``/``load_state_dict``: :func:`mark_unreported`).
 
 Example:
     >>> import torch
@@ -62,12 +55,10 @@ __all__ = [
     "reset_deferred",
 ]
 
-#: Instance attribute (in the metric's ``__dict__``): when true, ``compute()`` leaves the check states unread and
-#: whoever set it reads them and raises or warns itself. ``AsyncMetricCollector`` sets it on the copy it computes off
-#: the critical path; the generic ``forward`` sets it while it computes the batch value.
+#: Instance attribute: when true, ``compute()`` leaves the check states unread for whoever set it to report
+#: (``AsyncMetricCollector`` on its shadow; the generic ``forward`` while it computes the batch value).
 DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
-#: Instance attribute: the check states may have been written (an update, a merge, a load) since they were last read
-#: or handed over: ``reset()`` reads them then. A constant store (also in compiled code: no guard, no host read).
+#: Instance attribute: the check states may have been written since last read; ``reset()`` reads them then.
 UNREPORTED = "_deferred_unreported"
 #: ``True`` while ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge): its reset
 #: keeps the window's bookkeeping, its compute gives NaN for a violating batch (``None`` otherwise).
@@ -79,8 +70,7 @@ _WARNED = "_nan_warned"  # a "warn" check has warned in this window
 _PREREAD = "_deferred_preread"  # check values read by read_deferred_together(), for the compute() it precedes
 
 
-# The methods below are ``SyncFreeMixin``'s (bound there as ``_add_deferred_check``, ``_record_violation``, ...):
-# ``metric`` is the metric they are called on.
+# ``SyncFreeMixin`` binds the functions below as its private methods (``_add_deferred_check``, ...).
 
 
 def add_deferred_check(metric: Any, name: str, message: str, action: str = "error") -> None:
@@ -110,17 +100,9 @@ def record_violation(metric: Any, name: str, violated: Tensor | bool) -> None:
 
 
 def add_with_violations(metric: Any, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
-    """``state.add_(value)`` for every pair, in one ``torch._foreach_add_``, then the violations recorded.
+    """``state.add_(value)`` for every pair in one ``torch._foreach_add_`` (one CUDA kernel), then the violations.
 
-    On CUDA a ``_foreach_add_`` whose tensors share dtype, device and shapes (the stat-score states and their
-    batch counts) is one fused multi-tensor kernel instead of one launch per state.
-
-    Args:
-        metric: the metric.
-        states: tensor states, written in place (owned by this metric).
-        values: tensors to add (same devices; dtypes and shapes as ``add_`` accepts them); a Python number is
-            added by the caller (``add_`` takes it as a kernel argument; ``_foreach_add_`` takes no mixed list).
-        violations: check name -> violation mask (any shape) or host-known bool.
+    Python numbers are added by the caller: ``_foreach_add_`` takes no mixed list.
     """
     if len(states) == 1:  # one pair: a plain add_ costs less host time than the list op
         states[0].add_(values[0])
@@ -139,20 +121,13 @@ def deferred_violated(metric: Any) -> Tensor | None:
 
 
 def raise_deferred_checks(metric: Any) -> None:
-    """Report the violated checks with their messages: one host read for all of them.
-
-    An ``"error"`` check raises ``RuntimeError`` (the first in registration order); a ``"warn"`` check warns once
-    per window. Skipped when ``DEFERRED_RAISE_OWNED`` is set.
-    """
+    """Report the violated checks (one host read): the first ``"error"`` raises, a ``"warn"`` warns once per window."""
     if deferred_checks_registered(metric) and not metric.__dict__.get(DEFERRED_RAISE_OWNED, False):
         report_deferred(metric, read_deferred(metric))
 
 
 def report_unreported_checks(metric: Any) -> Any:
-    """Read the checks if written since they were last reported; return the report to make after a reset.
-
-    Called by ``reset()`` before the states are cleared (the checks die with them).
-    """
+    """Read the checks if written since last reported (``reset()``, before they die); return the report to make."""
     state = metric.__dict__
     checks = deferred_checks_registered(metric)
     if (
@@ -166,10 +141,9 @@ def report_unreported_checks(metric: Any) -> Any:
 
 
 def read_deferred(metric: Any) -> list[tuple[str, str, bool]]:
-    """Every check as ``(message, action, violated)``: one host read; marks them reported.
+    """Every check as ``(message, action, violated)``: one host read (or a collection's pre-read); marks them reported.
 
-    The values a collection read for this ``compute()`` are used if there are any; the compiled updates' count
-    travels in the same read when it changed (see :mod:`~torchmetrics_async.counting`).
+    The compiled updates' count travels in the same read when it changed (see :mod:`~torchmetrics_async.counting`).
     """
     state = metric.__dict__
     checks = deferred_checks_registered(metric)
@@ -192,34 +166,10 @@ def reset_deferred(metric: Any) -> None:
 
 
 def read_deferred_together(metrics: Any) -> list[Any]:
-    """Read the deferred checks of many metrics in one host read (per device), for their next read of them.
+    """Read the deferred checks of many metrics in one host read per device, for each one's next report.
 
-    A collection calls this once, before its members compute (or reset): each member then reports from the values
-    read here instead of reading its own. Nothing is marked reported here, so a member whose ``compute()`` does not
-    run keeps its checks for ``reset()``; call :func:`forget_preread` on the returned metrics afterwards, before
-    anything can write their states.
-
-    Args:
-        metrics: the metrics (any; those without deferred checks, with ``DEFERRED_RAISE_OWNED`` set, or on the
-            ``meta`` device are skipped).
-
-    Returns:
-        The metrics that received read values.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> metrics = [MeanMetric(nan_strategy="error"), MeanMetric(nan_strategy="error")]
-        >>> metrics[1].update(torch.tensor(float("nan")))
-        >>> read = read_deferred_together(metrics)  # one read for both
-        >>> metrics[0].compute()
-        tensor(nan)
-        >>> try:
-        ...     metrics[1].compute()
-        ... except RuntimeError as err:
-        ...     print(str(err)[:34])
-        Encountered `nan` values in tensor
-        >>> forget_preread(read)
+    Nothing is marked reported, so a member whose ``compute()`` does not run keeps its checks for ``reset()``; call
+    :func:`forget_preread` on the returned metrics afterwards, before anything can write their states.
     """
     taken: dict[torch.device, list[tuple[Any, list[Tensor]]]] = {}
     for metric in metrics:
@@ -238,15 +188,7 @@ def read_deferred_together(metrics: Any) -> list[Any]:
 
 
 def forget_preread(metrics: Any) -> None:
-    """Drop values read by :func:`read_deferred_together` that no ``compute()`` or ``reset()`` used.
-
-    Args:
-        metrics: the metrics.
-
-    Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> forget_preread([MeanMetric()])
-    """
+    """Drop values read by :func:`read_deferred_together` that no ``compute()`` or ``reset()`` used."""
     for metric in metrics:
         metric.__dict__.pop(_PREREAD, None)
 
@@ -254,25 +196,8 @@ def forget_preread(metrics: Any) -> None:
 def mark_unreported(metric: Any) -> None:
     """Record that ``metric``'s states changed as an update changes them: cached result dropped, checks to report.
 
-    Every door through which states arrive (``merge_state``, ``load_state_dict``, a checkpoint) calls it, so a check
-    that arrives is raised by the next ``compute()`` (which computes again instead of returning a cached value) or, if
-    none runs, by ``reset()``, exactly like one recorded by a local update. The update count is left alone:
-    torchmetrics' "compute called before update" warning depends on it, and a door does not count as an update there.
-
-    Args:
-        metric: any ``Metric`` (the attribute only matters for one with deferred checks).
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> metric = MeanMetric(nan_strategy="error")
-        >>> metric.nan_seen = torch.tensor(True)  # a check state set from outside: nothing says it is there
-        >>> mark_unreported(metric)
-        >>> try:
-        ...     metric.reset()
-        ... except RuntimeError as err:
-        ...     print(err)
-        Encountered `nan` values in tensor
+    Every door through which states arrive calls it. The update count is left alone: torchmetrics' "compute called
+    before update" warning does not count a door as an update.
     """
     state = metric.__dict__
     state["_computed"] = None
@@ -280,40 +205,17 @@ def mark_unreported(metric: Any) -> None:
 
 
 def mark_static_address(tensor: Tensor) -> Tensor:
-    """Mark a state tensor as ``torch._dynamo.mark_static_address(tensor, guard=False)`` does, without importing Dynamo.
+    """Mark a state as ``torch._dynamo.mark_static_address(tensor, guard=False)`` does, without importing Dynamo.
 
-    Compiled code then treats its address as stable (no guard on it): ``mode="reduce-overhead"`` captures in-place
-    updates of it in a CUDA graph instead of skipping the graph for a mutated input. A tensor replaced later (a reset)
-    makes the CUDA graph re-record, never recompile.
-
-    Args:
-        tensor: a state tensor this metric owns and updates in place.
-
-    Returns:
-        The tensor.
-
-    Example:
-        >>> import torch
-        >>> mark_static_address(torch.zeros(2))._dynamo_static_input_type
-        'unguarded'
+    ``mode="reduce-overhead"`` then captures in-place updates in a CUDA graph; a tensor replaced later (a reset) makes
+    the graph re-record, never recompile.
     """
     tensor._dynamo_static_input_type = "unguarded"  # type: ignore[attr-defined]
     return tensor
 
 
 def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
-    """Raise or warn for read checks ``(message, action, violated)``, as ``compute()`` reports them.
-
-    Args:
-        metric: the metric the checks belong to (its ``_nan_warned`` attribute makes a warning once per window).
-        checks: the checks, read on the host, in reporting order.
-
-    Raises:
-        RuntimeError: torchmetrics' message of the first violated ``"error"`` check.
-
-    Example:
-        >>> report_deferred(object(), [("Bad.", "error", False)])  # nothing violated: nothing happens
-    """
+    """Raise (the first violated ``"error"``) or warn (once per window) for checks read on the host."""
     for message, action, violated in checks:
         if not violated:
             continue
@@ -326,14 +228,7 @@ def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
 
 
 def nan_where(violated: Tensor | None, value: Any) -> Any:
-    """``value`` with every floating-point tensor in it replaced by NaN where ``violated`` (a 0-dim bool) is set.
-
-    Args:
-        violated: whether the batch violated a check (device tensor), or ``None``.
-        value: a tensor, or a dict/list/tuple of them (what ``compute()`` returns).
-
-    Returns:
-        The value, NaN where violated; integer tensors are returned as they are (they have no NaN).
+    """``value`` (a tensor or a dict/list/tuple of them) with floating-point tensors NaN where ``violated`` is set.
 
     Example:
         >>> import torch

@@ -1,14 +1,4 @@
-"""The package's own exception types (a leaf module: it imports nothing of the package).
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import MeanMetric, ShapeMismatchError
-    >>> try:
-    ...     MeanMetric().update(torch.ones(7), torch.ones(8))
-    ... except ShapeMismatchError as err:
-    ...     print(isinstance(err, ValueError), isinstance(err, RuntimeError))
-    True True
-"""
+"""The package's own exception types (a leaf module: it imports nothing of the package)."""
 
 __all__ = ["ShapeMismatchError"]
 
@@ -16,14 +6,15 @@ __all__ = ["ShapeMismatchError"]
 class ShapeMismatchError(ValueError, RuntimeError):
     """Inputs whose shapes do not fit together, raised at once (shapes are metadata: checking them is free).
 
-    A ``ValueError`` (bad input), and a ``RuntimeError`` too: torchmetrics raises ``RuntimeError`` for these shapes
-    (``_check_same_shape``, torch's broadcasting kernels), so code that catches torchmetrics' type keeps working. The
-    precedent is numpy's ``AxisError(ValueError, IndexError)``.
+    A ``ValueError`` (bad input) and a ``RuntimeError``, the type torchmetrics raises for these shapes, so callers that
+    catch torchmetrics' type keep working (as numpy's ``AxisError(ValueError, IndexError)``).
 
     Example:
+        >>> import torch
+        >>> from torchmetrics_async import MeanMetric
         >>> try:
-        ...     raise ShapeMismatchError("`weight` of shape (8,) does not broadcast to `value` of shape (7,)")
+        ...     MeanMetric().update(torch.ones(7), torch.ones(8))
         ... except RuntimeError as err:  # what torchmetrics' callers catch
-        ...     print(isinstance(err, ValueError), err)
-        True `weight` of shape (8,) does not broadcast to `value` of shape (7,)
+        ...     print(isinstance(err, ShapeMismatchError), isinstance(err, ValueError))
+        True True
     """

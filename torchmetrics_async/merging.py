@@ -1,14 +1,8 @@
 """``merge_state`` for accelerated metrics that also accepts plain torchmetrics instances of the same class.
 
-torchmetrics' ``Metric.merge_state`` accepts another metric only if it is an instance of the receiving metric's class.
-An accelerated ``MeanMetric`` subclasses ``torchmetrics.MeanMetric``, so a plain torchmetrics driver merges an
-accelerated worker already; the other way round torchmetrics would refuse the plain worker. Here a plain instance of
-the torchmetrics class the accelerated class stands in for (the same torchmetrics class, not a relative) is merged
-through its ``metric_state``, exactly as torchmetrics merges one of its own. The extra states it lacks (deferred
-flags, ``CatMetric``'s keep-masks) count as "nothing seen" (see ``SyncFreeMixin._reduce_states``).
-
-Everything else keeps torchmetrics' checks and messages: a metric of another class, an input that is neither a dict
-nor a ``Metric``, and metrics with ``full_state_update=True`` or ``dist_sync_on_step=True``.
+torchmetrics merges only instances of the receiving class, so it would refuse a plain worker into an accelerated driver.
+Here a plain instance of the torchmetrics class the accelerated class stands in for is merged through its
+``metric_state`` (the extra states it lacks count as "nothing seen"); everything else keeps torchmetrics' checks.
 
 Example:
     >>> import torch, torchmetrics
@@ -30,27 +24,9 @@ __all__ = ["is_same_torchmetrics_class", "merge_state_accepting_torchmetrics"]
 
 
 def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
-    """Whether ``incoming`` is an instance of a class ``metric``'s class derives from, with the same torchmetrics class.
+    """Whether ``incoming``'s class is one ``metric``'s class derives from, with the same torchmetrics class.
 
-    That is what an accelerated metric stands in for: ``torchmetrics.MeanMetric`` for an accelerated ``MeanMetric``,
-    a user's ``MyMean(torchmetrics.MeanMetric)`` for the accelerated ``MyMean`` that
-    :func:`~torchmetrics_async.accelerate` derives from it. A torchmetrics parent class (``MulticlassConfusionMatrix``
-    for ``MulticlassJaccardIndex``) is another metric and does not qualify.
-
-    Args:
-        metric: the receiving metric.
-        incoming: the metric to merge.
-
-    Returns:
-        ``True`` if ``incoming`` may be merged into ``metric``.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import MeanMetric
-        >>> is_same_torchmetrics_class(MeanMetric(), torchmetrics.MeanMetric())
-        True
-        >>> is_same_torchmetrics_class(MeanMetric(), torchmetrics.SumMetric())
-        False
+    A torchmetrics parent (``MulticlassConfusionMatrix`` for ``MulticlassJaccardIndex``) is another metric.
     """
     cls = type(incoming)
     tm_class = torchmetrics_base(cls)
@@ -58,27 +34,7 @@ def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
 
 
 def merge_state_accepting_torchmetrics(self: Any, incoming_state: dict[str, Any] | Metric) -> None:
-    """Merge a state dict or a metric, also a plain torchmetrics instance of this metric's torchmetrics class.
-
-    Bound as ``SyncFreeMixin.merge_state``. A plain instance (see :func:`is_same_torchmetrics_class`) is merged
-    through its ``metric_state``; any other input goes to torchmetrics' ``Metric.merge_state`` unchanged, with its
-    checks and error messages.
-
-    Args:
-        self: the receiving metric.
-        incoming_state: a state dict shaped like the metric's (torchmetrics' states suffice: missing extra states
-            count as clean), or a metric of the same class, accelerated or not.
-
-    Example:
-        >>> import torchmetrics
-        >>> from torchmetrics_async import SumMetric
-        >>> driver, worker = SumMetric(), torchmetrics.SumMetric()
-        >>> driver.update(1.0)
-        >>> worker.update(2.0)
-        >>> driver.merge_state(worker)
-        >>> driver.compute()
-        tensor(3.)
-    """
+    """``SyncFreeMixin.merge_state``: also merges a plain torchmetrics instance of this metric's torchmetrics class."""
     if (
         isinstance(incoming_state, Metric)
         and not isinstance(incoming_state, type(self))

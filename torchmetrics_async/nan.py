@@ -43,23 +43,9 @@ def apply_nan_strategy(
     """Apply a NaN strategy to a value tensor and its (broadcast) weights without a host sync.
 
     Follows ``BaseAggregator._cast_and_nan_check_input``: a pair is "nan" when the value or its weight is NaN. Fills
-    happen in the input dtype (torchmetrics fills before it casts).
-
-    Args:
-        strategy: ``"error"``, ``"warn"``, ``"ignore"``, ``"disable"`` or a float fill value.
-        value: the values, any dtype.
-        weight: weights broadcastable to ``value`` (a 0-dim tensor stays 0-dim), or ``None`` for all ones.
-        neutral: what a dropped value becomes (``0`` for sums, ``-inf`` for a max, ``inf`` for a min).
-
-    Returns:
-        ``(value, weight, seen)``: dropped pairs have ``value == neutral`` and weight 0 (``weight`` becomes a mask
-        tensor when it was ``None`` and pairs can be dropped); ``seen`` is the per-element NaN mask when the strategy
-        needs to remember it (``"error"``, ``"warn"``), else ``None``.
-
-    Example:
-        >>> import torch
-        >>> apply_nan_strategy(2.0, torch.tensor([float("nan"), 1.0]), None, neutral=0.0)[0]
-        tensor([2., 1.])
+    happen in the input dtype (torchmetrics fills before it casts). Returns ``(value, weight, seen)``: a dropped pair
+    gets ``neutral`` (0 for sums, -inf for a max) and weight 0 (a mask when ``weight`` was ``None``); ``seen`` is the
+    NaN mask for ``"error"``/``"warn"``, else ``None``.
     """
     if strategy == "disable":
         return value, weight, None
@@ -94,15 +80,7 @@ def _fill_in_dtype(fill: float, dtype: torch.dtype) -> float | int | bool:
 def apply_nan_strategy_to_numbers(
     strategy: NanStrategy, value: float, weight: float | None
 ) -> tuple[float | None, float | None, bool]:
-    """The same decisions for Python numbers, taken on the host where they are free.
-
-    Args:
-        strategy: as for :func:`apply_nan_strategy`.
-        value: the value.
-        weight: its weight, or ``None`` for one.
-
-    Returns:
-        ``(value, weight, seen)``; ``value`` is ``None`` when the pair is dropped.
+    """The same decisions for Python numbers, on the host where they are free; a dropped pair's value is ``None``.
 
     Example:
         >>> apply_nan_strategy_to_numbers("ignore", float("nan"), None)
@@ -126,17 +104,6 @@ class DeferredNanFlag:
     The flag is a deferred check (:data:`NAN_FLAG_STATE`, a bool metric state reduced with ``max``) that exists only
     for the two strategies that need it: ``compute()`` (or, failing that, ``reset()``) raises or warns with
     torchmetrics' message.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = SumMetric(nan_strategy="error")
-        >>> metric.update(torch.tensor([1.0, float("nan")]))
-        >>> try:
-        ...     metric.compute()
-        ... except RuntimeError as err:
-        ...     print(err)
-        Encountered `nan` values in tensor
     """
 
     def _add_nan_flag_state(self) -> None:

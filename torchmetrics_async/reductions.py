@@ -1,14 +1,7 @@
-"""The reduction vocabulary: how a state's ``dist_reduce_fx`` is named and reduced across ranks.
+"""The reduction vocabulary (a leaf): how a state's ``dist_reduce_fx`` is named and reduced across ranks.
 
-torchmetrics' ``add_state(dist_reduce_fx="sum")`` stores the function ``dim_zero_sum``; the sync engine, the metric
-base and the state arena name it ``"sum"`` and reduce it with an ``all_reduce``. A leaf: it imports nothing of this
-package, so every layer can use it.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics.utilities import dim_zero_cat, dim_zero_mean
-    >>> reduction_name(dim_zero_mean), reduction_name(dim_zero_cat), fusable("mean", torch.int64)
-    ('mean', 'cat', False)
+torchmetrics' ``add_state(dist_reduce_fx="sum")`` stores the function ``dim_zero_sum``; the sync engine and the metric
+base name it ``"sum"`` and reduce it with an ``all_reduce``.
 """
 
 import math
@@ -33,13 +26,6 @@ REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.Re
 
 def fusable(op: str, dtype: torch.dtype) -> bool:
     """Whether a reduction of ``dtype`` can run as an all_reduce with torch's result (else it errors in torch too).
-
-    Args:
-        op: one of :data:`OPS`.
-        dtype: the state's dtype.
-
-    Returns:
-        ``False`` for a mean of integers or bools, and a max or min of complex numbers.
 
     Example:
         >>> fusable("sum", torch.int32), fusable("max", torch.complex64)

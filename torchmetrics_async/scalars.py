@@ -4,13 +4,6 @@ A Python number that meets a device tensor as an operand (``state.add_(one, alph
 kernel argument: no host-to-device copy, no host sync. ``torch.as_tensor(x, device=cuda)`` is a copy from pageable
 memory and stalls the stream. The arithmetic torchmetrics does on such numbers after ``as_tensor(x, dtype=d)`` is done
 here on the host, rounded to ``d`` exactly as the device would round it.
-
-Example:
-    >>> import torch
-    >>> round_to_dtype(0.1, torch.float32)
-    0.10000000149011612
-    >>> is_number(3), is_number(True), is_number(torch.tensor(1.0))
-    (True, True, False)
 """
 
 import math
@@ -23,18 +16,7 @@ __all__ = ["is_number", "round_to_dtype"]
 
 
 def is_number(x: object) -> bool:
-    """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor.
-
-    Args:
-        x: any update argument.
-
-    Returns:
-        ``True`` for ``int``, ``float``, ``bool`` and NumPy scalars.
-
-    Example:
-        >>> is_number(2.5)
-        True
-    """
+    """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor."""
     return isinstance(x, Number) and not isinstance(x, complex)
 
 
@@ -55,18 +37,11 @@ def _round_with(fmt: str, x: float) -> float:
 
 
 def round_to_dtype(x: float, dtype: torch.dtype) -> float:
-    """Round a Python number to the nearest value representable in ``dtype``, as ``torch.as_tensor`` would.
+    """Round a number to the nearest value of a floating ``dtype`` (others: ``float(x)``), as ``as_tensor`` would.
 
     Sums, products and quotients of two such values computed in double precision and rounded once more are the
     correctly rounded results in ``dtype`` (double carries more than ``2p + 2`` bits), so host arithmetic on rounded
     numbers matches the device bit for bit.
-
-    Args:
-        x: the number.
-        dtype: a floating dtype; other dtypes return ``float(x)``.
-
-    Returns:
-        The rounded value as a Python float.
 
     Example:
         >>> import torch

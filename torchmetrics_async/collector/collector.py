@@ -38,18 +38,10 @@ _IN_FLIGHT: weakref.WeakSet[AsyncMetricCollector] = weakref.WeakSet()
 class AsyncMetricCollector:
     """Sync and compute a metric, a ``MetricCollection`` or a dict of them off the critical path.
 
-    Lifecycle: ``bind()`` once; then per logging interval ``schedule_collection()`` (snapshot, reset, launch) and,
-    any number of training steps later, ``collect_results()`` (wait, compute, Python scalars); ``unbind()`` at the
-    end. Updates made to the live metrics after ``schedule_collection()`` belong to the next window. The collector is
-    ``Stateful``: ``state_dict()``/``load_state_dict()`` work at any point, a window in flight included.
-
-    Args:
-        metric: a torchmetrics ``Metric``, a ``MetricCollection``, or a dict whose values are either.
-        stream_ops: the stream operations of the accelerator path (default: :class:`CudaStreamOps` when the metrics
-            are on CUDA, none on CPU). A test seam: any :class:`StreamOps` forces the accelerator path.
-
-    Raises:
-        TypeError: if ``metric`` is not one of the accepted structures.
+    ``bind()`` once; per logging interval ``schedule_collection()`` (snapshot, reset, launch) and, any number of steps
+    later, ``collect_results()`` (wait, compute, Python scalars); ``unbind()`` at the end. ``stream_ops`` is a test
+    seam: any :class:`StreamOps` forces the accelerator path (default: :class:`CudaStreamOps` on CUDA, none on CPU). The
+    collector is ``Stateful``: ``state_dict()``/``load_state_dict()`` work at any point, a window in flight included.
 
     Example:
         >>> import torch
@@ -84,17 +76,10 @@ class AsyncMetricCollector:
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
 
     def bind(self, device: torch.device | str | None = None) -> None:
-        """Move the metrics to ``device`` (if given), create the side stream on CUDA, and the collector's buffers.
+        """Move the metrics to ``device`` (if given), create the side stream on CUDA, and the shadow buffers.
 
-        The buffers are a deep copy of the metric structure (the *shadow*) that receives each window's states. Bind
-        after moving the metrics to their device; move them later only through ``unbind()`` and ``bind(device)``.
-
-        Args:
-            device: where the metrics live from now on (``None``: where they are).
-
-        Raises:
-            RuntimeError: if already bound.
-            ValueError: if the metrics live on more than one device (after moving them to ``device``, if given).
+        Bind after moving the metrics to their device (they must share one); move them later only through ``unbind()``
+        and ``bind(device)``.
 
         Example:
             >>> from torchmetrics_async import SumMetric
@@ -135,11 +120,7 @@ class AsyncMetricCollector:
                 value.to(device)
 
     def unbind(self) -> None:
-        """Release the side stream and the buffers.
-
-        A window scheduled and not collected is dropped, as the next ``schedule_collection()`` would drop it (its
-        collectives were issued when it was scheduled, so this communicates nothing). A window loaded before
-        ``bind()`` and not bound since is kept for the next ``bind()``.
+        """Release the side stream and the buffers; a window scheduled and not collected is dropped.
 
         Example:
             >>> from torchmetrics_async import SumMetric
@@ -158,56 +139,19 @@ class AsyncMetricCollector:
 
     @property
     def is_bound(self) -> bool:
-        """Whether ``bind()`` was called (and ``unbind()`` not since).
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> AsyncMetricCollector(SumMetric()).is_bound
-            False
-        """
+        """Whether ``bind()`` was called (and ``unbind()`` not since)."""
         return self._bound
 
     @property
     def is_scheduled(self) -> bool:
-        """Whether a window was scheduled (or loaded in flight) and not collected yet.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> AsyncMetricCollector(SumMetric()).is_scheduled
-            False
-        """
+        """Whether a window was scheduled (or loaded in flight) and not collected yet."""
         return self._scheduled
 
     def schedule_collection(self, process_group: Any = None) -> None:
         """Snapshot the window into the buffers, launch the fused sync, and reset the live metrics in place.
 
-        No barrier, and no host sync in a single process: the snapshot and the reset are fused device copies, and the
-        collectives are launched asynchronously (on CUDA, with the compute, on the side stream after the snapshot).
-        In a distributed run the plan check is read here (waiting for every rank to schedule the window), and list
-        states read their exchanged shapes here too (see the package's docstring).
-
-        A window scheduled before and not collected (on a rank that does not log, say) is dropped first: its
-        results and errors are discarded, never raised here. Every rank's collectives for it were issued by its own
-        ``schedule_collection()``, so dropping it communicates nothing.
-
-        Args:
-            process_group: the group to sync over (``None``: each metric's ``process_group``, else the world).
-
-        Raises:
-            RuntimeError: if not bound, or called while a CUDA graph is being captured.
-            PlanMismatchError: if the ranks sync different metrics (on every rank; the live metrics keep the window).
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> collector = AsyncMetricCollector(metric)
-            >>> collector.bind()
-            >>> metric.update(torch.tensor(2.0))
-            >>> collector.schedule_collection()
-            >>> metric.update(torch.tensor(5.0))  # counted in the next window
-            >>> collector.collect_results(), float(metric.compute())
-            (2.0, 5.0)
+        Collective: call it on every rank at the same points (``process_group``: ``None`` syncs over each metric's own,
+        else the world). A window scheduled before and not collected is dropped first, its results and errors discarded.
         """
         self._require_bound("schedule_collection")
         _refuse_capture("schedule_collection")
@@ -229,30 +173,10 @@ class AsyncMetricCollector:
             _reset_tree(self._metric)
 
     def collect_results(self) -> Any:
-        """Wait for the scheduled window, compute it, and return its values as Python scalars.
+        """Wait for the scheduled window, compute it, and return ``compute()``'s output as Python scalars and lists.
 
-        Deferred errors are raised (``RuntimeError``) and deferred warnings emitted with torchmetrics' messages, as
-        ``compute()`` would; either way the window is over afterwards.
-
-        Returns:
-            A PyTree mirroring ``compute()``'s output: ``float``/``int``/``bool`` for scalars, nested lists for other
-            tensors; a collection gives its ``compute()`` dict, a dict of metrics a dict with the same keys.
-
-        Raises:
-            RuntimeError: if not bound, if nothing was scheduled, if called while a CUDA graph is being captured, or
-                a deferred error (torchmetrics' message).
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MeanMetric, SumMetric
-            >>> metrics = {"loss": MeanMetric(), "tokens": SumMetric()}
-            >>> collector = AsyncMetricCollector(metrics)
-            >>> collector.bind()
-            >>> for metric in metrics.values():
-            ...     metric.update(torch.tensor([2.0, 4.0]))
-            >>> collector.schedule_collection()
-            >>> collector.collect_results()
-            {'loss': 3.0, 'tokens': 6.0}
+        Deferred errors are raised (``RuntimeError``) and warnings emitted with torchmetrics' messages; either way the
+        window is over afterwards.
         """
         self._require_bound("collect_results")
         _refuse_capture("collect_results")
@@ -328,10 +252,7 @@ class AsyncMetricCollector:
         self._launched = True
 
     def _drain(self) -> None:
-        """After a failed launch: whatever was started stops reading the buffers before the release and next snapshot.
-
-        On CUDA the current stream waits for the side stream (no host wait); on CPU the host waits for the collectives.
-        """
+        """After a failed launch: stop whatever started from reading the buffers (the launch error is reported)."""
         if self._ops is not None:
             self._ops.wait_event(self._ops.current_stream(), self._ops.record_event(self._side))
             return
@@ -350,25 +271,12 @@ class AsyncMetricCollector:
         self._done = None
         self._launched = False
 
-    # ---------------------------------------------------------------------------------------------------------------
-    # Stateful
-    # ---------------------------------------------------------------------------------------------------------------
-
     def state_dict(self) -> dict[str, Any]:
-        """Everything this rank needs to resume: live states and update counts, and the window in flight (local).
+        """This rank's live states, update counts and window in flight, in the layout of :mod:`.checkpoint`.
 
-        The layout of :mod:`torchmetrics_async.checkpoint`: this rank's values under its own key ``"rank{r}"`` (the
-        global rank; ``"rank0"`` without a process group) beside ``"world_size"``, list states as tuples. So
-        ``torch.save`` per rank and ``torch.distributed.checkpoint`` (``dcp.save({"collector": collector}, ...)``,
-        which calls this) both give every rank back its own window. Every state is included whatever its
-        ``persistent`` setting. ``"window"`` holds the scheduled window's local (pre-sync) states when one is in
-        flight, else the defaults, so the layout is the same at every point of the lifecycle (DCP loads into the
-        layout of a fresh collector). Tensors are copies.
-
-        Returns:
-            ``{"world_size": int, "rank{r}": {"metrics": {name: {"states": ..., "update_count": int, "counters":
-            ...}}, "window": {same}, "in_flight": bool}}``; ``counters`` holds other window counters (a ``Running``
-            wrapper's position).
+        ``{"world_size": n, "rank{r}": {"metrics": ..., "window": ..., "in_flight": bool}}``: ``torch.save`` per rank
+        and ``dcp.save({"collector": collector}, ...)`` both give every rank back its own window. ``"window"`` holds the
+        defaults when nothing is in flight, so the layout is the same at every point. Tensors are copies.
 
         Example:
             >>> import torch
@@ -391,18 +299,9 @@ class AsyncMetricCollector:
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore live states, update counts and a window in flight, at any point of the lifecycle.
 
-        A restored window in flight starts its sync here (over each metric's own ``process_group``, else the world),
-        or at ``bind()`` if not bound yet, so call this (and ``bind()``) on every rank; the next ``collect_results()``
-        returns it. A window this collector had in flight is dropped.
-
-        Args:
-            state_dict: from :meth:`state_dict` of a collector over the same metric structure, saved by as many
-                processes; or one rank's entry of it (``state_dict["rank1"]``, to load a rank's window elsewhere on
-                purpose).
-
-        Raises:
-            ValueError: if ``state_dict`` was saved by another number of processes.
-            KeyError: if this rank, a metric or a state of this collector is missing from ``state_dict``.
+        A restored window starts its sync here (or at ``bind()``), so load on every rank. Accepts one rank's entry
+        (``state_dict["rank1"]``) on purpose; a ``state_dict`` saved by another number of processes raises
+        ``ValueError``.
 
         Example:
             >>> import torch
@@ -453,11 +352,7 @@ class AsyncMetricCollector:
 
 
 def drain_in_flight() -> int:
-    """Wait for the collectives of every scheduled, uncollected window and drop those windows (teardown only).
-
-    Returns:
-        How many windows were drained.
-    """
+    """Wait for the collectives of every scheduled, uncollected window and drop it; return how many (teardown)."""
     drained = 0
     for collector in list(_IN_FLIGHT):
         if not collector._scheduled:

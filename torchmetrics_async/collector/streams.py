@@ -38,10 +38,7 @@ class StreamOps(Protocol):
 
 
 class CudaStreamOps:
-    """:class:`StreamOps` on CUDA.
-
-    Args:
-        device: the CUDA device of the metrics.
+    """:class:`StreamOps` on the CUDA ``device`` of the metrics.
 
     Example:
         >>> CudaStreamOps("cuda:1").device
@@ -88,8 +85,7 @@ class CudaStreamOps:
 
 
 def _refuse_capture(what: str) -> None:
-    # Inside a capture nothing runs: events, host copies and collectives would be recorded into the graph (or fail
-    # deep inside torch), and the host would wait on work that never started.
+    # Inside a capture nothing runs: the host would wait on events and copies that never started.
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
             f"AsyncMetricCollector.{what}() cannot run inside a CUDA graph capture: call it outside the captured"

@@ -66,12 +66,7 @@ def _wire_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 class _Transfer:
-    """Every tensor of a window byte-packed into one buffer (per device) and moved to the host in one copy.
-
-    Results of every dtype and the deferred flags travel together: one ``torch.cat`` of their bytes on the device,
-    one device-to-host copy (pinned memory, asynchronous, on the side stream), and on the host one read of the buffer
-    (a numpy view), from which the Python values are built without touching the device again.
-    """
+    """Every tensor of a window byte-packed into one buffer per device, copied to the host once, read once."""
 
     def __init__(self, tensors: list[Tensor], ops: StreamOps | None) -> None:
         #: per tensor: (group, byte offset, byte length, numpy dtype, shape)

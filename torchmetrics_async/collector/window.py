@@ -1,9 +1,7 @@
 """The collector's shadow: a deep copy of the metrics whose states hold each window, in buffers the collector owns.
 
-The snapshot copies the live tensor states into the buffers with one ``torch._foreach_copy_`` per device and dtype
-(:func:`~torchmetrics_async.metric.fused_copy_`; the live metrics' reset that follows is
-:func:`~torchmetrics_async.metric.fused_reset`), list states into copies the window owns. The shadow's ``compute()``
-records its exceptions and leaves the deferred flags to the collector, which reads them with the results.
+The shadow's ``compute()`` records its exceptions and leaves the deferred flags to the collector, which reads them
+with the results.
 """
 
 from __future__ import annotations
@@ -124,11 +122,7 @@ class _Record:
 
 
 def _capturing(metric: Metric, inner: Callable, log: list[_Record]) -> Callable:
-    """``compute`` that records an exception (for ``collect_results`` to raise in order) instead of raising it.
-
-    Warnings are not held back: ``warnings.catch_warnings`` resets the registry that shows a warning once per
-    location, so replaying them would repeat them every window.
-    """
+    """``compute`` that records an exception for ``collect_results`` to raise in order (warnings go out at once)."""
 
     def compute(*args: Any, **kwargs: Any) -> Any:
         record = _Record(metric)

@@ -53,21 +53,9 @@ def _syncs_in_compute(metric: Metric) -> bool:
 def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
     """Compute many metrics on states synced in one fused round: ``compute()`` inside the block does not sync again.
 
-    On entry, every metric whose ``compute()`` would sync (``sync_on_compute``, distributed,
-    torchmetrics' default ``dist_sync_fn``; not wrappers such as ``Running``, which sync inside) is synced, fused, as
-    ``sync()`` syncs it, including a metric holding a cached value (whether a rank has one depends on its data;
-    the plan must not), whose ``compute()`` then returns the cache. Inside, their ``compute()`` uses the synced states
-    and restores the local ones afterwards, as torchmetrics' compute does; on exit every metric still synced is
-    restored. Other metrics keep torchmetrics' behaviour. A ``MetricCollection`` from
-    :func:`~torchmetrics_async.accelerate` does this in ``compute()``. If the ranks' plans differ (other metrics or
-    another order), every rank raises :class:`PlanMismatchError` on entry.
-
-    Args:
-        metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
-        process_group: the group for all of them (``None``: each metric's ``process_group``, else the world).
-
-    Yields:
-        Nothing; compute inside the block.
+    On entry every metric whose ``compute()`` would sync is synced as ``sync()`` syncs it (a metric holding a cached
+    value included: the plan must not depend on data); on exit every metric still synced is restored. Other metrics keep
+    torchmetrics' behaviour. Ranks whose plans differ all raise :class:`PlanMismatchError` on entry.
 
     Example:
         >>> import torch
@@ -115,21 +103,8 @@ class _FusedSyncCollection:
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Torchmetrics' collection update; inside ``torch.compile`` compute groups are neither formed nor checked.
 
-        Forming the groups compares the members' states on the host (``allclose``): traced by ``torch.compile`` it
-        would break the graph. Until the groups are formed (at the first update made outside compiled code), a
-        compiled update updates every member, each on its own states, as torchmetrics does with
-        ``compute_groups=False``: the same values. Once formed, compiled updates use the groups.
-
-        Args:
-            args: given to every member's ``update``.
-            kwargs: filtered by each member's ``update`` signature.
-
-        Example:
-            >>> import torch, torchmetrics
-            >>> collection = MetricCollection([torchmetrics.SumMetric()])
-            >>> collection.update(torch.tensor(2.0))
-            >>> collection.compute()
-            {'SumMetric': tensor(2.)}
+        Forming groups compares states on the host (a graph break); until they form outside compiled code, a compiled
+        update updates every member on its own states, as ``compute_groups=False`` does: the same values.
         """
         if torch.compiler.is_compiling() and not self._groups_checked:
             for metric in self._modules.values():
@@ -138,13 +113,11 @@ class _FusedSyncCollection:
         super().update(*args, **kwargs)
 
     def _compute_groups_create_state_ref(self, copy: bool = False) -> None:
-        """torchmetrics' state sharing within compute groups; update counts are copied without a host read.
+        """The state sharing of torchmetrics' compute groups; update counts are copied without a host read.
 
-        Without a group of two or more members there is nothing to link or copy, and the flag that steers it
-        (``_state_is_copy``) is left as it is: torchmetrics sets it at every ``collection["name"]``, ``values()`` and
-        ``items()``, and Dynamo guards on it, so a compiled step reaching its members that way compiled twice. Nothing
-        else reads the flag, and ``update()`` clears it before it links groups that have just formed.
-        """  # noqa: D403
+        Without a group of two or more members ``_state_is_copy`` is left as it is: torchmetrics sets it at every member
+        access and Dynamo guards on it, so a compiled step compiled twice.
+        """
         groups = [group for group in self._groups.values() if len(group) > 1]
         if not groups:
             return
@@ -164,28 +137,14 @@ class _FusedSyncCollection:
     def compute(self) -> dict[str, Any]:
         """Sync all members together, compute each, restore their local states.
 
-        Members whose ``compute()`` would not sync (``sync_on_compute=False``, a cached value, not distributed),
-        wrappers that sync inside their own compute (``Running``...), and members with their own ``dist_sync_fn``
-        keep torchmetrics' behaviour.
-
-        Returns:
-            The members' values, keyed as torchmetrics keys them.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MeanMetric, SumMetric
-            >>> collection = MetricCollection({"mean": MeanMetric(), "sum": SumMetric()})
-            >>> collection.update(torch.tensor([1.0, 2.0]))
-            >>> collection.compute()
-            {'mean': tensor(1.5000), 'sum': tensor(3.)}
+        Members whose ``compute()`` would not sync, or syncs itself (wrappers, a custom ``dist_sync_fn``), keep
+        torchmetrics' behaviour.
         """
         with sync_context(self):
-            # sync_context linked the compute groups' states before the sync, as torchmetrics links them before its
-            # members compute (and sync one by one). Linking again now would hand the first member's *synced* states
-            # to the others: on a rank where a group formed from the data, they would compute another rank's values.
+            # sync_context linked the groups' states before the sync; linking again would hand the leader's *synced*
+            # states to members whose group formed from this rank's data: another rank's values.
             groups, self._groups = self._groups, {}
-            # Every member's deferred flags in one host read, not one per member: those whose compute() reads them
-            # from the states they hold now (synced above, or not syncing at all).
+            # Every member's deferred flags in one host read, not one per member.
             read = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])
             try:
                 return super().compute()
@@ -194,14 +153,9 @@ class _FusedSyncCollection:
                 forget_preread(read)
 
     def reset(self) -> None:
-        """Reset every member, then raise the first deferred error a member's ``reset()`` reported.
+        """Reset every member (one fused copy of their defaults), then raise the first deferred error a member reported.
 
-        The members' fresh states are made by one fused copy of their defaults (see
-        :func:`~torchmetrics_async.metric.fused_reset`). torchmetrics' loop would stop at the first member that
-        raises and leave the others holding the old window.
-
-        Raises:
-            RuntimeError: the first deferred error that a member's ``compute()`` had not reported.
+        torchmetrics' loop would stop at the first member that raises and leave the others holding the old window.
 
         Example:
             >>> import torch
@@ -268,14 +222,7 @@ def _reduce_collection(self: Any, protocol: int) -> tuple:
 
 
 def fused_collection_class(cls: type) -> type:
-    """The class with a fused-sync ``compute()`` for a ``MetricCollection`` class (a user subclass keeps its code).
-
-    Args:
-        cls: ``torchmetrics.MetricCollection`` or a subclass.
-
-    Returns:
-        :class:`MetricCollection` for torchmetrics' class, ``cls`` if it fuses already, else a subclass of ``cls``
-        (same name, created once, picklable).
+    """The fused-sync class for a ``MetricCollection`` class: a subclass of ``cls`` (created once, picklable) or itself.
 
     Example:
         >>> import torchmetrics

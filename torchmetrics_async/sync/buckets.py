@@ -1,13 +1,6 @@
 """all_reduce buckets: every tensor of one (collective device, dtype, reduce op) flattened into one buffer.
 
-``mean`` is reduced as a sum and divided by the world size, so mean and sum states share a buffer; half-precision
-values travel in float32; bool max/min flags ride in a buffer that is reduced anyway (see :func:`_plan_buckets`).
-The plan is derived only from what every rank shares (devices, dtypes, ops, shapes), in a canonical order.
-
-Example:
-    >>> import torch
-    >>> _bucket_dtype("sum", torch.float16), _reduced_dtype("sum", torch.int32)
-    (torch.float32, torch.int64)
+The plan follows only what every rank shares (devices, dtypes, ops, shapes), in a canonical order.
 """
 
 from __future__ import annotations
@@ -34,11 +27,7 @@ def _reduced_dtype(op: str, dtype: torch.dtype) -> torch.dtype:
 
 
 def _bucket_dtype(op: str, dtype: torch.dtype) -> torch.dtype:
-    """The dtype a reduction travels in.
-
-    Sub-32-bit floats travel in float32 (torch.sum/mean accumulate there, and the cast back is exact for max/min);
-    int16 max/min in int32 (gloo has no int16 reductions; widening is exact).
-    """
+    """The dtype a reduction travels in: sub-32-bit floats in float32, int16 max/min in int32 (gloo has none)."""
     if dtype.is_floating_point and dtype.itemsize < 4:
         return torch.float32
     if op in ("max", "min") and dtype == torch.int16:
@@ -157,10 +146,10 @@ def _part(segment: _Segment, device: torch.device, dtype: torch.dtype) -> Tensor
 def _plan_buckets(
     items: Iterable[tuple[Any, Tensor, str]], group: Any, spare: torch.device | None = None
 ) -> tuple[list[_Bucket], list[_Segment]]:
-    """Group ``(token, tensor, op)`` items into buckets, ordered by (device type, dtype, op) (the same on every rank).
+    """Group ``(token, tensor, op)`` items into buckets in canonical order; return them and the unplaced bool riders.
 
-    Returns the buckets, and the bool max/min segments on device ``spare`` that found no bucket to ride in: the
-    caller carries them in the shape exchange of its gather on that device (``spare=None``: they get a buffer).
+    Bool max/min segments on device ``spare`` that found no bucket to ride in are returned for the caller's gather to
+    carry (``spare=None``: they get a buffer).
     """
     buckets: dict[tuple, _Bucket] = {}
     riders: list[tuple[_Segment, torch.device]] = []
@@ -179,10 +168,7 @@ def _plan_buckets(
         buckets[key].segments.append(segment)
     leftovers = []
     for segment, device in riders:
-        # 0 and 1 are exact in every real dtype: a bool max/min joins a buffer that is reduced anyway. In a max/min
-        # buffer of the same op it is reduced as is; in a sum buffer it counts the ranks where it is true (any:
-        # count > 0, all: count == world size); negated (0/-1) in a signed buffer of the opposite op, max(b) is
-        # -min(-b). Only alone does it get a buffer of its own.
+        # 0 and 1 are exact in every real dtype: a bool max/min rides in a buffer reduced anyway (see _Segment.ride).
         candidates = [b for b in _canonical(buckets.values()) if b.device == device and not b.dtype.is_complex]
         ride, host = _ride(segment.op, candidates)
         if host is not None:
@@ -195,18 +181,11 @@ def _plan_buckets(
             if key not in buckets:
                 buckets[key] = _Bucket(*key)
             buckets[key].segments.append(segment)
-    # Launch order by (device type, dtype, op), not by first appearance: a plan does not depend on the members' order
-    # more than it must (the plan check reports an order that differs anyway).
     return _canonical(buckets.values()), leftovers
 
 
 def bucket_layout(buckets: Iterable[_Bucket]) -> tuple:
-    """What every rank's buckets must agree on, for the plan check: device type, dtype, op and size of each.
-
-    Example:
-        >>> bucket_layout([])
-        ()
-    """
+    """What every rank's buckets must agree on, for the plan check: device type, dtype, op and size of each."""
     return tuple((bucket.device.type, str(bucket.dtype), bucket.op, bucket.numel) for bucket in buckets)
 
 

@@ -1,13 +1,4 @@
-"""Where and whether collectives run, and the handle of a fused sync or reduction in flight.
-
-The device a backend runs a collective on (:func:`collective_device`: NCCL stages CPU tensors on the current CUDA
-device), whether this rank takes part in a group, host/device copies that stay asynchronous off the CPU, and
-:class:`SyncHandle`, which every asynchronous entry point of :mod:`torchmetrics_async.distributed` returns.
-
-Example:
-    >>> collective_device(device="cpu", backend="gloo")
-    device(type='cpu')
-"""
+"""Where and whether collectives run, and :class:`SyncHandle`, the handle of a fused sync or reduction in flight."""
 
 from __future__ import annotations
 
@@ -24,19 +15,10 @@ __all__ = ["SyncHandle", "collective_device"]
 def collective_device(
     group: Any = None, device: torch.device | str | None = None, backend: str | None = None
 ) -> torch.device:
-    """The device a collective on ``group`` runs on for tensors that live on ``device``.
+    """The device a collective on ``group`` runs on for tensors that live on ``device`` (``None``: the CPU).
 
-    A backend runs collectives where the tensors are when it supports that device type (gloo: CPU and CUDA).
-    NCCL has no CPU support: CPU states are staged to the current CUDA device for the collective and copied back.
-    Mixed backends (``"cpu:gloo,cuda:nccl"``) route each device to its own backend, so tensors stay where they are.
-
-    Args:
-        group: the process group (``None``: the default group).
-        device: where the tensors live (``None``: the CPU).
-        backend: the group's backend name; ``None`` asks ``torch.distributed.get_backend(group)``.
-
-    Returns:
-        ``device``, or the current device of the backend's accelerator if the backend cannot use ``device``.
+    A backend runs collectives where the tensors are when it supports that device type; NCCL has no CPU support, so CPU
+    states are staged to the current CUDA device. ``backend=None`` asks ``torch.distributed.get_backend(group)``.
 
     Example:
         >>> collective_device(device="cpu", backend="gloo"), collective_device(device="cuda:1", backend="nccl")
@@ -65,10 +47,7 @@ def _all_gather_single(output: Tensor, local: Tensor, group: Any, async_op: bool
 
 
 def _to(tensor: Tensor, device: torch.device, dtype: torch.dtype | None = None) -> Tensor:
-    """``tensor.to(device, dtype)`` without the call when it would do nothing.
-
-    Copies onto an accelerator are asynchronous; copies to the CPU block, since the caller may read them at once.
-    """
+    """``tensor.to(device, dtype)``, skipped when it would do nothing; asynchronous only onto an accelerator."""
     dtype = tensor.dtype if dtype is None else dtype
     if tensor.device == device and tensor.dtype == dtype:
         return tensor
@@ -91,13 +70,9 @@ def _host_to_device(values: list[int], device: torch.device) -> Tensor:
 class SyncHandle:
     """A fused sync or reduction in flight: ``wait()`` finishes it and returns its result.
 
-    A metric sync launches only its plan check at first (a fixed-size all_gather): every collective whose size depends
-    on the plan (the all_reduce buckets, the shape and data exchanges of list states) waits until every rank's plan is
-    known to agree. :meth:`launch_remaining` issues them (reading the plan check, and with list states the exchanged
-    shapes, on the host); ``wait()`` does so first if it was not called. After :meth:`launch_remaining` the handle
-    issues no collective: ``wait()`` only waits for the
-    collectives already issued and finishes locally, so it may be called on some ranks only, or never.
-    ``is_completed()`` stays ``False`` while a second collective remains to be issued.
+    A metric sync launches only its plan check at first; :meth:`launch_remaining` (or the first ``wait()``) reads it on
+    the host and issues the collectives whose size depends on the plan. After that the handle issues no collective:
+    ``wait()`` only waits and finishes locally, so it may be called on some ranks only, or never.
 
     Example:
         >>> import torch
@@ -116,20 +91,14 @@ class SyncHandle:
     ) -> None:
         self._finish = finish
         self._works = [work for work in works if work is not None]
-        #: issues the second phase (the collectives that depend on the first one's results); returns their works
+        #: issues the collectives that depend on the first ones' results; returns their works
         self._launch = launch
         self._result: Any = None
         self._error: BaseException | None = None
 
     @classmethod
     def completed(cls, result: Any) -> SyncHandle:
-        """A handle for work that is already done.
-
-        Args:
-            result: what ``wait()`` returns.
-
-        Returns:
-            The handle.
+        """A handle for work that is already done: ``wait()`` returns ``result``.
 
         Example:
             >>> SyncHandle.completed({"a": 1}).wait()
@@ -140,15 +109,7 @@ class SyncHandle:
         return handle
 
     def is_completed(self) -> bool:
-        """Whether ``wait()`` would return without waiting for communication.
-
-        Returns:
-            ``True`` once every collective has completed and none remains to be launched.
-
-        Example:
-            >>> SyncHandle.completed(None).is_completed()
-            True
-        """
+        """Whether ``wait()`` would return without waiting: every collective done, none left to launch."""
         if self._finish is None:
             return True
         return self._launch is None and all(work.is_completed() for work in self._works)
@@ -156,13 +117,8 @@ class SyncHandle:
     def launch_remaining(self) -> None:
         """Issue every collective still to come, so that ``wait()`` only waits (call it on every rank).
 
-        For a metric sync this reads the plan check on the host (one host read; it returns once every rank has
-        started the sync) and launches the all_reduces; with list states it then reads the exchanged shapes (a
-        second host read) and launches the data exchange. For the functional reductions it does nothing. Calling
-        it again does nothing.
-
-        Raises:
-            Exception: whatever launching raised (a :class:`PlanMismatchError` on every rank), again on later calls.
+        For a metric sync this reads the plan check on the host and, with list states, the exchanged shapes. A launch
+        error (a :class:`PlanMismatchError` on every rank) is raised again on later calls.
 
         Example:
             >>> SyncHandle.completed(None).launch_remaining()
@@ -180,13 +136,7 @@ class SyncHandle:
             raise
 
     def wait(self) -> Any:
-        """Launch the second phase if not launched yet, wait for the collectives, and finish (once).
-
-        Returns:
-            The result: the reduced dict for the functional API, ``None`` for metric syncs.
-
-        Raises:
-            Exception: whatever launching or finishing raised (again on every later call).
+        """Launch what remains, wait for the collectives, and finish once; errors are raised again on every later call.
 
         Example:
             >>> SyncHandle.completed(3).wait()
@@ -200,7 +150,6 @@ class SyncHandle:
             except BaseException as err:
                 self._error = err
                 raise
-            # Done with: a gloo work object that outlives the process group (a handle kept until interpreter exit)
-            # is destroyed after it, which can abort the process.
+            # A gloo work object destroyed after its process group can abort the process.
             self._works = []
         return self._result

@@ -2,11 +2,6 @@
 
 Numbers and non-tensors are welcome (numbers become 0-dim tensors, others pass through). Without an initialised
 process group the reductions return their inputs (the reduction over one rank is the value itself).
-
-Example:
-    >>> import torch
-    >>> reduce_custom({"loss": torch.tensor(0.5), "step": 10, "tag": "train"}, {"step": "max"})
-    {'loss': tensor(0.5000), 'step': 10, 'tag': 'train'}
 """
 
 from __future__ import annotations
@@ -93,27 +88,11 @@ def reduce_custom(
 ) -> dict[Any, Any] | SyncHandle:
     """Reduce every value of a dict across ranks, each with its own op, with one ``all_reduce`` per bucket.
 
-    Tensors of the same device, dtype and reduce op travel in one flattened buffer (``"mean"`` and ``"sum"`` share
-    one: a mean is a sum divided by the world size). Results have the dtype ``torch.<op>`` over a stacked rank
-    dimension gives: integer and bool sums are int64, max/min keep the dtype, a mean needs a floating-point (or
-    complex) dtype and raises ``TypeError`` otherwise, as ``torch.mean`` does. Half-precision values are reduced in
-    float32 and cast back. Every rank must pass the same keys with the same dtypes and shapes.
-
-    Args:
-        tensors: name -> tensor, Python number (becomes a 0-dim tensor, made by ``torch.full`` on the collective
-            device) or anything else (returned unchanged).
-        reduce_fn: name -> ``"mean"``, ``"sum"``, ``"max"``, ``"min"``; a missing name or ``None`` means ``"mean"``
-            (as datarax). ``None``: ``"mean"`` for all.
-        process_group: the group to reduce over (``None``: the default group).
-        async_op: return a :class:`SyncHandle` whose ``wait()`` returns the dict.
-
-    Returns:
-        A new dict with the same keys, or a handle. Without an initialised process group, or on a rank outside
-        ``process_group``, the values are returned unchanged (numbers stay numbers).
-
-    Raises:
-        ValueError: for an unknown op.
-        TypeError: for a mean of integers or bools, or a max/min of complex numbers (also without a process group).
+    ``reduce_fn`` maps a key to ``"mean"``, ``"sum"``, ``"max"`` or ``"min"`` (missing or ``None``: ``"mean"``). Numbers
+    become 0-dim tensors, other values pass through, and without a process group (or outside ``process_group``) the
+    values come back unchanged. Result dtypes are ``torch.<op>``'s over a stacked rank dimension: integer and bool sums
+    are int64, a mean of integers raises ``TypeError`` as ``torch.mean`` does; half precision is reduced in float32.
+    Every rank must pass the same keys, dtypes and shapes. ``async_op=True`` returns a :class:`SyncHandle`.
 
     Example:
         >>> import torch
@@ -127,15 +106,7 @@ def reduce_custom(
 def reduce_mean(
     tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
 ) -> dict[Any, Any] | SyncHandle:
-    """Mean over ranks of every tensor and number of a dict (floating point only), one ``all_reduce`` per bucket.
-
-    Args:
-        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
-        process_group: the group (``None``: the default group).
-        async_op: return a :class:`SyncHandle`.
-
-    Returns:
-        The dict of means, or a handle.
+    """Mean over ranks of every tensor and number of a dict (floating point only); see :func:`reduce_custom`.
 
     Example:
         >>> import torch
@@ -148,15 +119,7 @@ def reduce_mean(
 def reduce_sum(
     tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
 ) -> dict[Any, Any] | SyncHandle:
-    """Sum over ranks of every tensor and number of a dict (integer sums are int64), one ``all_reduce`` per bucket.
-
-    Args:
-        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
-        process_group: the group (``None``: the default group).
-        async_op: return a :class:`SyncHandle`.
-
-    Returns:
-        The dict of sums, or a handle.
+    """Sum over ranks of every tensor and number of a dict (integer sums are int64); see :func:`reduce_custom`.
 
     Example:
         >>> import torch
@@ -171,14 +134,6 @@ def reduce_max(
 ) -> dict[Any, Any] | SyncHandle:
     """Element-wise maximum over ranks of every tensor and number of a dict (NaN wins, as in ``torch.max``).
 
-    Args:
-        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
-        process_group: the group (``None``: the default group).
-        async_op: return a :class:`SyncHandle`.
-
-    Returns:
-        The dict of maxima, or a handle.
-
     Example:
         >>> import torch
         >>> reduce_max({"peak_mem": torch.tensor([3.0, 4.0])})
@@ -192,14 +147,6 @@ def reduce_min(
 ) -> dict[Any, Any] | SyncHandle:
     """Element-wise minimum over ranks of every tensor and number of a dict (NaN wins, as in ``torch.min``).
 
-    Args:
-        tensors: name -> tensor, number or anything else (passed through); see :func:`reduce_custom`.
-        process_group: the group (``None``: the default group).
-        async_op: return a :class:`SyncHandle`.
-
-    Returns:
-        The dict of minima, or a handle.
-
     Example:
         >>> reduce_min({"free_mem": 7})
         {'free_mem': 7}
@@ -212,22 +159,8 @@ def all_gather(
 ) -> dict[Any, Any] | SyncHandle:
     """Gather every tensor and number of a dict from all ranks, stacked: shape ``(world_size, *shape)``.
 
-    Two collectives in all, whatever the number of keys: a small ``all_gather`` of every value's dtype and shape, then
-    one ``all_gather`` of all the data, byte-packed. Exchanging shapes first makes a mismatch an error on every rank
-    (a ``ValueError`` naming the key and each rank's shape or dtype) instead of a hang or garbage; ragged values
-    belong in a metric list state, which :func:`sync_metrics` concatenates.
-
-    Args:
-        tensors: name -> tensor, Python number (a 0-dim tensor) or anything else (returned unchanged).
-        process_group: the group (``None``: the default group).
-        async_op: return a :class:`SyncHandle` whose ``wait()`` returns the dict.
-
-    Returns:
-        A new dict, or a handle. Without a process group (or outside ``process_group``) there is one rank: values
-        come back stacked over it, shape ``(1, *shape)``, numbers as 1-element CPU tensors.
-
-    Raises:
-        ValueError: if a key has different shapes or dtypes on different ranks.
+    Two collectives whatever the number of keys: one of every value's dtype and shape, so a mismatch is a ``ValueError``
+    on every rank instead of a hang, then one of all the data, byte-packed. Without a process group there is one rank.
 
     Example:
         >>> import torch

@@ -3,11 +3,6 @@
 Every rank first exchanges a fixed-size row per tensor (dtype code, ndim, shape), then all data in one buffer,
 byte-packed with aligned segments and padded to the longest rank. Reading the exchanged shapes is the one host read;
 bool flags without an all_reduce bucket ride in the shape exchange.
-
-Example:
-    >>> import torch
-    >>> _decode(_row(torch.float32, (2, 3)))
-    (torch.float32, (2, 3))
 """
 
 from __future__ import annotations

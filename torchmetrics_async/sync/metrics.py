@@ -2,10 +2,6 @@
 
 Plans every state of every metric into all_reduce buckets, the byte-packed gather and torchmetrics fallbacks,
 launches the first phase, and finishes locally; metrics on different process groups sync per group.
-
-Example:
-    >>> from torchmetrics_async import SumMetric
-    >>> sync_metrics([SumMetric()])  # not distributed: nothing to do
 """
 
 from __future__ import annotations
@@ -89,11 +85,7 @@ def _plan_fingerprint(member_hashes: list[int], buckets: list[Any], gathered: in
 
 
 class _Plan:
-    """A bucket plan without its tensors: which all_reduce item goes into which bucket and how, and the fingerprints.
-
-    It holds devices, dtypes, ops and indices only: never a state, a buffer or a process group (a plan that held
-    the group kept gloo's threads running past ``destroy_process_group()``, and the process aborted at exit).
-    """
+    """A bucket plan without tensors or process group (a plan that held the group made gloo abort at exit)."""
 
     __slots__ = ("buckets", "fingerprint", "leftovers", "member_hashes")
 
@@ -156,15 +148,9 @@ def _start_state_sync(
 ) -> SyncHandle:
     """Plan and pack a fused ``_sync_dist`` of ``metrics`` over ``group``, and launch its plan check.
 
-    The plan (which states travel, in which buckets and order, their dtypes and shapes) is derived from what every
-    rank shares: the metrics and their order, each state's reduction, dtype and shape (list states: only that they
-    are lists; their lengths and shapes are exchanged). Never from local data: compute-group members that share state
-    tensors on this rank send each their own (compute groups form from the data, so they differ between ranks).
-
-    The first phase packs the states and launches only the plan check (:class:`~.plan._PlanCheck`: a fixed-size
-    all_gather); the second reads it (one host read, waiting for every rank to start the sync) and raises
-    :class:`PlanMismatchError` on every rank if the plans differ, before any collective whose size depends on the
-    plan and before any state is set; then it launches the buckets' all_reduces and the gather.
+    The plan follows only what every rank shares (never local data: compute-group members send each their own states).
+    The second phase reads the check (every rank raises on a mismatch, before any state is set), then launches the
+    all_reduces and the gather.
     """
     labels = labels or {}
     reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
@@ -263,20 +249,9 @@ def _by_group(metrics: Iterable[Metric], process_group: Any) -> list[tuple[Any, 
 def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
     """Replace the states of one or many metrics by their reductions across ranks, all states fused.
 
-    This is ``Metric._sync_dist`` for many metrics at once, with torchmetrics' results: reduced tensor states,
-    list states concatenated in rank order (a rank without elements contributes nothing; multi-dimensional elements
-    keep their trailing shape), ``None``/custom reductions applied to the stack of every rank's state. States of
-    metrics on different process groups are synced per group. It sets states only; :func:`sync_metrics` also keeps
-    the local states for ``unsync()``. List states with another reduction than ``"cat"`` use torchmetrics' own path.
-    Without an initialised process group it does nothing.
-
-    Args:
-        metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
-        process_group: the group for all of them (``None``: each metric's ``process_group``, else the world).
-        async_op: launch the plan check and return a :class:`SyncHandle`; ``wait()`` finishes the sync.
-
-    Returns:
-        ``None``, or the handle.
+    ``Metric._sync_dist`` for many metrics at once, with torchmetrics' results; it sets states only
+    (:func:`sync_metrics` also keeps the local states for ``unsync()``). Metrics on different process groups sync per
+    group; ``async_op=True`` returns a :class:`SyncHandle`. Without an initialised process group it does nothing.
 
     Example:
         >>> from torchmetrics_async import SumMetric
@@ -305,11 +280,7 @@ def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False)
 def _joined(
     handles: list[SyncHandle], then: Callable[[], None] | None = None, communicate: Callable[[], None] | None = None
 ) -> SyncHandle:
-    """One handle for several, launched and finished in order (the same order on every rank).
-
-    ``communicate()`` runs after every handle's second phase is launched (it may issue blocking collectives);
-    ``then()`` after every handle has finished (local work only).
-    """
+    """One handle for several, in order; ``communicate()`` after every launch, ``then()`` after every finish."""
 
     def launch() -> list[Any]:
         issued = [len(handle._works) for handle in handles]
@@ -360,9 +331,7 @@ def _start_metric_sync(
     fused = [metric for metric in metrics if _fusable_metric(metric)]
     others = [metric for metric in metrics if not _fusable_metric(metric)]
     for metric in fused:
-        # The local states themselves, not copies: the sync writes into none of them (it replaces the states) and
-        # nothing updates a synced metric, so unsync() puts back the very tensors the metric owns (a copy would be
-        # copied again, state by state, at the next update).
+        # The local states themselves, not copies: the sync replaces states and writes into none of them.
         state = metric.__dict__
         metric._cache = {attr: _kept(state[attr]) for attr in metric._defaults}
     handles = [
@@ -390,27 +359,10 @@ def _kept(value: Any) -> Any:
 def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
     """``Metric.sync()`` for one or many metrics, with all their states in one fused round of collectives.
 
-    Each metric ends synced, as after ``metric.sync()``: its states are the reductions across ranks, its local states
-    are kept, and ``metric.unsync()`` (or ``sync_context``) restores them. Metrics whose ``distributed_available_fn``
-    says no are left alone, as ``sync()`` leaves them; a metric with its own ``dist_sync_fn`` or ``_sync_dist`` is
-    synced by torchmetrics' ``sync()``, after the fused round. On a rank outside the process group a metric keeps its
-    local states (torchmetrics fails there).
-
-    Args:
-        metrics: a ``Metric``, a ``MetricCollection``, or a dict/list/tuple of them (nested).
-        process_group: the group for all of them (``None``: each metric's ``process_group``, else the world).
-        async_op: pack the states, launch the plan check and return a :class:`SyncHandle`:
-            ``launch_remaining()`` reads the check and launches the rest, and the metrics are synced once ``wait()``
-            returns. Do not update them in between.
-
-    Returns:
-        ``None``, or the handle.
-
-    Raises:
-        TorchMetricsUserError: if a metric is synced already (as ``sync()`` raises), before any collective.
-        PlanMismatchError: on every rank, if the ranks' plans differ (other metrics, order, state shapes or dtypes),
-            before any collective whose size depends on the plan. The plan check costs one fixed-size all_gather
-            per sync (per process group), read on the host.
+    Each metric ends synced, as after ``metric.sync()`` (``unsync()`` restores it); a metric with its own
+    ``dist_sync_fn`` or ``_sync_dist`` is synced by torchmetrics' ``sync()`` after the fused round. With
+    ``async_op=True`` it returns a :class:`SyncHandle`: do not update the metrics before ``wait()``. Ranks whose plans
+    differ all raise :class:`PlanMismatchError` before any collective whose size depends on the plan.
 
     Example:
         >>> import torch

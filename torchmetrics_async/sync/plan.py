@@ -1,15 +1,9 @@
 """The plan check: every rank must have planned the same collectives, or every rank raises.
 
-Before the first collective whose size depends on the plan, every rank sends a fixed-size row (:data:`CHECK_WORDS`
-int64 words: the plan's fingerprint, its member count, the first members' fingerprints) in one tiny all_gather, and
-reads every rank's row on the host. Ranks whose plans differ (another member, state shape, dtype, reduction or order)
-all raise :class:`PlanMismatchError`, naming the members that differ, instead of reaching a collective of another
-size (gloo aborts there, NCCL hangs).
-
-Example:
-    >>> row = _check_row(_fingerprint(("plan",)), [_fingerprint(("SumMetric", "sum_value"))])
-    >>> len(row) == CHECK_WORDS, row[1]
-    (True, 1)
+Before the first collective whose size depends on the plan, every rank sends :data:`CHECK_WORDS` int64 words (plan
+fingerprint, member count, the first members' fingerprints) in one all_gather and reads every row on the host, so ranks
+whose plans differ raise :class:`PlanMismatchError` instead of reaching a collective of another size (gloo aborts there,
+NCCL hangs).
 """
 
 from __future__ import annotations
@@ -42,10 +36,7 @@ def _fingerprint(layout: Any) -> int:
 
 
 class PlanMismatchError(RuntimeError):
-    """The ranks planned different fused syncs: they do not sync the same metrics, in the same order, alike.
-
-    Raised on every rank of the process group, before any state is changed.
-    """
+    """The ranks planned different fused syncs; raised on every rank, before any state is changed."""
 
 
 def _check_row(fingerprint: int, member_hashes: list[int]) -> list[int]:
@@ -58,23 +49,7 @@ _CHECK_STREAMS: dict[torch.device, Any] = {}
 
 
 class _PlanCheck:
-    """The plan check in flight: launched before, and read before, any collective whose size depends on the plan.
-
-    On the CPU the all_gather runs in the backend's threads and :meth:`verify` waits for it. On an accelerator it runs
-    on a stream of its own, which waits for nothing else: reading it waits for the other ranks and the tiny exchange,
-    never for work queued on the current stream (a training step, a snapshot).
-
-    Args:
-        fingerprint: the whole plan's fingerprint (members, buckets, gathered items).
-        member_hashes: each member's fingerprint, in order.
-        labels: the members' names, in order (for the message).
-        group: the process group.
-        device: where the collective runs (the plan's collective device).
-
-    Example:
-        >>> _PlanCheck.__name__
-        '_PlanCheck'
-    """
+    """The plan check in flight (on an accelerator on a stream of its own: reading it never waits for the step)."""
 
     def __init__(
         self, fingerprint: int, member_hashes: list[int], labels: list[str], group: Any, device: torch.device
@@ -103,10 +78,7 @@ class _PlanCheck:
         self._in_flight = (local, gathered)  # alive until the event: the stream still uses them
 
     def verify(self) -> None:
-        """Wait for every rank's row (one host read) and raise :class:`PlanMismatchError` unless all are equal.
-
-        Every rank reads the same rows, so every rank raises, or none does.
-        """
+        """Wait for every rank's row (one host read); every rank raises :class:`PlanMismatchError`, or none."""
         if self.work is not None:
             self.work.wait()
             self.work = None

@@ -1,11 +1,4 @@
-"""Metric-state entries: which metrics a sync covers, which of them the fused sync may take over, one state each.
-
-Example:
-    >>> from torchmetrics_async import SumMetric
-    >>> metric = SumMetric()
-    >>> list(_collect_metrics({"a": metric, "b": [metric]}, {}).values()) == [metric], _fusable_metric(metric)
-    (True, True)
-"""
+"""Metric-state entries: which metrics a sync covers, which of them the fused sync may take over, one state each."""
 
 from __future__ import annotations
 
@@ -46,16 +39,9 @@ F = TypeVar("F", bound=Callable)
 
 
 def fused_sync_dist(sync_dist: F) -> F:
-    """Mark a ``_sync_dist`` that runs the fused sync itself under torchmetrics' default ``gather_all_tensors``.
+    """Mark a ``_sync_dist`` that runs the fused sync itself, so ``sync_metrics`` may fuse its metric with others.
 
-    ``sync_metrics`` and the fused collection then sync its metric with others in one round. The metric base's
-    ``_sync_dist`` carries the mark (this module sits below it and cannot name it).
-
-    Args:
-        sync_dist: the ``_sync_dist`` method.
-
-    Returns:
-        ``sync_dist``, marked.
+    The metric base's ``_sync_dist`` carries the mark (this module sits below it and cannot name it).
 
     Example:
         >>> from torchmetrics_async import SumMetric

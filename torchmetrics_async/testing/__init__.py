@@ -1,25 +1,10 @@
-"""Host-sync detection for tests and benchmarks.
+"""Host-sync detection for tests and benchmarks: :func:`no_host_sync` raises, :func:`count_host_syncs` counts.
 
-A *host sync* is any point where the CPU has to wait for the accelerator: reading a device value on the host
-(``.item()``, ``if t:``, ``.tolist()``, ``print(t)``), ops whose output shape depends on data (``nonzero``,
-``x[mask]``, ``unique``), blocking copies between host and device, ``torch.distributed.barrier()`` and explicit
-``synchronize()`` calls.
-
-:func:`no_host_sync` raises :class:`HostSyncError` at the first one; :func:`count_host_syncs` counts them instead.
-On CUDA both also drive ``torch.cuda.set_sync_debug_mode``; on a CPU-only machine they rely on a
-``TorchDispatchMode`` plus a few patched Python entry points, so the same tests catch the same mistakes without a
-GPU. "Host" is the CPU and "device" is any other device (``meta`` stands in for an accelerator in tests):
-
-- host reads and data-dependent shapes are flagged whatever the device, so ``if t.any():`` fails on CPU too;
-- host-to-device transfers are flagged only when the target is not the CPU, device-to-host ones only when the
-  source is not the CPU, and neither when ``non_blocking=True`` (except ``copy_`` into pageable host memory,
-  which CUDA makes synchronous); reading pinned host memory (where asynchronous copies land) is not a sync;
-- metadata (``.shape``, ``.dtype``, ``.device``), device math, ``torch.where``, integer indexing, ``nonzero_static``
-  and Python numbers or 0-dim CPU tensors as operands of device ops are not syncs.
-
-Contexts nest. Every active :func:`count_host_syncs` counts every sync, and the innermost context decides whether it
-raises, which mirrors how ``torch.cuda.set_sync_debug_mode`` is saved and restored: a counting region inside
-:func:`no_host_sync` therefore allows (and counts) syncs.
+A host sync is any point where the CPU waits for the accelerator (host reads, data-dependent shapes, blocking copies,
+barriers, ``synchronize()``; the list is in ``docs/design.md``). On CUDA the contexts also drive
+``torch.cuda.set_sync_debug_mode``; on a CPU-only machine a ``TorchDispatchMode`` and a few patched entry points catch
+the same mistakes, with any device other than the CPU (``meta`` in tests) standing for the accelerator. Contexts nest:
+every active counter counts, and the innermost context decides whether a sync raises.
 
 Example:
     >>> import torch
@@ -32,10 +17,6 @@ Example:
     ...     n = int(clean.numel())  # metadata, not a sync
     >>> syncs.by_op
     Counter({'aten.index': 1})
-
-The package: :mod:`~torchmetrics_async.testing.events` (what a sync is reported as),
-:mod:`~torchmetrics_async.testing.host_sync` (the detector and its contexts) and
-:mod:`~torchmetrics_async.testing.collectives` (:func:`count_collectives`).
 """
 
 from torchmetrics_async.testing.collectives import COLLECTIVES, CollectiveCounter, count_collectives

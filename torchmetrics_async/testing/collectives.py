@@ -32,11 +32,7 @@ COLLECTIVES = (
 
 
 class CollectiveCounter:
-    """The ``torch.distributed`` collectives called while :func:`count_collectives` is active (outermost calls only).
-
-    Attributes:
-        counts: collective name -> calls.
-        groups: ``(name, group)`` of every call, in order (``group`` as passed, ``None`` for the default group).
+    """Collectives called inside :func:`count_collectives` (outermost calls): ``counts`` and ``groups`` (name, group).
 
     Example:
         >>> counter = CollectiveCounter()
@@ -77,12 +73,8 @@ class CollectiveCounter:
 def count_collectives() -> Iterator[CollectiveCounter]:
     """Count the ``torch.distributed`` collectives called inside the block (for tests and benchmarks).
 
-    The functions of :data:`COLLECTIVES` are wrapped on the ``torch.distributed`` module and restored on exit.
-    torchmetrics and this package look them up on the module at call time, so their calls are seen; DDP's gradient
-    reductions go to the process group directly and are not.
-
-    Yields:
-        The :class:`CollectiveCounter`.
+    The functions of :data:`COLLECTIVES` are wrapped on the module and restored on exit; DDP's gradient reductions go to
+    the process group directly and are not seen.
 
     Example:
         >>> with count_collectives() as counter:

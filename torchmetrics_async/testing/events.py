@@ -1,9 +1,4 @@
-"""What the host-sync detector reports: why a call syncs, each sync, the error and the counts.
-
-The reasons (:data:`HOST_READ` and the other constants), one sync (:class:`HostSyncEvent`), the error
-:func:`~torchmetrics_async.testing.no_host_sync` raises (:class:`HostSyncError`) and the counts
-:func:`~torchmetrics_async.testing.count_host_syncs` keeps (:class:`HostSyncCounter`).
-"""
+"""What the host-sync detector reports: the reasons, one sync (:class:`HostSyncEvent`), the error and the counts."""
 
 from __future__ import annotations
 
@@ -47,17 +42,10 @@ _HINTS = {
 
 @dataclasses.dataclass(frozen=True)
 class HostSyncEvent:
-    """One host sync: the op that caused it, why it syncs, and the user source line that triggered it.
+    """One host sync: the op (``"aten.nonzero"``, ``"Tensor.tolist"``...), its reason, and the user's source line.
 
-    Attributes:
-        op: Name of the op, e.g. ``"aten.nonzero"``, ``"Tensor.tolist"`` or ``"torch.as_tensor -> meta"``.
-        reason: One of ``"host read"``, ``"data-dependent shape"``, ``"host-to-device copy"``,
-            ``"device-to-host copy"``, ``"barrier"``, ``"explicit synchronize"``,
-            ``"synchronizing CUDA operation"``.
-        filename: File of the innermost frame outside torch and this package (``"<unknown>"`` if not recorded).
-        lineno: Line number in ``filename``.
-        function: Function name of that frame.
-        source: The stripped source line.
+    ``filename``/``lineno``/``function``/``source`` name the innermost frame outside torch and this package
+    (``"<unknown>"`` when events are not recorded).
 
     Example:
         >>> import torch
@@ -69,7 +57,6 @@ class HostSyncEvent:
         ('Tensor.tolist', 'host read')
         >>> "torch.arange(3).tolist()" in event.location
         True
-
     """
 
     op: str
@@ -89,21 +76,7 @@ class HostSyncEvent:
 
 
 class HostSyncError(RuntimeError):
-    """Raised by :func:`no_host_sync` at a host sync; ``event`` says which op, why, and where.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async.testing import HostSyncError, no_host_sync
-        >>> t = torch.tensor([0.0, 1.0])
-        >>> try:
-        ...     with no_host_sync():
-        ...         if t.any():
-        ...             pass
-        ... except HostSyncError as err:
-        ...     print(err.event.op, "|", err.event.reason, "|", err.event.source)
-        Tensor.__bool__ | host read | if t.any():
-
-    """
+    """Raised by :func:`no_host_sync` at a host sync; ``event`` says which op, why, and where."""
 
     def __init__(self, message: str, event: HostSyncEvent | None = None) -> None:
         super().__init__(message)
@@ -111,13 +84,7 @@ class HostSyncError(RuntimeError):
 
 
 class HostSyncCounter:
-    """Host syncs seen by one :func:`count_host_syncs` block.
-
-    Attributes:
-        total: Number of syncs.
-        by_op: Count per op name.
-        by_reason: Count per reason.
-        events: Every sync in order (empty when ``record_events=False``).
+    """Host syncs seen by one :func:`count_host_syncs` block: ``total``, ``by_op``, ``by_reason`` and ``events``.
 
     Example:
         >>> import torch
@@ -130,7 +97,6 @@ class HostSyncCounter:
         (2, {'host read': 1, 'data-dependent shape': 1})
         >>> print(syncs.summary().splitlines()[0])
         2 host syncs
-
     """
 
     def __init__(self, record_events: bool = True) -> None:

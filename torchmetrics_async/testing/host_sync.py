@@ -45,9 +45,7 @@ _CUDA_SYNC_TEXT = "called a synchronizing CUDA operation"
 _CUDA_SYNC_OP = "cuda (sync debug mode)"
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Source locations
-
 
 _TORCH_DIR = os.path.normcase(os.path.dirname(os.path.abspath(torch.__file__))) + os.sep
 # This package's own frames (the detector, the counters) are never the user's line.
@@ -79,7 +77,6 @@ def _user_frame() -> tuple[str, int, str, str]:
     return "<unknown>", 0, "<unknown>", ""
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Shared state: one dispatch mode and one set of patches however deeply the contexts nest.
 
 
@@ -130,9 +127,7 @@ def _active() -> bool:
     return bool(_state.frames) and not _state.suppress and threading.get_ident() == _state.thread
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Dispatcher rules: func -> (reported name, check(args, kwargs) -> reason or None)
-
 _Check = Callable[[tuple[Any, ...], dict[str, Any]], str | None]
 _MASK_DTYPES = (torch.bool, torch.uint8)
 
@@ -175,9 +170,8 @@ def _copy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     target, source = args[0], args[1]
     if not non_blocking:
         return _transfer(source.device, target.device)
-    # non_blocking=True into pageable host memory is synchronous (CUDA returns once the copy is done). The other
-    # direction is not: CUDA stages pageable source memory at once and does not wait for the device. ``.to("cpu",
-    # non_blocking=True)`` (aten._to_copy) allocates pinned memory itself.
+    # non_blocking=True into pageable host memory is synchronous; the other direction is not (CUDA stages the
+    # source at once), and ``.to("cpu", non_blocking=True)`` allocates pinned memory itself.
     if _transfer(source.device, target.device) == DEVICE_TO_HOST and not target.is_pinned():
         return PAGEABLE_COPY
     return None
@@ -258,9 +252,7 @@ class _HostSyncMode(TorchDispatchMode):
             _state.suppress -= 1
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Entry points the dispatcher never sees
-
 
 _Classify = Callable[..., tuple[str, str] | None]
 
@@ -350,14 +342,14 @@ def _patch_plan() -> list[tuple[Any, str, _Classify]]:
         plan.append(
             (torch.distributed, "monitored_barrier", _always_classify("torch.distributed.monitored_barrier", BARRIER))
         )
-    plan.append((torch.cuda, "synchronize", _always_classify("torch.cuda.synchronize", EXPLICIT_SYNCHRONIZE)))
-    plan.append((torch.cuda.Stream, "synchronize", _always_classify("Stream.synchronize", EXPLICIT_SYNCHRONIZE)))
-    plan.append((torch.cuda.Event, "synchronize", _always_classify("Event.synchronize", EXPLICIT_SYNCHRONIZE)))
+    synchronizers = [(torch.cuda, "torch.cuda"), (torch.cuda.Stream, "Stream"), (torch.cuda.Event, "Event")]
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None and hasattr(accelerator, "synchronize"):
-        plan.append(
-            (accelerator, "synchronize", _always_classify("torch.accelerator.synchronize", EXPLICIT_SYNCHRONIZE))
-        )
+        synchronizers.append((accelerator, "torch.accelerator"))
+    plan += [
+        (owner, "synchronize", _always_classify(f"{name}.synchronize", EXPLICIT_SYNCHRONIZE))
+        for owner, name in synchronizers
+    ]
     return plan
 
 
@@ -397,7 +389,6 @@ def _restore_patches() -> None:
             delattr(owner, attr)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # CUDA
 
 
@@ -434,7 +425,6 @@ def _release_warning_hook() -> None:
         hook.__exit__(None, None, None)
 
 
-# --------------------------------------------------------------------------------------------------------------------
 # Contexts
 
 
@@ -471,44 +461,25 @@ def _pop(frame: _Frame) -> None:
 
 @contextlib.contextmanager
 def _detect(frame: _Frame) -> Iterator[None]:
-    previous_cuda_mode: int | None = None
-    hooked = False
-    try:
+    with contextlib.ExitStack() as undo:  # runs its callbacks in reverse, each even if a later one raised
         # Before the patches go in, so CUDA's lazy init is not itself inspected.
         if _use_cuda_sync_debug_mode():
-            previous_cuda_mode = torch.cuda.get_sync_debug_mode()
+            undo.callback(torch.cuda.set_sync_debug_mode, torch.cuda.get_sync_debug_mode())
             torch.cuda.set_sync_debug_mode("error" if frame.strict else "warn")
             if not frame.strict:
                 _acquire_warning_hook()
-                hooked = True
+                undo.callback(_release_warning_hook)
         _push(frame)
-        try:
-            yield
-        finally:
-            _pop(frame)
-    finally:
-        try:
-            if hooked:
-                _release_warning_hook()
-        finally:
-            if previous_cuda_mode is not None:
-                torch.cuda.set_sync_debug_mode(previous_cuda_mode)
+        undo.callback(_pop, frame)
+        yield
 
 
 @contextlib.contextmanager
 def no_host_sync() -> Iterator[None]:
-    """Raise :class:`HostSyncError` at the first host sync inside the block.
+    """Raise :class:`HostSyncError` (naming the op, the reason and the user's line) at the first host sync inside.
 
-    On CUDA this also sets ``torch.cuda.set_sync_debug_mode("error")`` (restoring the previous mode on exit), so
-    syncs this module has no rule for still fail. Patched entry points (``Tensor.item``/``tolist``/``__bool__``,
-    ``torch.tensor``/``as_tensor``/``asarray``, ``torch.distributed.barrier``, ...) are restored exactly on exit,
-    also when the block raises.
-
-    Yields:
-        None.
-
-    Raises:
-        HostSyncError: At the first host sync, naming the op, the reason and the user source line.
+    On CUDA this also sets ``torch.cuda.set_sync_debug_mode("error")`` for the block, so syncs without a rule here still
+    fail. Everything patched is restored exactly on exit, also when the block raises.
 
     Example:
         >>> import torch
@@ -522,7 +493,6 @@ def no_host_sync() -> Iterator[None]:
         ... except HostSyncError as err:
         ...     print(err.event.op, "|", err.event.reason)
         aten.nonzero | data-dependent shape
-
     """
     with _detect(_Frame(strict=True, counter=None)):
         yield
@@ -532,15 +502,8 @@ def no_host_sync() -> Iterator[None]:
 def count_host_syncs(*, record_events: bool = True) -> Iterator[HostSyncCounter]:
     """Count host syncs inside the block instead of raising; the same detector as :func:`no_host_sync`.
 
-    On CUDA this sets ``torch.cuda.set_sync_debug_mode("warn")`` for the block and counts its warnings too, except
-    those raised by an op that was already counted, so each sync is counted once.
-
-    Args:
-        record_events: Keep every :class:`HostSyncEvent` with its source line. ``False`` keeps only the counts and
-            skips the stack walk, for benchmarks that sync a lot.
-
-    Yields:
-        The :class:`HostSyncCounter`, filled in as the block runs.
+    On CUDA it counts ``set_sync_debug_mode("warn")``'s warnings too, each sync once. ``record_events=False`` keeps only
+    the counts and skips the stack walk, for benchmarks that sync a lot.
 
     Example:
         >>> import torch
@@ -552,7 +515,6 @@ def count_host_syncs(*, record_events: bool = True) -> Iterator[HostSyncCounter]
         ...         hits = hits.float()
         >>> syncs.total, syncs.by_op["Tensor.__bool__"]
         (1, 1)
-
     """
     counter = HostSyncCounter(record_events=record_events)
     with _detect(_Frame(strict=False, counter=counter)):
