@@ -48,6 +48,20 @@ from torchmetrics_async.classification.tasks import (
     SpecificityAtSensitivity,
     StatScores,
 )
+from torchmetrics_async.clustering import (
+    AdjustedMutualInfoScore,
+    AdjustedRandScore,
+    CalinskiHarabaszScore,
+    CompletenessScore,
+    DaviesBouldinScore,
+    DunnIndex,
+    FowlkesMallowsIndex,
+    HomogeneityScore,
+    MutualInfoScore,
+    NormalizedMutualInfoScore,
+    RandScore,
+    VMeasureScore,
+)
 from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
@@ -156,6 +170,9 @@ __all__ = [
 __all__ += ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "Perplexity"]
 __all__ += ["CramersV", "FleissKappa", "PearsonsContingencyCoefficient", "TheilsU", "TschuprowsT"]
 __all__ += retrieval.__all__
+__all__ += ["AdjustedMutualInfoScore", "AdjustedRandScore", "CalinskiHarabaszScore", "CompletenessScore"]
+__all__ += ["DaviesBouldinScore", "DunnIndex", "FowlkesMallowsIndex", "HomogeneityScore", "MutualInfoScore"]
+__all__ += ["NormalizedMutualInfoScore", "RandScore", "VMeasureScore"]
 
 #: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).
 __version__ = "0.1.0"

@@ -584,3 +584,8 @@ __all__ += [
     "_mean_iou_update",
     "_perplexity_compute",
 ]
+
+# --- clustering family
+from torchmetrics.functional.clustering.utils import _validate_intrinsic_cluster_data, check_cluster_labels  # noqa: E402
+
+__all__ += ["_validate_intrinsic_cluster_data", "check_cluster_labels"]
