@@ -281,7 +281,7 @@ def _too_few(count: Tensor, data: Tensor) -> Tensor:
 
 
 class CalinskiHarabaszScore(_Intrinsic, tm.CalinskiHarabaszScore):
-    """A ``forward()`` batch with too few or too many clusters gives NaN and is raised by ``compute()``."""
+    """A ``forward()`` batch of too few or too many clusters gives NaN, raised by ``compute()``."""
 
     def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
         dtype = torch.get_default_dtype()
@@ -293,16 +293,15 @@ class CalinskiHarabaszScore(_Intrinsic, tm.CalinskiHarabaszScore):
 
 
 class DaviesBouldinScore(_Intrinsic, tm.DaviesBouldinScore):
-    """A ``forward()`` batch with too few or too many clusters gives NaN and is raised by ``compute()``."""
+    """As CalinskiHarabaszScore; above 25 clusters ``forward()`` takes exact centroid distances (see the README)."""
 
     def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
         dtype = torch.get_default_dtype()
         centroids = means.to(dtype).nan_to_num()
         spread = (data - centroids[rank]).pow(2.0).sum(dim=1).sqrt()
         intra = (torch.zeros_like(sizes).index_add_(0, rank, spread) / sizes).nan_to_num().to(dtype)
-        # torchmetrics' cdist of k centroids switches to the matrix-product formula above 25 of them
-        exact = torch.cdist(centroids, centroids, compute_mode="donot_use_mm_for_euclid_dist")
-        distances = torch.where(k > 25, torch.cdist(centroids, centroids, compute_mode="use_mm_for_euclid_dist"), exact)
+        # Not the matrix-product formula torchmetrics' cdist takes above 25 centroids: its self-distances are not 0.
+        distances = torch.cdist(centroids, centroids, compute_mode="donot_use_mm_for_euclid_dist")
         valid = torch.arange(data.shape[0], device=data.device) < k
         pair = valid[:, None] & valid[None, :]
         degenerate = (intra.abs() <= 1e-8).all() | (torch.where(pair, distances.abs(), 0) <= 1e-8).all()
