@@ -64,6 +64,11 @@ def groups(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return rank, sizes[rank], torch.empty_like(start).scatter_(0, order, start)
 
 
+def _one_d(x: Tensor) -> Tensor:
+    """A 0-dim tensor as one entry, as torchmetrics' ``dim_zero_cat`` takes it."""
+    return x.reshape(1) if x.ndim == 0 else x
+
+
 def _count(x: Tensor) -> Tensor:
     """``x.numel()`` as a 0-dim int64 device tensor (a kernel argument, no copy)."""
     return torch.full((), x.numel(), device=x.device)
@@ -145,11 +150,11 @@ class _Extrinsic(SyncFreeBatchStats):
     _stat_states = ("preds", "target")
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        check_cluster_labels(preds, target)  # dtypes and shapes: metadata
+        check_cluster_labels(_one_d(preds), _one_d(target))  # dtypes and shapes: metadata
         return BatchStats((preds, target), {})
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        return self._score(*stats.values)
+        return self._score(*map(_one_d, stats.values))
 
 
 class MutualInfoScore(_Extrinsic, tm.MutualInfoScore):
@@ -233,13 +238,14 @@ class VMeasureScore(_Extrinsic, tm.VMeasureScore):
 
 
 def _centroids(data: Tensor, labels: Tensor) -> tuple[Tensor, ...]:
-    """Each entry's dense cluster rank, the (batch-size padded) cluster sizes and centroids, and the cluster count."""
+    """Entries' cluster ranks, padded cluster sizes, centroids rounded as ``mean(dim=0)`` does, the cluster count."""
     rank, _, first = groups(labels)
-    sizes = torch.zeros(data.shape[0], dtype=data.dtype, device=data.device).index_add_(
-        0, rank, data.new_ones(rank.shape)
+    acc = torch.promote_types(data.dtype, torch.float32)
+    sizes = torch.zeros(data.shape[0], dtype=acc, device=data.device).index_add_(
+        0, rank, data.new_ones(rank.shape, dtype=acc)
     )
-    sums = torch.zeros_like(data).index_add_(0, rank, data)
-    return rank, sizes, sums / sizes[:, None], first.sum()
+    sums = torch.zeros(data.shape, dtype=acc, device=data.device).index_add_(0, rank, data.to(acc))
+    return rank, sizes, (sums / sizes.clamp(min=1)[:, None]).to(data.dtype), first.sum()  # padding rows: 0
 
 
 class _Intrinsic(SyncFreeBatchStats):
@@ -264,13 +270,13 @@ class _Intrinsic(SyncFreeBatchStats):
         self._merge_stats(self._batch_stats(data, labels))
 
     def _batch_stats(self, data: Tensor, labels: Tensor) -> BatchStats:
-        _validate_intrinsic_cluster_data(data, labels)
-        if data.shape[0] != labels.shape[0]:
-            raise ShapeMismatchError(f"Expected as many labels as samples, got {labels.shape[0]} and {data.shape[0]}.")
+        _validate_intrinsic_cluster_data(data, _one_d(labels))
+        if data.shape[0] != _one_d(labels).shape[0]:
+            raise ShapeMismatchError(f"Expected as many labels as samples, got {labels.numel()} and {data.shape[0]}.")
         return BatchStats((data, labels), {})
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        data, labels = stats.values
+        data, labels = stats.values[0], _one_d(stats.values[1])
         value, stats.violations[CLUSTER_COUNT] = self._score(data, labels, *_centroids(data, labels))
         return value
 
@@ -284,10 +290,12 @@ class CalinskiHarabaszScore(_Intrinsic, tm.CalinskiHarabaszScore):
     """A ``forward()`` batch of too few or too many clusters gives NaN, raised by ``compute()``."""
 
     def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
+        # Per-cluster terms rounded to the data's dtype, then summed in the default dtype, as torchmetrics' loop does.
         dtype = torch.get_default_dtype()
-        spread = ((means - data.mean(dim=0)) ** 2).sum(1) * sizes
-        between = torch.where(sizes > 0, spread, 0).sum().to(dtype)
-        within = ((data - means[rank]) ** 2).sum().to(dtype)
+        spread = (((means - data.mean(dim=0)) ** 2).sum(1) * sizes).to(data.dtype).to(dtype)
+        between = torch.where(sizes > 0, spread, 0).sum()
+        squares = ((data - means[rank]) ** 2).to(sizes.dtype).sum(1)
+        within = torch.zeros_like(sizes).index_add_(0, rank, squares).to(data.dtype).to(dtype).sum()
         value = between * (data.shape[0] - k) / (within * (k - 1.0))
         return torch.where(within == 0, torch.ones((), device=data.device), value), _too_few(k, data)
 
@@ -297,9 +305,9 @@ class DaviesBouldinScore(_Intrinsic, tm.DaviesBouldinScore):
 
     def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
         dtype = torch.get_default_dtype()
-        centroids = means.to(dtype).nan_to_num()
+        centroids = means.to(dtype)
         spread = (data - centroids[rank]).pow(2.0).sum(dim=1).sqrt()
-        intra = (torch.zeros_like(sizes).index_add_(0, rank, spread) / sizes).nan_to_num().to(dtype)
+        intra = (torch.zeros_like(sizes).index_add_(0, rank, spread) / sizes.clamp(min=1)).to(dtype)
         # Not the matrix-product formula torchmetrics' cdist takes above 25 centroids: its self-distances are not 0.
         distances = torch.cdist(centroids, centroids, compute_mode="donot_use_mm_for_euclid_dist")
         valid = torch.arange(data.shape[0], device=data.device) < k
@@ -317,10 +325,10 @@ class DunnIndex(_Intrinsic, tm.DunnIndex):
     _count_message = DUNN_MESSAGE
 
     def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
-        centroids = means.nan_to_num()
-        if self.p >= 0:
+        centroids = means
+        if self.p >= 0 and centroids.dtype in (torch.float32, torch.float64):
             distances = torch.cdist(centroids, centroids, p=self.p, compute_mode="donot_use_mm_for_euclid_dist")
-        else:  # cdist takes no negative p
+        else:  # cdist takes no negative p nor half precision
             distances = torch.linalg.vector_norm(centroids[:, None] - centroids[None, :], ord=self.p, dim=-1)
         index = torch.arange(data.shape[0], device=data.device)
         pair = (index[:, None] < index[None, :]) & (index[None, :] < k)
