@@ -210,3 +210,22 @@ def test_compute_is_torchmetrics_own() -> None:
     with count_host_syncs() as syncs:
         accelerated.compute()
     assert syncs.total > 0
+
+
+# Fuzz findings (tools/fuzz.py, seeds 1 and 2): each was a difference from torchmetrics before its fix.
+@pytest.mark.parametrize(("name", "kwargs"), [EXTRINSIC[0], EXTRINSIC[5], INTRINSIC[0], INTRINSIC[2]], ids=str)
+def test_zero_dim_labels_are_one_entry_as_in_torchmetrics(name: str, kwargs: dict[str, Any]) -> None:
+    reference, accelerated = _pair(name, kwargs)
+    batch = _extrinsic(4) if (name, kwargs) in EXTRINSIC else _intrinsic(0)
+    one = (torch.tensor(2), torch.tensor(-1)) if (name, kwargs) in EXTRINSIC else (batch[0][:1], batch[1][0])
+    run_side_by_side(reference, accelerated, [Step("update", one), Step("forward", batch), Step("update", batch)])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("name", "kwargs"), INTRINSIC, ids=str)
+def test_half_precision_and_nan_data_give_torchmetrics_values(name: str, kwargs: dict[str, Any], dtype) -> None:
+    data = torch.tensor([[-1.0078125], [1.515625], [0.09033203125], [3.515625]], dtype=dtype)
+    labels = torch.tensor([-1, 2, 0, 2])
+    nan = torch.tensor([[6.4, 7.8], [-4.7, -5.9], [float("nan"), 12.6], [8.7, 9.4], [-6.8, -5.5]])
+    steps = [Step("forward", (data, labels)), Step("forward", (nan, torch.tensor([2, -2, 4, 3, -2])))]
+    run_side_by_side(*_pair(name, kwargs), steps)
