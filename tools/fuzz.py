@@ -71,6 +71,7 @@ __all__ = [
 ]
 
 _TASKS = ("Binary", "Multiclass", "Multilabel")
+_AMI = importlib.import_module("torchmetrics.functional.clustering.adjusted_mutual_info_score")
 _DEFAULT_CLASSES = 3
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -141,6 +142,18 @@ def _is_category_error(outcome: Any) -> bool:
 def _nominal_out_of_range(case: Case, tags: Any) -> bool:
     """A category out of range may have reached a nominal metric: drawn so, or an infinity cast to an integer."""
     return bool(tags & {"range", "nan"})  # the NaN edge also writes infinities, which no strategy drops
+
+
+def _ami_degenerate(case: Case, args: Any) -> bool:
+    """Torchmetrics' AMI denominator (normalizer - expected MI) is within rounding of 0: its value is rounding / eps."""
+    if len(args) != 2:
+        return False
+    preds, target = (x.reshape(-1) for x in args)
+    emi = _AMI.expected_mutual_info_score(_AMI._mutual_info_score_update(preds, target), target.numel())
+    entropies = torch.stack([_AMI.calculate_entropy(preds), _AMI.calculate_entropy(target)])
+    return bool(
+        (_AMI.calculate_generalized_mean(entropies, _init(case, "average_method", "arithmetic")) - emi).abs() <= 1e-5
+    )
 
 
 def _int_one(outcome: Any) -> bool:
@@ -298,6 +311,33 @@ ALLOWED: tuple[Allowance, ...] = (
                     and float(s["ours"]) == float(s["theirs"])
                 )
             )
+        ),
+    ),
+    Allowance(
+        "clustering metrics' dtype and shape checks",
+        lambda case, s: (
+            _public(case.origin) == "torchmetrics.clustering"
+            and s["kind"] == "error"
+            and s["op"] == "update"
+            and isinstance(s["ours"], (ValueError, RuntimeError))
+            and s["theirs"] is None
+        ),
+    ),
+    Allowance(
+        "clustering metrics' `forward()` on a batch without a sparse tensor",
+        lambda case, s: (
+            _public(case.origin) == "torchmetrics.clustering"
+            and s["kind"] == "warning"
+            and s["text"].startswith("Sparse invariant checks are implicitly disabled")
+        ),
+    ),
+    Allowance(
+        "`AdjustedMutualInfoScore.forward()` where the normalizer equals the expected mutual information",
+        lambda case, s: (
+            _name(case) == "AdjustedMutualInfoScore"
+            and s["kind"] == "value"
+            and s["op"] == "forward"
+            and _ami_degenerate(case, s.get("args", ()))
         ),
     ),
     Allowance(
@@ -961,8 +1001,19 @@ def _nominal(origin: type, init: dict[str, Any], g: torch.Generator, rng: random
     return found
 
 
+def _clustering(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
+    """Cluster labels (any integers: ranked as torch.unique does), or embeddings ``(N, d)`` and their labels."""
+    labels = torch.randint(-2, rng.randint(-1, 5), (b,), generator=g)
+    if origin.__name__ in ("CalinskiHarabaszScore", "DaviesBouldinScore", "DunnIndex"):
+        data = torch.randn(b, rng.randint(1, 3), generator=g) + labels[:, None] * rng.choice([0.0, 1.0, 3.0])
+        return _Roles(["data", "labels"], {"data": data, "labels": labels}, {}, ["data"], None)
+    preds = torch.randint(-2, rng.randint(-1, 5), (b,), generator=g)
+    return _Roles(["preds", "target"], {"preds": preds, "target": labels}, {}, [], None)
+
+
 _FAMILIES: dict[str, Callable[..., _Roles]] = {
     "nominal": _nominal,
+    "clustering": _clustering,
     "classification": _classification,
     "regression": _regression,
     "retrieval": _retrieval,
@@ -1192,6 +1243,7 @@ import torch
 import torchmetrics
 import torchmetrics.aggregation
 import torchmetrics.classification
+import torchmetrics.clustering
 import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
@@ -1202,6 +1254,7 @@ from torch import tensor
 import torchmetrics_async
 import torchmetrics_async.aggregation
 import torchmetrics_async.classification
+import torchmetrics_async.clustering
 import torchmetrics_async.nominal
 import torchmetrics_async.regression
 import torchmetrics_async.retrieval
@@ -1521,7 +1574,13 @@ class Lockstep:
         if method == "forward" and not self.pending:
             found = compare_values(ours.value, theirs.value)
             if found and not self._allowed(
-                kind="value", op=method, tags=batch.tags, ours=ours.value, theirs=theirs.value, close=found[1]
+                kind="value",
+                op=method,
+                tags=batch.tags,
+                ours=ours.value,
+                theirs=theirs.value,
+                close=found[1],
+                args=self.ns["args"],
             ):
                 if self._allowed(kind="error", op=method, tags=batch.tags, ours=None, theirs=None):
                     self._fresh(o, t)

@@ -10,11 +10,12 @@ Example:
     True
 """
 
-from torchmetrics_async import aggregation, regression, retrieval, wrappers  # noqa: F401 - wrappers: registers Running
+from torchmetrics_async import aggregation, clustering, regression, retrieval, wrappers  # noqa: F401 - wrappers registers Running
 from torchmetrics_async.accelerate import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.aggregation import *  # noqa: F403
 from torchmetrics_async.classification import tasks
 from torchmetrics_async.classification.tasks import *  # noqa: F403
+from torchmetrics_async.clustering import *  # noqa: F403
 from torchmetrics_async.collector import AsyncMetricCollector
 from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
@@ -56,6 +57,7 @@ __all__ += aggregation.__all__
 __all__ += tasks.__all__
 __all__ += regression.__all__
 __all__ += retrieval.__all__
+__all__ += clustering.__all__
 
 #: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).
 __version__ = "0.1.0"

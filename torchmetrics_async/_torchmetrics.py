@@ -43,6 +43,7 @@ from torchmetrics.functional.classification.stat_scores import (
     _multiclass_stat_scores_format,
     _multiclass_stat_scores_tensor_validation,
 )
+from torchmetrics.functional.clustering.utils import _validate_intrinsic_cluster_data, check_cluster_labels
 from torchmetrics.functional.regression.crps import _crps_update
 from torchmetrics.functional.regression.csi import _critical_success_index_update
 from torchmetrics.functional.regression.explained_variance import _explained_variance_update
