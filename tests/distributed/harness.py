@@ -33,13 +33,14 @@ def free_port() -> int:
 def _worker(fn: Callable[[int, int], Any], rank: int, world_size: int, port: int, out: str) -> None:
     result: Any
     try:
-        # A failing scenario can leave the other rank waiting in a collective: fail in seconds, not half an hour.
+        # A failing scenario can leave the other rank waiting in a collective: fail in minutes, not half an hour. Not
+        # less: a loaded machine can take a minute to start the other rank (imports), and the wait covers its arrival.
         dist.init_process_group(
             "gloo",
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world_size,
-            timeout=datetime.timedelta(seconds=30),
+            timeout=datetime.timedelta(seconds=300),
         )
         result = fn(rank, world_size)
     except BaseException:  # the parent reports it with the rank
@@ -50,7 +51,7 @@ def _worker(fn: Callable[[int, int], Any], rank: int, world_size: int, port: int
         dist.destroy_process_group()
 
 
-def run(fn: Callable[[int, int], Any], world_size: int = 2, timeout: float = 120.0) -> list[Any]:
+def run(fn: Callable[[int, int], Any], world_size: int = 2, timeout: float = 900.0) -> list[Any]:
     """Run ``fn(rank, world_size)`` in ``world_size`` spawned gloo processes; return their results in rank order.
 
     Raises:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def ranks() -> list[dict[str, Any]]:
-    return harness.run(asymmetric.run_all, world_size=2, timeout=150)
+    return harness.run(asymmetric.run_all, world_size=2)
 
 
 def test_rank_without_batches_computes_torchmetrics_values(ranks):
@@ -80,7 +80,7 @@ def test_rank_without_updates_for_every_registered_class(ranks):
 @pytest.fixture(scope="module")
 def mismatched() -> list[dict[str, Any]]:
     # A rank that reached a collective of another size would abort (gloo) or hang: the timeout fails the test.
-    return harness.run(asymmetric.run_mismatches, world_size=2, timeout=150)
+    return harness.run(asymmetric.run_mismatches, world_size=2)
 
 
 # What each rank's message must name (rank 0, rank 1): the members at positions that differ.

@@ -204,7 +204,7 @@ def run_all(rank: int, world_size: int) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def ranks() -> list[dict[str, Any]]:
-    return harness.run(run_all, world_size=2, timeout=300.0)
+    return harness.run(run_all, world_size=2)
 
 
 @pytest.mark.parametrize("point", list(_POINTS))

@@ -29,7 +29,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Completed
     path = tmp_path_factory.mktemp("demo") / "report.json"
     command = [sys.executable, "-m", "tools.demo", "--world-size", "2", "--steps", "6"]
     command += ["--log-every", "3", "--image-size", "8", "--json", str(path)]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     return done, json.loads(path.read_text())
 

@@ -24,7 +24,7 @@ EVERY = 3
 
 def main(strategy: str, out_dir: str) -> None:
     start_method = "spawn" if strategy == "ddp_spawn" else "popen"
-    ddp = DDPStrategy(start_method=start_method, timeout=datetime.timedelta(seconds=60))
+    ddp = DDPStrategy(start_method=start_method, timeout=datetime.timedelta(seconds=300))
     model = lit.LitClassifier(callback_metrics=True)
     callbacks = [
         AsyncMetricLogging(metrics=["cb_loss", "cb_metrics"], every_n_steps=EVERY, prefix="async/"),
