@@ -75,10 +75,6 @@ def _multilabel(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.rand(_B * 4, 3, generator=g), torch.randint(0, 2, (_B * 4, 3), generator=g)
 
 
-def _groups(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return torch.rand(_B * 4, generator=g), torch.arange(_B * 4) % 2, torch.arange(_B * 4) // 8
-
-
 _LABEL_CLUSTERING = (
     "AdjustedMutualInfoScore",
     "AdjustedRandScore",
@@ -165,8 +161,6 @@ _TABLE: dict[str, tuple[dict[str, Any], Callable[[torch.Generator], tuple[Any, .
     "MultilabelCoverageError": ({"num_labels": 3}, _multilabel),
     "MultilabelRankingAveragePrecision": ({"num_labels": 3}, _multilabel),
     "MultilabelRankingLoss": ({"num_labels": 3}, _multilabel),
-    "BinaryFairness": ({"num_groups": 2}, _groups),
-    "BinaryGroupStatRates": ({"num_groups": 2}, _groups),
     **dict.fromkeys(
         _RETRIEVAL,
         ({}, lambda g: (torch.rand(_B * 4, generator=g), torch.arange(_B * 4) % 2 == 0, torch.arange(_B * 4) // 4)),

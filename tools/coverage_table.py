@@ -88,6 +88,9 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
         ),
         CompileCaveat(_BOTH, _GROWING),
     ),
+    torchmetrics.classification.BinaryFairness: CompileCaveat(
+        ("forward",), "forward()'s keys name the groups of the lowest and highest rates: a host read"
+    ),
 }
 
 #: The argument-dependent caveat of the classification metrics (not in :data:`COMPILE_CAVEATS`: examples are global).

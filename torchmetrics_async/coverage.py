@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 
 import torchmetrics.aggregation
+import torchmetrics.classification
 import torchmetrics.regression
 import torchmetrics.retrieval
 
@@ -89,6 +90,10 @@ FORWARD_CAVEATS: dict[type, str] = {
     torchmetrics.regression.KendallRankCorrCoef: (
         "forward() reads the host: its batch value counts ties with torch.unique/bincount (data-dependent shapes),"
         " as compute() does; update() is sync-free"
+    ),
+    torchmetrics.classification.BinaryFairness: (
+        "forward() reads the host as compute() does: its keys name the groups of the lowest and highest rates;"
+        " update() is sync-free"
     ),
     **dict.fromkeys(CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT),
     **dict.fromkeys(

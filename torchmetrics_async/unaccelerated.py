@@ -92,8 +92,6 @@ MEASURED_SYNCS: dict[type, tuple[int, int]] = {
     torchmetrics.RetrievalRecallAtFixedPrecision: (2, 32),
     torchmetrics.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
     torchmetrics.classification.BinaryEER: (4, 6),
-    torchmetrics.classification.BinaryFairness: (7, 15),
-    torchmetrics.classification.BinaryGroupStatRates: (7, 7),
     torchmetrics.classification.BinaryLogAUC: (2, 8),
     torchmetrics.classification.MulticlassEER: (5, 11),
     torchmetrics.classification.MulticlassLogAUC: (5, 24),
