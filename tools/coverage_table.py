@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torchmetrics.aggregation
 import torchmetrics.classification
+import torchmetrics.image
 import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
@@ -84,9 +85,13 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             torchmetrics.regression.KendallRankCorrCoef,
             torchmetrics.segmentation.DiceScore,  # per-sample numerator/denominator/support lists
             torchmetrics.nominal.FleissKappa,  # one counts tensor per update
+            torchmetrics.image.RelativeAverageSpectralError,  # the images
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),
+    ),
+    torchmetrics.image.RootMeanSquaredErrorUsingSlidingWindow: CompileCaveat(
+        _BOTH, "the first update() creates the RMSE map, which torchmetrics keeps outside its states: one recompile"
     ),
     torchmetrics.classification.BinaryFairness: CompileCaveat(
         ("forward",), "forward()'s keys name the groups of the lowest and highest rates: a host read"

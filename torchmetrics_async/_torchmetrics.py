@@ -584,3 +584,9 @@ __all__ += [
     "_mean_iou_update",
     "_perplexity_compute",
 ]
+
+# Image quality metrics (torchmetrics_async.image_quality).
+from torchmetrics.functional.image.rase import _rase_compute  # noqa: E402
+from torchmetrics.functional.image.utils import _uniform_weight_bias_conv2d  # noqa: E402
+
+__all__ += ["_rase_compute", "_uniform_weight_bias_conv2d"]

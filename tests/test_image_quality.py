@@ -1,0 +1,46 @@
+"""Image quality metrics whose torchmetrics update copies host constants: same values, no host sync."""
+
+import pytest
+import torch
+import torchmetrics.image as tmi
+
+from tests.parity import Step, run_side_by_side
+from torchmetrics_async import image_quality
+from torchmetrics_async.testing import no_host_sync
+
+CASES = [
+    ("RootMeanSquaredErrorUsingSlidingWindow", {"window_size": 7}, (3, 2, 12, 9)),
+    ("RootMeanSquaredErrorUsingSlidingWindow", {"window_size": 4}, (2, 3, 9, 12)),
+    ("RelativeAverageSpectralError", {"window_size": 5}, (3, 2, 12, 9)),
+    ("RelativeAverageSpectralError", {}, (2, 3, 16, 17)),
+    ("PeakSignalNoiseRatioWithBlockedEffect", {"data_range": 1.0}, (3, 1, 24, 17)),
+    ("PeakSignalNoiseRatioWithBlockedEffect", {"data_range": 2.0, "block_size": 3}, (2, 1, 10, 13)),
+]
+
+
+@pytest.mark.parametrize(("name", "kwargs", "shape"), CASES)
+def test_values_equal_torchmetrics(name: str, kwargs: dict, shape: tuple[int, ...]) -> None:
+    g = torch.Generator().manual_seed(0)
+    steps = [Step(k, (torch.rand(shape, generator=g), torch.rand(shape, generator=g))) for k in ("update", "forward")]
+    run_side_by_side(getattr(tmi, name)(**kwargs), getattr(image_quality, name)(**kwargs), steps * 2)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize(("name", "kwargs", "shape"), CASES)
+def test_update_and_forward_make_no_host_sync(name: str, kwargs: dict, shape: tuple[int, ...], device: str) -> None:
+    metric = getattr(image_quality, name)(**kwargs).to(device)
+    preds, target = torch.rand(shape, device=device), torch.rand(shape, device=device)
+    with no_host_sync():
+        metric.update(preds, target)
+        metric(preds, target)
+
+
+@pytest.mark.parametrize(("block_size", "size"), [(1, (16, 16)), (8, (8, 16)), (8, (16, 8))])
+def test_psnrb_rejects_images_without_block_and_non_block_pixels_at_once(block_size: int, size: tuple) -> None:
+    """torchmetrics indexes with an empty (float) index tensor there: IndexError, raised here without a read."""
+    images = torch.rand(2, 1, *size)
+    with pytest.raises(IndexError):
+        tmi.PeakSignalNoiseRatioWithBlockedEffect(data_range=1.0, block_size=block_size).update(images, images)
+    metric = image_quality.PeakSignalNoiseRatioWithBlockedEffect(data_range=1.0, block_size=block_size)
+    with no_host_sync(), pytest.raises(IndexError):
+        metric.update(images, images)
