@@ -6,7 +6,7 @@ import torchmetrics.image as tmi
 
 from tests.parity import Step, run_side_by_side
 from torchmetrics_async import image_quality
-from torchmetrics_async.testing import no_host_sync
+from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 CASES = [
     ("RootMeanSquaredErrorUsingSlidingWindow", {"window_size": 7}, (3, 2, 12, 9)),
@@ -15,6 +15,16 @@ CASES = [
     ("RelativeAverageSpectralError", {}, (2, 3, 16, 17)),
     ("PeakSignalNoiseRatioWithBlockedEffect", {"data_range": 1.0}, (3, 1, 24, 17)),
     ("PeakSignalNoiseRatioWithBlockedEffect", {"data_range": 2.0, "block_size": 3}, (2, 1, 10, 13)),
+    (
+        "MultiScaleStructuralSimilarityIndexMeasure",
+        {"data_range": 1.0, "kernel_size": 3, "betas": (0.3, 0.7)},
+        (2, 1, 12, 16),
+    ),
+    (
+        "MultiScaleStructuralSimilarityIndexMeasure",
+        {"data_range": 1.0, "gaussian_kernel": False, "kernel_size": 3, "reduction": "none", "normalize": "simple"},
+        (2, 3, 48, 50),
+    ),
 ]
 
 
@@ -26,7 +36,7 @@ def test_values_equal_torchmetrics(name: str, kwargs: dict, shape: tuple[int, ..
 
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
-@pytest.mark.parametrize(("name", "kwargs", "shape"), CASES)
+@pytest.mark.parametrize(("name", "kwargs", "shape"), CASES[:-1])
 def test_update_and_forward_make_no_host_sync(name: str, kwargs: dict, shape: tuple[int, ...], device: str) -> None:
     metric = getattr(image_quality, name)(**kwargs).to(device)
     preds, target = torch.rand(shape, device=device), torch.rand(shape, device=device)
@@ -44,3 +54,13 @@ def test_psnrb_rejects_images_without_block_and_non_block_pixels_at_once(block_s
     metric = image_quality.PeakSignalNoiseRatioWithBlockedEffect(data_range=1.0, block_size=block_size)
     with no_host_sync(), pytest.raises(IndexError):
         metric.update(images, images)
+
+
+def test_msssim_uniform_kernel_keeps_torchmetrics_copy_of_the_kernel_size() -> None:
+    """The documented caveat: torchmetrics' ``_ssim_update`` copies ``kernel_size`` to the device once per scale."""
+    name, kwargs, shape = CASES[-1]
+    metric = getattr(image_quality, name)(**kwargs).to("meta")
+    with count_host_syncs() as syncs:
+        metric.update(torch.rand(shape, device="meta"), torch.rand(shape, device="meta"))
+    assert syncs.total == len(metric.betas), syncs.summary()
+    assert "_ssim_update" in syncs.summary(), syncs.summary()

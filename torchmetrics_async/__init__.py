@@ -54,6 +54,7 @@ from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 from torchmetrics_async.errors import ShapeMismatchError
 from torchmetrics_async.image_quality import (
+    MultiScaleStructuralSimilarityIndexMeasure,
     PeakSignalNoiseRatioWithBlockedEffect,
     RelativeAverageSpectralError,
     RootMeanSquaredErrorUsingSlidingWindow,
@@ -162,6 +163,7 @@ __all__ += ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "Perplexity"]
 __all__ += ["CramersV", "FleissKappa", "PearsonsContingencyCoefficient", "TheilsU", "TschuprowsT"]
 __all__ += retrieval.__all__
 __all__ += [
+    "MultiScaleStructuralSimilarityIndexMeasure",
     "PeakSignalNoiseRatioWithBlockedEffect",
     "RelativeAverageSpectralError",
     "RootMeanSquaredErrorUsingSlidingWindow",

@@ -587,6 +587,7 @@ __all__ += [
 
 # Image quality metrics (torchmetrics_async.image_quality).
 from torchmetrics.functional.image.rase import _rase_compute  # noqa: E402
+from torchmetrics.functional.image.ssim import _get_normalized_sim_and_cs, _ssim_check_inputs  # noqa: E402
 from torchmetrics.functional.image.utils import _uniform_weight_bias_conv2d  # noqa: E402
 
-__all__ += ["_rase_compute", "_uniform_weight_bias_conv2d"]
+__all__ += ["_get_normalized_sim_and_cs", "_rase_compute", "_ssim_check_inputs", "_uniform_weight_bias_conv2d"]

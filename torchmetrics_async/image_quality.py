@@ -4,6 +4,9 @@
   indexes with a CPU ``arange`` copied to the device (4 copies per filter), and RASE's ``compute`` (its ``forward``)
   starts its count with ``torch.tensor(0.0, device=...)``. Here the padding mirrors with ``flip``, the count is a
   ``torch.full``.
+- ``MultiScaleStructuralSimilarityIndexMeasure``: torchmetrics copies its ``betas`` to the device in every update;
+  here they are copied once per device. (With ``gaussian_kernel=False`` torchmetrics' ``_ssim_update``, used as it
+  is, still copies ``kernel_size`` to the device once per scale.)
 - ``PeakSignalNoiseRatioWithBlockedEffect``: the block and non-block pixel indices are built on the device by
   arithmetic (torchmetrics: Python sets, read back with ``tolist``), and the ``if d_b > d_bc`` is a ``torch.where``.
 
@@ -15,16 +18,25 @@ Example:
 """
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 import torchmetrics.image as tm
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import _check_same_shape, _rase_compute, _uniform_weight_bias_conv2d, dim_zero_cat
+from torchmetrics_async._torchmetrics import (
+    _check_same_shape,
+    _get_normalized_sim_and_cs,
+    _rase_compute,
+    _ssim_check_inputs,
+    _uniform_weight_bias_conv2d,
+    dim_zero_cat,
+)
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = [
+    "MultiScaleStructuralSimilarityIndexMeasure",
     "PeakSignalNoiseRatioWithBlockedEffect",
     "RelativeAverageSpectralError",
     "RootMeanSquaredErrorUsingSlidingWindow",
@@ -138,3 +150,48 @@ class PeakSignalNoiseRatioWithBlockedEffect(SyncFreeMixin, tm.PeakSignalNoiseRat
         self.sum_squared_error += torch.sum(torch.pow(preds - target, 2))
         self.bef += block_effect(preds, self.block_size)
         self.total += target.numel()
+
+
+class MultiScaleStructuralSimilarityIndexMeasure(SyncFreeMixin, tm.MultiScaleStructuralSimilarityIndexMeasure):
+    """``betas`` copied to the device once; ``gaussian_kernel=False`` still copies ``kernel_size`` once per scale."""
+
+    def _set_constants(self) -> None:
+        super()._set_constants()
+        self.__dict__["_betas"] = torch.tensor(self.betas, device=self.device).view(-1, 1)
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update`` (``_multiscale_ssim_update`` inlined), the exponents held on the device."""
+        preds, target = _ssim_check_inputs(preds, target)
+        ndim, scales, kernel, sigma = preds.ndim - 2, len(self.betas), self.kernel_size, self.sigma
+        kernel = kernel if isinstance(kernel, Sequence) else ndim * [kernel]
+        sigma = sigma if isinstance(sigma, Sequence) else ndim * [sigma]
+        if preds.size()[-1] < 2**scales or preds.size()[-2] < 2**scales:
+            raise ValueError(
+                f"For a given number of `betas` parameters {scales}, the image height and width dimensions must be"
+                f" larger than or equal to {2**scales}."
+            )
+        div = max(1, scales - 1) ** 2
+        for dim, side, name in ((-2, 0, "height"), (-1, 1, "width")):
+            if preds.size()[dim] // div <= kernel[side] - 1:
+                raise ValueError(
+                    f"For a given number of `betas` parameters {scales} and kernel size {kernel[side]},"
+                    f" the image {name} must be larger than {(kernel[side] - 1) * div}."
+                )
+        pool = F.avg_pool2d if len(kernel) == 2 else F.avg_pool3d
+        values = []
+        for _ in range(scales):
+            sim, contrast = _get_normalized_sim_and_cs(
+                preds, target, self.gaussian_kernel, sigma, kernel, self.data_range, self.k1, self.k2, self.normalize
+            )
+            values.append(contrast)
+            preds, target = pool(preds, 2), pool(target, 2)
+        values[-1] = sim
+        stack = torch.stack(values)
+        if self.normalize == "simple":
+            stack = (stack + 1) / 2
+        similarity = torch.prod(stack ** self.__dict__["_betas"], 0)
+        if self.reduction in ("none", None):
+            self.similarity.append(similarity)
+        else:
+            self.similarity += similarity.sum()
+        self.total += similarity.shape[0]

@@ -114,7 +114,6 @@ MEASURED_SYNCS: dict[type, tuple[int, int]] = {
     torchmetrics.clustering.VMeasureScore: (0, 12),
     torchmetrics.detection.ModifiedPanopticQuality: (123, 126),
     torchmetrics.detection.PanopticQuality: (123, 126),
-    torchmetrics.image.MultiScaleStructuralSimilarityIndexMeasure: (2, 2),
     torchmetrics.image.SpatialCorrelationCoefficient: (13, 13),
     torchmetrics.image.VisualInformationFidelity: (108, 108),
     torchmetrics.segmentation.HausdorffDistance: (140, 140),
