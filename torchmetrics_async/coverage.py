@@ -33,6 +33,8 @@ from torchmetrics_async.registry import (
     MEASURED_SYNCS,
     SYNC_FREE_AS_IS,
     VERIFIED_SYNC_FREE,
+    accelerated_class_for,
+    is_deprecated_alias,
     is_torchmetrics_class,
     registry,
     why_not_accelerated,
@@ -169,6 +171,7 @@ def _public_metric_classes() -> dict[type, tuple[str, str]]:
         names = getattr(module, "__all__", None) or [name for name in vars(module) if not name.startswith("_")]
         for name in names:
             value = originals.get(getattr(module, name, None), getattr(module, name, None))
+            value = vars(value).get("_decorated", value) if isinstance(value, type) else value  # a patched alias
             if isinstance(value, type) and issubclass(value, Metric) and is_torchmetrics_class(value):
                 exported.setdefault(value, {}).setdefault(module_name, name)
     found = {cls: _home(cls, modules) for cls, modules in exported.items()}
@@ -188,6 +191,13 @@ def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
     return home, modules[home]
 
 
+def _accelerated(cls: type) -> type | None:
+    """The registered class, or for a deprecated alias (``torchmetrics.RetrievalMAP``) the class it is rebased on."""
+    if is_deprecated_alias(cls):
+        return accelerated_class_for(cls)
+    return registry().get(cls)
+
+
 def accelerated_coverage() -> list[CoverageRow]:
     """Every ``Metric`` class torchmetrics' public modules export, with whether it is accelerated and why not.
 
@@ -205,16 +215,10 @@ def accelerated_coverage() -> list[CoverageRow]:
         >>> next(row.reason for row in rows if row.name == "MulticlassLogAUC").startswith("syncs on every update")
         True
     """
-    accelerated = registry()
-    rows = [
-        CoverageRow(
-            module=module,
-            name=name,
-            torchmetrics_class=cls,
-            accelerated_class=accelerated.get(cls),
-            reason="" if cls in accelerated else why_not_accelerated(cls),
-            caveat=FORWARD_CAVEATS.get(cls, "") if cls in accelerated else "",
-        )
-        for cls, (module, name) in _public_metric_classes().items()
-    ]
+    rows = []
+    for cls, (module, name) in _public_metric_classes().items():
+        accelerated = _accelerated(cls)
+        caveat = FORWARD_CAVEATS.get(cls.__base__ if is_deprecated_alias(cls) else cls, "") if accelerated else ""
+        reason = "" if accelerated else why_not_accelerated(cls)
+        rows.append(CoverageRow(module, name, cls, accelerated, reason, caveat))
     return sorted(rows, key=lambda row: (row.module, row.name))
