@@ -5,7 +5,7 @@ import torch
 import torchmetrics.image as tmi
 
 from tests.parity import Step, run_side_by_side
-from torchmetrics_async import image_quality
+from torchmetrics_async import ShapeMismatchError, image_quality
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 CASES = [
@@ -64,3 +64,11 @@ def test_msssim_uniform_kernel_keeps_torchmetrics_copy_of_the_kernel_size() -> N
         metric.update(torch.rand(shape, device="meta"), torch.rand(shape, device="meta"))
     assert syncs.total == len(metric.betas), syncs.summary()
     assert "_ssim_update" in syncs.summary(), syncs.summary()
+
+
+@pytest.mark.parametrize("name", ["PeakSignalNoiseRatioWithBlockedEffect", "RelativeAverageSpectralError"])
+def test_shapes_that_differ_are_rejected_at_once(name: str) -> None:
+    """torchmetrics broadcasts a batch of one (PSNRB) or fails only in compute() (RASE)."""
+    metric = getattr(image_quality, name)(**({"data_range": 1.0} if "Blocked" in name else {}))
+    with no_host_sync(), pytest.raises(ShapeMismatchError, match="expected to have the same shape"):
+        metric.update(torch.rand(1, 1, 16, 16), torch.rand(3, 1, 16, 16))

@@ -31,6 +31,7 @@ from torchmetrics_async._torchmetrics import (
     _rase_compute,
     _ssim_check_inputs,
     _uniform_weight_bias_conv2d,
+    check_same_shape,
     dim_zero_cat,
 )
 from torchmetrics_async.metric import SyncFreeMixin
@@ -97,7 +98,13 @@ class RootMeanSquaredErrorUsingSlidingWindow(SyncFreeMixin, tm.RootMeanSquaredEr
 
 
 class RelativeAverageSpectralError(SyncFreeMixin, tm.RelativeAverageSpectralError):
-    """No host sync in ``update()``, ``forward()`` or ``compute()``."""
+    """No host sync in ``update()``, ``forward()`` or ``compute()``; shapes that differ are rejected by ``update()``."""
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update``, after its ``compute``'s shape check (made at once, not at ``compute()``)."""
+        if preds.shape != target.shape:
+            check_same_shape(preds, target)
+        super().update(preds, target)
 
     def compute(self) -> Tensor:
         """Torchmetrics' ``relative_average_spectral_error`` on the stored images, with :func:`uniform_filter`."""
@@ -145,6 +152,8 @@ class PeakSignalNoiseRatioWithBlockedEffect(SyncFreeMixin, tm.PeakSignalNoiseRat
 
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Torchmetrics' ``update`` with :func:`block_effect` and the count added as a Python number."""
+        if preds.shape != target.shape:  # torchmetrics broadcasts (a batch of one) or fails in a kernel
+            check_same_shape(preds, target)
         if self.clamping_fn is not None:
             preds, target = self.clamping_fn(preds), self.clamping_fn(target)
         self.sum_squared_error += torch.sum(torch.pow(preds - target, 2))
