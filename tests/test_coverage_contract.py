@@ -28,10 +28,19 @@ from torchmetrics_async.coverage import (
     why_not_accelerated,
 )
 from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.registry import is_deprecated_alias
 from torchmetrics_async.testing import HostSyncError, no_host_sync
 
 ACCELERATE_MODULE = importlib.import_module("torchmetrics_async.accelerate")  # the package attribute is the function
 REGISTERED = sorted(registry().items(), key=lambda item: (item[0].__module__, item[0].__name__))
+# torchmetrics' deprecated top-level aliases (torchmetrics.RetrievalMAP) of registered classes.
+ALIASES = [
+    value
+    for name in dir(torchmetrics)
+    if isinstance(value := getattr(torchmetrics, name), type)
+    and is_deprecated_alias(value)
+    and value.__base__ in registry()
+]
 DEVICES = ["cpu", "meta"]  # meta stands in for an accelerator: a host-to-device copy is reported there too
 
 
@@ -71,6 +80,33 @@ def test_registered_class_computes_what_torchmetrics_computes_on_the_example(ori
     torch.testing.assert_close(ours.compute(), theirs.compute())
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("alias", ALIASES, ids=lambda cls: cls.__name__)
+def test_deprecated_alias_is_accelerated_by_rebasing(alias: type, device: str) -> None:
+    """``accelerate()`` of an instance and ``patch()`` of the name: no host sync, torchmetrics' values, its warning."""
+    example = example_for(alias.__base__)
+    ours, theirs = _build(alias, example, "cpu"), _build(alias, example, "cpu")
+    assert tma.accelerate(ours) is ours
+    assert isinstance(ours, alias)
+    assert isinstance(ours, registry()[alias.__base__])
+    ours.to(device)
+    inputs = example.to(device)
+    with no_host_sync():
+        ours.update(*inputs)
+    if device == "cpu":
+        theirs.update(*inputs)
+        torch.testing.assert_close(ours(*inputs), theirs(*inputs))
+        torch.testing.assert_close(ours.compute(), theirs.compute())
+    elif alias.__base__ not in FORWARD_CAVEATS:
+        with no_host_sync():
+            ours(*inputs)
+    with patch():
+        patched = getattr(torchmetrics, alias.__name__.lstrip("_"))
+        assert type(ours) is patched
+        with pytest.warns(FutureWarning, match="deprecated"):
+            patched(**example.init)
+
+
 def test_a_family_without_an_example_is_an_error_not_a_skip() -> None:
     with pytest.raises(LookupError, match="CharErrorRate"):
         example_for(torchmetrics.CharErrorRate)
@@ -95,8 +131,17 @@ def test_every_registered_class_is_listed_as_accelerated(rows: list[CoverageRow]
 
 
 def test_nothing_outside_the_registry_is_listed_as_accelerated(rows: list[CoverageRow]) -> None:
+    """Besides the registry: torchmetrics' deprecated aliases of registered classes, as their rebased classes."""
     accelerated = {row.torchmetrics_class for row in rows if row.accelerated}
-    assert accelerated == set(registry())
+    aliases = {cls for cls in accelerated if is_deprecated_alias(cls)}
+    assert accelerated - aliases == set(registry())
+    assert aliases == set(ALIASES)
+    for row in rows:
+        if row.torchmetrics_class in aliases:
+            assert row.accelerated_class.__mro__[1:3] == (
+                row.torchmetrics_class,
+                registry()[row.torchmetrics_class.__base__],
+            )
     for row in rows:
         if not row.accelerated:
             assert row.reason, row

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 import torchmetrics
+import torchmetrics.functional.audio
 
 from tests.parity import assert_same
 from tests.sync_free_examples import example_for_unaccelerated
@@ -149,3 +150,14 @@ def test_the_reason_of_a_syncing_class_says_the_measured_numbers(rows: list[Cove
     assert f"({update} host syncs per update(), {forward} per forward() measured)" in by_class[measured].reason
     assert by_class[torchmetrics.text.WordErrorRate].reason.startswith("takes strings")
     assert "keep it out of the training step" in by_class[torchmetrics.text.WordErrorRate].reason
+
+
+def test_pit_with_three_speakers_syncs_in_every_update_as_explained() -> None:
+    """scipy's assignment runs on the host: the number in the explained reason."""
+    pit = torchmetrics.audio.PermutationInvariantTraining
+    metric = pit(torchmetrics.functional.audio.scale_invariant_signal_noise_ratio, eval_func="max")
+    preds = torch.randn(4, 3, 50, generator=torch.Generator().manual_seed(0))
+    metric.update(preds, preds.flip(1))
+    with count_host_syncs() as syncs:
+        metric.update(preds, preds.flip(1))
+    assert f"({syncs.total} host syncs per update() measured with 3 speakers" in EXPLAINED[pit], syncs.summary()

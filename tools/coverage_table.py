@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torchmetrics.aggregation
 import torchmetrics.classification
-import torchmetrics.clustering
+import torchmetrics.image
 import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
@@ -30,7 +30,6 @@ import torchmetrics.segmentation
 from torchmetrics_async import accelerated_coverage
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
-from torchmetrics_async.clustering import __all__ as CLUSTERING_NAMES
 from torchmetrics_async.coverage import ACCELERATED, NOT_SYNC_FREE, SYNC_FREE_AS_IS
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
@@ -86,10 +85,16 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             torchmetrics.regression.KendallRankCorrCoef,
             torchmetrics.segmentation.DiceScore,  # per-sample numerator/denominator/support lists
             torchmetrics.nominal.FleissKappa,  # one counts tensor per update
-            *(getattr(torchmetrics.clustering, name) for name in CLUSTERING_NAMES if name[0].isupper()),
+            torchmetrics.image.RelativeAverageSpectralError,  # the images
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),
+    ),
+    torchmetrics.image.RootMeanSquaredErrorUsingSlidingWindow: CompileCaveat(
+        _BOTH, "the first update() creates the RMSE map, which torchmetrics keeps outside its states: one recompile"
+    ),
+    torchmetrics.classification.BinaryFairness: CompileCaveat(
+        ("forward",), "forward()'s keys name the groups of the lowest and highest rates: a host read"
     ),
 }
 

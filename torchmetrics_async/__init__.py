@@ -21,6 +21,12 @@ from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 from torchmetrics_async.errors import ShapeMismatchError
+from torchmetrics_async.image_quality import (
+    MultiScaleStructuralSimilarityIndexMeasure,
+    PeakSignalNoiseRatioWithBlockedEffect,
+    RelativeAverageSpectralError,
+    RootMeanSquaredErrorUsingSlidingWindow,
+)
 from torchmetrics_async.nominal import CramersV, FleissKappa, PearsonsContingencyCoefficient, TheilsU, TschuprowsT
 from torchmetrics_async.regression import *  # noqa: F403
 from torchmetrics_async.retrieval import *  # noqa: F403
@@ -57,7 +63,12 @@ __all__ += aggregation.__all__
 __all__ += tasks.__all__
 __all__ += regression.__all__
 __all__ += retrieval.__all__
-__all__ += clustering.__all__
+__all__ += [
+    "MultiScaleStructuralSimilarityIndexMeasure",
+    "PeakSignalNoiseRatioWithBlockedEffect",
+    "RelativeAverageSpectralError",
+    "RootMeanSquaredErrorUsingSlidingWindow",
+]
 
 #: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).
 __version__ = "0.1.0"

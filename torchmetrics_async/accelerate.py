@@ -24,6 +24,7 @@ from torchmetrics_async.distributed.collection import fused_collection_class
 from torchmetrics_async.registry import (
     _REGISTRY,
     accelerated_class_for,
+    is_deprecated_alias,
     is_torchmetrics_class,
     register,
     registry,
@@ -199,9 +200,13 @@ def patch() -> _PatchHandle:
     MetricCollection._equal_metric_states = staticmethod(equal_metric_states)
     for module in _torchmetrics_modules():
         for name, value in list(vars(module).items()):
-            if isinstance(value, type) and value in _REGISTRY:
+            if not isinstance(value, type):
+                continue
+            # torchmetrics' deprecated aliases (torchmetrics.RetrievalMAP) get their rebased class: they still warn.
+            accelerated = _REGISTRY.get(value) or (accelerated_class_for(value) if is_deprecated_alias(value) else None)
+            if accelerated is not None:
                 _PATCHED.append((module, name, value))
-                setattr(module, name, _REGISTRY[value])
+                setattr(module, name, accelerated)
     return _PatchHandle(patched_now=True)
 
 

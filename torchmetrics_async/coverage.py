@@ -11,6 +11,7 @@ import warnings
 from dataclasses import dataclass
 
 import torchmetrics.aggregation
+import torchmetrics.classification
 import torchmetrics.regression
 import torchmetrics.retrieval
 
@@ -21,6 +22,8 @@ from torchmetrics_async.registry import (
     MEASURED_SYNCS,
     SYNC_FREE_AS_IS,
     VERIFIED_SYNC_FREE,
+    accelerated_class_for,
+    is_deprecated_alias,
     is_torchmetrics_class,
     registry,
     why_not_accelerated,
@@ -79,6 +82,10 @@ FORWARD_CAVEATS: dict[type, str] = {
         "forward() reads the host: its batch value counts ties with torch.unique/bincount (data-dependent shapes),"
         " as compute() does; update() is sync-free"
     ),
+    torchmetrics.classification.BinaryFairness: (
+        "forward() reads the host as compute() does: its keys name the groups of the lowest and highest rates;"
+        " update() is sync-free"
+    ),
     **dict.fromkeys(CURVE_ORIGINS, UNBINNED_FORWARD_CAVEAT),
     **dict.fromkeys(
         (getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
@@ -129,6 +136,7 @@ def _public_metric_classes() -> dict[type, tuple[str, str]]:
         names = getattr(module, "__all__", None) or [name for name in vars(module) if not name.startswith("_")]
         for name in names:
             value = originals.get(getattr(module, name, None), getattr(module, name, None))
+            value = vars(value).get("_decorated", value) if isinstance(value, type) else value  # a patched alias
             if isinstance(value, type) and issubclass(value, Metric) and is_torchmetrics_class(value):
                 exported.setdefault(value, {}).setdefault(module_name, name)
     found = {cls: _home(cls, modules) for cls, modules in exported.items()}
@@ -142,6 +150,13 @@ def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
     owners = [name for name in modules if cls.__module__ == name or cls.__module__.startswith(name + ".")]
     home = max(owners, key=len) if owners else ("torchmetrics" if "torchmetrics" in modules else next(iter(modules)))
     return home, modules[home]
+
+
+def _accelerated(cls: type) -> type | None:
+    """The registered class, or for a deprecated alias (``torchmetrics.RetrievalMAP``) the class it is rebased on."""
+    if is_deprecated_alias(cls):
+        return accelerated_class_for(cls)
+    return registry().get(cls)
 
 
 def accelerated_coverage() -> list[CoverageRow]:
@@ -158,16 +173,10 @@ def accelerated_coverage() -> list[CoverageRow]:
         >>> next(row.reason for row in rows if row.name == "MulticlassLogAUC").startswith("syncs on every update")
         True
     """
-    accelerated = registry()
-    rows = [
-        CoverageRow(
-            module=module,
-            name=name,
-            torchmetrics_class=cls,
-            accelerated_class=accelerated.get(cls),
-            reason="" if cls in accelerated else why_not_accelerated(cls),
-            caveat=FORWARD_CAVEATS.get(cls, "") if cls in accelerated else "",
-        )
-        for cls, (module, name) in _public_metric_classes().items()
-    ]
+    rows = []
+    for cls, (module, name) in _public_metric_classes().items():
+        accelerated = _accelerated(cls)
+        caveat = FORWARD_CAVEATS.get(cls.__base__ if is_deprecated_alias(cls) else cls, "") if accelerated else ""
+        reason = "" if accelerated else why_not_accelerated(cls)
+        rows.append(CoverageRow(module, name, cls, accelerated, reason, caveat))
     return sorted(rows, key=lambda row: (row.module, row.name))

@@ -30,6 +30,7 @@ __all__ = [
     "accelerated_class_for",
     "defined_in_package",
     "derive",
+    "is_deprecated_alias",
     "is_torchmetrics_class",
     "note_one_pass_methods",
     "register",
@@ -253,16 +254,29 @@ def _is_accelerated(cls: type) -> bool:
 
 
 def _rebased(cls: type) -> type | None:
-    """A user subclass of a registered torchmetrics class rebased on its accelerated class (user's methods first)."""
-    if is_torchmetrics_class(cls) or _DERIVED_BY in vars(cls):
+    """A user subclass (or deprecated alias) of a registered torchmetrics class, rebased on its accelerated class."""
+    if (is_torchmetrics_class(cls) and not is_deprecated_alias(cls)) or _DERIVED_BY in vars(cls):
         return None
-    origin = torchmetrics_base(cls)
+    origin = torchmetrics_base(cls.__base__ if is_deprecated_alias(cls) else cls)
     if origin not in _REGISTRY:
         return None
     try:
         return derive(_rebase, cls, (cls, _REGISTRY[origin]), {})
     except TypeError:  # no consistent MRO (a user's multiple inheritance): not accelerated
         return None
+
+
+def is_deprecated_alias(cls: type) -> bool:
+    """Whether ``cls`` is one of torchmetrics' deprecated top-level aliases (``torchmetrics.RetrievalMAP``).
+
+    They subclass the class they stand for and only warn in ``__init__``, so they are rebased as users' subclasses are.
+
+    Example:
+        >>> import torchmetrics
+        >>> is_deprecated_alias(torchmetrics.RetrievalMAP), is_deprecated_alias(torchmetrics.retrieval.RetrievalMAP)
+        (True, False)
+    """
+    return cls.__module__.split(".")[0] == "torchmetrics" and cls.__module__.endswith("._deprecated")
 
 
 def _rebase(cls: type) -> type:
@@ -305,11 +319,8 @@ def _listed_reason(cls: type) -> str:
         return ""
     update, forward = MEASURED_SYNCS[cls]
     accelerated_base = next((base.__name__ for base in cls.__mro__[1:] if base in _REGISTRY), None)
-    if accelerated_base is None:
-        alias = ""
-    elif cls.__module__.endswith("._deprecated"):
-        alias = f"; a deprecated alias of the accelerated {accelerated_base}: import that"
-    else:
+    alias = ""
+    if accelerated_base is not None:
         alias = f"; it subclasses the accelerated {accelerated_base} but its own methods are torchmetrics'"
     if update:
         measured = f"syncs on every update ({update} host syncs per update(), {forward} per forward() measured)"

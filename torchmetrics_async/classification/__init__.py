@@ -232,3 +232,7 @@ __all__ = [
     "SpecificityAtSensitivity",
     "StatScores",
 ]
+
+from torchmetrics_async.classification.group_fairness import BinaryFairness, BinaryGroupStatRates
+
+__all__ += ["BinaryFairness", "BinaryGroupStatRates"]
