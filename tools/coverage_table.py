@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torchmetrics.aggregation
 import torchmetrics.classification
+import torchmetrics.image
 import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
@@ -84,6 +85,7 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             torchmetrics.regression.KendallRankCorrCoef,
             torchmetrics.segmentation.DiceScore,  # per-sample numerator/denominator/support lists
             torchmetrics.nominal.FleissKappa,  # one counts tensor per update
+            torchmetrics.image.VisualInformationFidelity,  # one per-sample score tensor per update
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),

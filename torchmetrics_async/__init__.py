@@ -53,6 +53,7 @@ from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 from torchmetrics_async.errors import ShapeMismatchError
+from torchmetrics_async.image import SpatialCorrelationCoefficient, VisualInformationFidelity
 from torchmetrics_async.nominal import CramersV, FleissKappa, PearsonsContingencyCoefficient, TheilsU, TschuprowsT
 from torchmetrics_async.regression import (
     ConcordanceCorrCoef,
@@ -156,6 +157,7 @@ __all__ = [
 __all__ += ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "Perplexity"]
 __all__ += ["CramersV", "FleissKappa", "PearsonsContingencyCoefficient", "TheilsU", "TschuprowsT"]
 __all__ += retrieval.__all__
+__all__ += ["SpatialCorrelationCoefficient", "VisualInformationFidelity"]
 
 #: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).
 __version__ = "0.1.0"

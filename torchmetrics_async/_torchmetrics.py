@@ -584,3 +584,9 @@ __all__ += [
     "_mean_iou_update",
     "_perplexity_compute",
 ]
+
+# --- image family (SCC, VIF) ------------------------------------------------------------------------------------------
+from torchmetrics.functional.image.scc import _hp_2d_laplacian, _local_variance_covariance, _scc_update  # noqa: E402
+from torchmetrics.functional.image.vif import _filter as _vif_filter  # noqa: E402
+
+__all__ += ["_hp_2d_laplacian", "_local_variance_covariance", "_scc_update", "_vif_filter"]

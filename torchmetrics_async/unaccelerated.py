@@ -120,8 +120,6 @@ MEASURED_SYNCS: dict[type, tuple[int, int]] = {
     torchmetrics.image.PeakSignalNoiseRatioWithBlockedEffect: (5, 5),
     torchmetrics.image.RelativeAverageSpectralError: (0, 9),
     torchmetrics.image.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
-    torchmetrics.image.SpatialCorrelationCoefficient: (13, 13),
-    torchmetrics.image.VisualInformationFidelity: (108, 108),
     torchmetrics.segmentation.HausdorffDistance: (140, 140),
 }
 
