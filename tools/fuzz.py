@@ -883,6 +883,16 @@ def _segmentation(origin: type, init: dict[str, Any], g: torch.Generator, rng: r
     return found
 
 
+def _image(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
+    """Images ``(N, C, H, W)`` (VIF's at its smallest size, 41); flat halves reach the zero-variance branches."""
+    size = 41 if origin.__name__ == "VisualInformationFidelity" else rng.randint(8, 12)
+    shape = (b, rng.randint(1, 3), size, size)
+    tensors = {name: torch.rand(shape, generator=g) for name in ("preds", "target")}
+    if rng.random() < 0.3:
+        tensors[rng.choice(["preds", "target"])][..., : size // 2] = 0.5
+    return _Roles(["preds", "target"], tensors, {}, ["preds", "target"], None)
+
+
 def _text(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
     seq = rng.randint(1, 4)
     preds = torch.randn(b, seq, _DEFAULT_CLASSES, generator=g)
@@ -946,6 +956,7 @@ _FAMILIES: dict[str, Callable[..., _Roles]] = {
     "retrieval": _retrieval,
     "segmentation": _segmentation,
     "text": _text,
+    "image": _image,
     "aggregation": _aggregation,
     "wrappers": _aggregation,  # Running(base_metric=an aggregator): the aggregators' inputs
 }
@@ -1170,6 +1181,7 @@ import torch
 import torchmetrics
 import torchmetrics.aggregation
 import torchmetrics.classification
+import torchmetrics.image
 import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
@@ -1180,6 +1192,7 @@ from torch import tensor
 import torchmetrics_async
 import torchmetrics_async.aggregation
 import torchmetrics_async.classification
+import torchmetrics_async.image
 import torchmetrics_async.nominal
 import torchmetrics_async.regression
 import torchmetrics_async.retrieval
