@@ -86,6 +86,7 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             torchmetrics.segmentation.DiceScore,  # per-sample numerator/denominator/support lists
             torchmetrics.nominal.FleissKappa,  # one counts tensor per update
             torchmetrics.image.RelativeAverageSpectralError,  # the images
+            torchmetrics.image.VisualInformationFidelity,  # one per-sample score tensor per update
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),

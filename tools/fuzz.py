@@ -920,13 +920,6 @@ def _classification(origin: type, init: dict[str, Any], g: torch.Generator, rng:
     return found
 
 
-def _image(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
-    """Random images shaped like the example's (grayscale where the metric needs it)."""
-    shape = (b, *example_for(origin).inputs[0].shape[1:])
-    tensors = {name: torch.rand(shape, generator=g) for name in ("preds", "target")}
-    return _Roles(["preds", "target"], tensors, {}, ["preds", "target"], None)
-
-
 def _regression(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
     example = example_for(origin).inputs
     tensors = {}
@@ -971,6 +964,21 @@ def _segmentation(origin: type, init: dict[str, Any], g: torch.Generator, rng: r
     if fmt == "index":
         found.labels["preds"] = classes
     return found
+
+
+def _image(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
+    """Images shaped like the example's; SCC and VIF ``(N, C, H, W)`` of random sizes (VIF's smallest, 41), some with
+    flat halves to reach the zero-variance branches."""
+    flat = origin.__name__ in ("SpatialCorrelationCoefficient", "VisualInformationFidelity")
+    if flat:
+        size = 41 if origin.__name__ == "VisualInformationFidelity" else rng.randint(8, 12)
+        shape: tuple[int, ...] = (b, rng.randint(1, 3), size, size)
+    else:
+        shape = (b, *example_for(origin).inputs[0].shape[1:])
+    tensors = {name: torch.rand(shape, generator=g) for name in ("preds", "target")}
+    if flat and rng.random() < 0.3:
+        tensors[rng.choice(["preds", "target"])][..., : shape[-1] // 2] = 0.5
+    return _Roles(["preds", "target"], tensors, {}, ["preds", "target"], None)
 
 
 def _text(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
@@ -1273,6 +1281,7 @@ import torchmetrics
 import torchmetrics.aggregation
 import torchmetrics.classification
 import torchmetrics.clustering
+import torchmetrics.image
 import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
@@ -1284,6 +1293,7 @@ import torchmetrics_async
 import torchmetrics_async.aggregation
 import torchmetrics_async.classification
 import torchmetrics_async.clustering
+import torchmetrics_async.image
 import torchmetrics_async.nominal
 import torchmetrics_async.regression
 import torchmetrics_async.retrieval

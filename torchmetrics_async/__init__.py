@@ -21,6 +21,7 @@ from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 from torchmetrics_async.errors import ShapeMismatchError
+from torchmetrics_async.image import SpatialCorrelationCoefficient, VisualInformationFidelity
 from torchmetrics_async.image_quality import (
     MultiScaleStructuralSimilarityIndexMeasure,
     PeakSignalNoiseRatioWithBlockedEffect,
@@ -69,6 +70,7 @@ __all__ += [
     "RelativeAverageSpectralError",
     "RootMeanSquaredErrorUsingSlidingWindow",
 ]
+__all__ += ["SpatialCorrelationCoefficient", "VisualInformationFidelity"]
 
 #: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).
 __version__ = "0.1.0"

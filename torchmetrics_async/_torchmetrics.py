@@ -45,8 +45,10 @@ from torchmetrics.functional.classification.stat_scores import (
 )
 from torchmetrics.functional.clustering.utils import _validate_intrinsic_cluster_data, check_cluster_labels
 from torchmetrics.functional.image.rase import _rase_compute
+from torchmetrics.functional.image.scc import _hp_2d_laplacian, _local_variance_covariance, _scc_update
 from torchmetrics.functional.image.ssim import _get_normalized_sim_and_cs, _ssim_check_inputs
 from torchmetrics.functional.image.utils import _uniform_weight_bias_conv2d
+from torchmetrics.functional.image.vif import _filter as _vif_filter
 from torchmetrics.functional.regression.crps import _crps_update
 from torchmetrics.functional.regression.csi import _critical_success_index_update
 from torchmetrics.functional.regression.explained_variance import _explained_variance_update
