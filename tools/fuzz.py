@@ -967,8 +967,7 @@ def _segmentation(origin: type, init: dict[str, Any], g: torch.Generator, rng: r
 
 
 def _image(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
-    """Images shaped like the example's; SCC and VIF ``(N, C, H, W)`` of random sizes (VIF's smallest, 41), some with
-    flat halves to reach the zero-variance branches."""
+    """Images shaped like the example's; SCC/VIF ``(N, C, H, W)`` of random sizes, some with flat halves."""
     flat = origin.__name__ in ("SpatialCorrelationCoefficient", "VisualInformationFidelity")
     if flat:
         size = 41 if origin.__name__ == "VisualInformationFidelity" else rng.randint(8, 12)
