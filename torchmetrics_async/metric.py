@@ -90,9 +90,19 @@ def _init_then_setup(cls: type) -> Callable:
         if type(self) is cls:  # the outermost __init__ has returned: a subclass's own states exist too
             self._setup_sync_free()
 
-    functools.update_wrapper(__init__, own or cls.__init__)
+    functools.update_wrapper(__init__, own or _next_own_init(cls))  # inspect.signature: the real arguments
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__._own_init = own  # type: ignore[attr-defined]
     return __init__
+
+
+def _next_own_init(cls: type) -> Callable:
+    """The ``__init__`` a class without its own runs: the next one in its MRO that is not a setup wrapper's stand-in."""
+    for base in cls.__mro__[1:]:
+        init = base.__dict__.get("__init__")
+        if init is not None and getattr(init, "_own_init", init) is not None:
+            return getattr(init, "_own_init", init)
+    return object.__init__
 
 
 class SyncFreeMixin:
