@@ -1,22 +1,8 @@
 """Sync-free aggregators with torchmetrics' names, arguments and values.
 
-Each class subclasses the torchmetrics class of the same name, so ``isinstance`` checks, ``MetricCollection``,
-``state_dict`` and logging integrations see a torchmetrics metric. What changes is how an update touches the device:
-
-- no host sync in ``update()`` and ``forward()``: NaN strategies run as masks and ``torch.where`` fills, and
-  ``"error"``/``"warn"`` are deferred to ``compute()`` (see :mod:`torchmetrics_async.nan`);
-- Python numbers never become device tensors through ``torch.as_tensor(x, device=...)``: they enter kernels as
-  arguments (see :mod:`torchmetrics_async.scalars`);
-- ``forward()`` reduces the batch once instead of copying, resetting and merging every state;
-- ``nan_strategy="disable"`` keeps user weights (torchmetrics drops them: torchmetrics issue #3434).
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.aggregation import MeanMetric
-    >>> metric = MeanMetric()
-    >>> metric.update(torch.tensor([1.0, 2.0, 3.0]), weight=torch.tensor([1.0, 1.0, 2.0]))
-    >>> metric.compute()
-    tensor(2.2500)
+NaN strategies run as masks and ``torch.where`` fills, ``"error"``/``"warn"`` deferred to ``compute()``
+(:mod:`torchmetrics_async.nan`); Python numbers enter kernels as arguments (:mod:`torchmetrics_async.scalars`);
+``forward()`` reduces the batch once. ``nan_strategy="disable"`` keeps user weights (torchmetrics issue #3434).
 """
 
 import math
@@ -27,6 +13,7 @@ import torchmetrics.aggregation as tm_aggregation
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
+from torchmetrics_async.batch_stats import all_kept
 from torchmetrics_async.errors import ShapeMismatchError
 from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.nan import (
@@ -44,23 +31,8 @@ __all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "
 Number = Union[int, float, bool]
 
 
-def _kept_masks(values: Tensor | list) -> Tensor | list:
-    """All-true keep-masks for values torchmetrics already filtered."""
-    if isinstance(values, Tensor):
-        return torch.ones_like(values, dtype=torch.bool)
-    return [torch.ones_like(v, dtype=torch.bool) for v in values]
-
-
 class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
-    """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import MinMetric
-        >>> metric = MinMetric()
-        >>> metric(torch.tensor([3.0, 1.0])), metric(2.0), metric.compute()
-        (tensor(1.), tensor(2.), tensor(1.))
-    """
+    """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses."""
 
     def _add_extra_states(self) -> None:
         self._add_nan_flag_state()
@@ -68,11 +40,11 @@ class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
 
     def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
         if attr == NAN_KEPT_STATE:  # torchmetrics already dropped the NaNs from those values
-            return _kept_masks(incoming_state.get("value", []))
+            return all_kept(incoming_state.get("value", []))
         return super()._missing_extra_state(attr, incoming_state)
 
     def _as_value_tensor(self, value: Any) -> Tensor:
-        """A non-number, non-tensor value (a list...) becomes a tensor as torchmetrics makes it."""
+        """A non-tensor value (a number, a list...) as a tensor, as torchmetrics makes it."""
         if isinstance(value, Tensor):
             return value
         if is_number(value):
@@ -98,19 +70,14 @@ class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
             return seen if seen.dim() == 0 else seen.any()
         return torch.ones((), dtype=torch.bool, device=self.device) if seen else None
 
+    def update(self, value: float | Tensor) -> None:
+        """Fold ``value`` (a tensor of any shape, or a number) into the states."""
+        stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
+        if stats is not None:
+            self._merge_stats(stats)
+
     def compute(self) -> Any:
-        """Raise or warn for deferred NaNs with torchmetrics' message, then compute as torchmetrics does.
-
-        Returns:
-            The aggregated value.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> metric = SumMetric()
-            >>> metric.update(2.0)
-            >>> metric.compute()
-            tensor(2.)
-        """
+        """Raise or warn for deferred NaNs with torchmetrics' message, then compute as torchmetrics does."""
         self._raise_deferred_nan()
         return super().compute()
 
@@ -120,19 +87,6 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
-
-    def update(self, value: float | Tensor) -> None:
-        """Add ``value`` (a tensor of any shape, or a number) to the sum.
-
-        Example:
-            >>> metric = SumMetric()
-            >>> metric.update(2.5)
-            >>> metric.sum_value
-            tensor(2.5000)
-        """
-        stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
-        if stats is not None:
-            self._merge_stats(stats)
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if not isinstance(value, Tensor):
@@ -170,23 +124,13 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 
 
 class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
-    """No host sync in ``update()`` or ``forward()``.
-
-    ``nan_strategy="disable"`` keeps the weights (torchmetrics replaces them by ones, its issue #3434).
-    """
+    """No host sync in ``update()`` or ``forward()``; ``nan_strategy="disable"`` keeps weights (torchmetrics #3434)."""
 
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
 
     def update(self, value: float | Tensor, weight: float | Tensor | None = None) -> None:
-        """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones).
-
-        Example:
-            >>> metric = MeanMetric()
-            >>> metric.update(1.0, weight=3)
-            >>> metric.mean_value, metric.weight
-            (tensor(3.), tensor(3.))
-        """
+        """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones)."""
         stats = self._batch_stats(value, weight)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
             self._merge_stats(stats)
@@ -302,22 +246,6 @@ class _ExtremumMetric(SyncFreeAggregator):
     _combine_dropping_nan = staticmethod(torch.fmax)
     _clamp: str
 
-    def update(self, value: float | Tensor) -> None:
-        """Fold ``value`` (a tensor of any shape, or a number) into the extremum.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async import MaxMetric
-            >>> metric = MaxMetric()
-            >>> metric.update(1.0)
-            >>> metric.update(torch.tensor([0.5, 3.0]))
-            >>> metric.max_value
-            tensor(3.)
-        """
-        stats = self._batch_stats(value)  # _update_from_stats, inlined: one frame less on the hot path
-        if stats is not None:
-            self._merge_stats(stats)
-
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if not isinstance(value, Tensor):
             if is_number(value):
@@ -393,23 +321,11 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
     def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
         super().__init__(nan_strategy=nan_strategy, **kwargs)
 
-    def update(self, value: float | Tensor) -> None:
-        """Append ``value`` (cast to the metric's dtype).
-
-        Example:
-            >>> metric = CatMetric()
-            >>> metric.update(1.0)
-            >>> metric.update(torch.tensor([2.0, 3.0]))
-            >>> metric.value
-            [tensor(1.), tensor([2., 3.])]
-        """
-        self._update_from_stats(value)
-
     def _add_extra_states(self) -> None:
         if self._masks_nans and NAN_KEPT_STATE not in self._defaults:
             self.add_state(NAN_KEPT_STATE, default=[], dist_reduce_fx="cat")
             # Values held by an adopted instance were filtered by torchmetrics in its update: all are kept.
-            setattr(self, NAN_KEPT_STATE, _kept_masks(self.value))
+            setattr(self, NAN_KEPT_STATE, all_kept(self.value))
         super()._add_extra_states()
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
@@ -417,7 +333,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         if self._masks_nans and not had_masks:
             # A torchmetrics checkpoint: its values were filtered in its update, so every one is kept.
-            setattr(self, NAN_KEPT_STATE, _kept_masks(self.value))
+            setattr(self, NAN_KEPT_STATE, all_kept(self.value))
 
     @property
     def _masks_nans(self) -> bool:
@@ -440,14 +356,11 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
             >>> metric.update(torch.tensor([1.0, float("nan")]))
             >>> metric.metric_state["value"]
             [tensor([1.])]
-            >>> metric.persistent(True)
-            >>> metric.state_dict()["value"]
-            [tensor([1.])]
         """
         value_key, kept_key = prefix + "value", prefix + NAN_KEPT_STATE
         if self._masks_nans and value_key in states and kept_key in states:
             states[value_key] = self._nan_free(states[value_key], states[kept_key])
-            states[kept_key] = _kept_masks(states[value_key])
+            states[kept_key] = all_kept(states[value_key])
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if is_number(value):
@@ -481,18 +394,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         return dim_zero_cat(pieces) if pieces else []
 
     def compute(self) -> Tensor | list:
-        """Concatenate the values, NaNs dropped under ``"ignore"``/``"warn"``.
-
-        Returns:
-            The concatenated tensor, or ``[]`` when nothing was kept, as torchmetrics returns.
-
-        Example:
-            >>> metric = CatMetric()
-            >>> metric.update(1.0)
-            >>> metric.update(2.0)
-            >>> metric.compute()
-            tensor([1., 2.])
-        """
+        """Concatenate the values, NaNs dropped under ``"ignore"``/``"warn"`` (``[]`` if none kept, as torchmetrics)."""
         self._raise_deferred_nan()
         values = self.value
         if self._masks_nans:

@@ -1,23 +1,9 @@
 """The sync-free base of metrics whose ``update`` folds batch statistics into states: the hook contract of a family.
 
-Most torchmetrics classes share one ``update`` per family (``BinaryStatScores``, ``MulticlassStatScores``, the binned
-curves, the regression moments, ...) and differ only in ``compute``. Here a family implements one hook,
-``_batch_stats`` (a sync-free kernel turning the update's arguments into :class:`BatchStats`: values aligned with
+A family implements ``_batch_stats`` (a sync-free kernel giving :class:`BatchStats`: values aligned with
 ``_stat_states`` and the batch's deferred-check violations); :class:`SyncFreeBatchStats` folds them into the states
-in place and derives ``forward``'s batch value by running the torchmetrics class's own ``compute`` on them.
-
-Value checks that need device data (labels out of range, non-binary targets, probabilities outside [0, 1]) cannot be
-raised in ``update`` without a host sync. They are recorded in bool metric states (reduced with ``max``, so synced
-and checkpointed with the metric) and raised by ``compute()``: one host read for all of them. Shape, dtype and
-argument checks need no device data and stay eager.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification import MulticlassAccuracy
-    >>> metric = MulticlassAccuracy(num_classes=3)
-    >>> stats = metric._batch_stats(torch.tensor([0, 2]), torch.tensor([0, 1]))
-    >>> isinstance(stats, BatchStats), sorted(stats.violations)
-    (True, ['invalid_preds', 'invalid_target'])
+in place (``_merge_stats``) and derives ``forward``'s batch value from torchmetrics' own ``compute`` on them
+(``_batch_value``).
 """
 
 from abc import abstractmethod
@@ -29,11 +15,11 @@ from torch import Tensor
 from torchmetrics_async.deferred import mark_static_address
 from torchmetrics_async.metric import OWNED_STATES, SyncFreeMixin
 
-__all__ = ["BatchStats", "SyncFreeBatchStats", "assign_state"]
+__all__ = ["BatchStats", "SyncFreeBatchStats", "all_kept", "assign_state", "in_state_dtypes"]
 
 
 class BatchStats(NamedTuple):
-    """What ``_batch_stats`` returns: the batch's statistics and the deferred checks it violated.
+    """What ``_batch_stats`` returns: values aligned with ``_stat_states`` and check name -> bool violation tensor.
 
     Example:
         >>> import torch
@@ -42,21 +28,11 @@ class BatchStats(NamedTuple):
     """
 
     values: tuple[Any, ...]
-    """Aligned with ``_stat_states``: added in place to tensor states, appended to list states."""
     violations: dict[str, Tensor]
-    """Check name (see ``_deferred_checks``) -> bool tensor, any ``True`` meaning the batch violated it."""
 
 
 def assign_state(metric: Any, name: str, value: Tensor) -> None:
-    """Give state ``name`` the value torchmetrics would assign, in place where that keeps its dtype and shape.
-
-    In place keeps the state's address (CUDA graphs, compiled code); a new dtype or shape (torchmetrics promotes and
-    broadcasts when it reassigns) makes it a new tensor this metric owns.
-
-    Args:
-        metric: a sync-free metric whose states it owns (its update wrapper made sure of that).
-        name: the state.
-        value: its new value.
+    """Give state ``name`` torchmetrics' new value, in place (same address) where that keeps its dtype and shape.
 
     Example:
         >>> import torch
@@ -77,20 +53,34 @@ def assign_state(metric: Any, name: str, value: Tensor) -> None:
     state[OWNED_STATES][name] = mine
 
 
+def all_kept(values: list[Tensor] | Tensor) -> list[Tensor] | Tensor:
+    """All-true keep-masks for a list state (or its synced concatenation) whose entries all count."""
+    if isinstance(values, Tensor):
+        return torch.ones_like(values, dtype=torch.bool)
+    return [torch.ones_like(v, dtype=torch.bool) for v in values]
+
+
+def in_state_dtypes(metric: Any, stats: BatchStats) -> BatchStats:
+    """``stats`` in the states' dtypes (torchmetrics' batch value comes from states ``set_dtype()`` may have cast)."""
+    state = metric.__dict__
+    values = tuple(
+        value.to(state[name].dtype)
+        if isinstance(state[name], Tensor) and isinstance(value, Tensor) and value.dtype != state[name].dtype
+        else value
+        for name, value in zip(metric._stat_states, stats.values, strict=True)
+    )
+    return BatchStats(values, stats.violations)
+
+
 class SyncFreeBatchStats(SyncFreeMixin):
     """Base of a family: implement ``_batch_stats``; optionally ``_deferred_checks`` and ``_stat_states``.
-
-    ``_batch_stats(*args, **kwargs)`` returns :class:`BatchStats` without a host sync. ``_deferred_checks()`` returns
-    check name -> torchmetrics' message for this configuration. A subclass of a torchmetrics class of the same name
-    gets that class's constructor (signature included) and registers itself (see :mod:`torchmetrics_async.registry`).
 
     Example:
         >>> import torch
         >>> from torchmetrics_async.classification import MulticlassAccuracy
         >>> metric = MulticlassAccuracy(num_classes=3, average="micro")
-        >>> first = metric(torch.tensor([0, 2]), torch.tensor([0, 1]))  # forward: this batch's value
-        >>> first, metric(torch.tensor([1]), torch.tensor([1])), metric.compute()
-        (tensor(0.5000), tensor(1.), tensor(0.6667))
+        >>> metric(torch.tensor([0, 2]), torch.tensor([0, 1])), metric(torch.tensor([1]), torch.tensor([1]))
+        (tensor(0.5000), tensor(1.))
     """
 
     _stat_states: tuple[str, ...] = ("tp", "fp", "tn", "fn")
@@ -110,20 +100,7 @@ class SyncFreeBatchStats(SyncFreeMixin):
         super()._add_extra_states()
 
     def update(self, preds: Tensor, target: Tensor) -> None:  # the signature of most families; others override
-        """Accumulate a batch without a host sync.
-
-        Args:
-            preds: predictions, as the torchmetrics class accepts them.
-            target: targets, as the torchmetrics class accepts them.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async.classification import MulticlassAccuracy
-            >>> metric = MulticlassAccuracy(num_classes=3)
-            >>> metric.update(torch.tensor([0, 2]), torch.tensor([0, 1]))
-            >>> metric.tp, metric.fn
-            (tensor([1, 0, 0]), tensor([0, 1, 0]))
-        """
+        """Accumulate a batch without a host sync."""
         stats = self._batch_stats(preds, target)  # _update_from_stats, inlined: one frame less on the hot path
         if stats is not None:
             self._merge_stats(stats)
@@ -158,9 +135,8 @@ class SyncFreeBatchStats(SyncFreeMixin):
         saved = {name: state[name] for name in self._stat_states}
         defaults = self._defaults
         for name, value in zip(self._stat_states, stats[0], strict=True):
-            # torchmetrics computes the batch value from a default state plus the batch: their promoted dtype
-            # (a float64 default after set_dtype with integer counts; float64 inputs into a float32 default). The
-            # default, not the held state: a reassigned state promoted by an earlier float64 batch stays float64.
+            # torchmetrics' batch value comes from a default state plus the batch: their promoted dtype (the
+            # default's, not the held state's, which an earlier float64 batch may have promoted).
             default = defaults[name]
             if isinstance(default, list):
                 state[name] = [value]
@@ -174,18 +150,6 @@ class SyncFreeBatchStats(SyncFreeMixin):
             state.update(saved)
 
     def compute(self) -> Any:
-        """Raise deferred value errors (torchmetrics' messages), then compute as torchmetrics does.
-
-        Returns:
-            The metric value.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async.classification import BinaryAccuracy
-            >>> metric = BinaryAccuracy()
-            >>> metric.update(torch.tensor([0.9, 0.1]), torch.tensor([1, 1]))
-            >>> metric.compute()
-            tensor(0.5000)
-        """
+        """Raise deferred value errors (torchmetrics' messages), then compute as torchmetrics does."""
         self._raise_deferred_checks()
         return super().compute()

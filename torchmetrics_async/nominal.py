@@ -1,28 +1,12 @@
-"""Sync-free nominal metrics: Cramér's V, Tschuprow's T, Pearson's contingency coefficient, Theil's U.
+"""Sync-free nominal metrics: Cramér's V, Tschuprow's T, Pearson's contingency coefficient, Theil's U, Fleiss' kappa.
 
-Same names, arguments and values as ``torchmetrics.nominal``.
-
-torchmetrics counts the contingency table with ``bincount`` (CUDA reads its minimum and maximum), drops rows with a
-NaN under ``nan_strategy="drop"`` by boolean-mask indexing, and its ``compute`` drops the empty rows and columns of
-the table by boolean-mask indexing and branches on device values (``df == 0``, the bias correction's ``== 1``,
-Theil's ``s_x == 0``). Here:
-
-- :func:`contingency_bins` gives each entry its bin ``target * num_classes + preds`` (indices clamped into range, so
-  the kernel never indexes out of bounds) and a weight: 0 for a row dropped for a NaN, 1 otherwise; ``update`` adds
-  the weights into the ``num_classes**2`` bins of the state with ``index_add_``;
-- a category outside ``[0, num_classes)`` is recorded on the device and raised by ``compute()``/``reset()``
-  (torchmetrics raises in ``update()`` where the bin falls outside the table and miscounts where it does not);
-- the statistics are computed on the whole table, empty rows and columns masked out with ``torch.where`` and the
-  degrees of freedom counted on the device, so the batch value of ``forward()`` needs no host read. ``compute()``
-  reads one flag where torchmetrics' result depends on one (the bias-correction warning and its NaN, Theil's integer
-  0), unless the ``AsyncMetricCollector`` computes (no read: same values, no warning).
-
-Example:
-    >>> import torch
-    >>> metric = CramersV(num_classes=3, bias_correction=False)
-    >>> metric(torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2]))
-    tensor(0.7906)
+The contingency table is counted with ``index_add_`` over clamped bins (a row dropped for a NaN weighs 0), categories
+out of range are deferred checks, and the statistics run on the whole table with empty rows and columns masked and
+degrees of freedom counted on the device. ``compute()`` reads one flag where torchmetrics' result depends on one (the
+bias-correction warning and NaN, Theil's integer 0), except under ``AsyncMetricCollector``.
 """
+
+from collections.abc import Callable
 
 import torch
 import torchmetrics.nominal as tm
@@ -68,23 +52,7 @@ def large_category_message(num_classes: int) -> str:
 def contingency_bins(
     preds: Tensor, target: Tensor, num_classes: int, nan_strategy: str, nan_replace_value: float | None
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-    """Torchmetrics' ``_cramers_v_update`` (the nominal update) as sparse bins and weights, without a host read.
-
-    Args:
-        preds: categories ``(N,)`` or scores ``(N, C)`` (argmaxed), any dtype; floats are truncated to integers.
-        target: the same for the second series.
-        num_classes: the number of categories.
-        nan_strategy: ``"replace"`` (NaN becomes ``nan_replace_value``) or ``"drop"`` (a row with a NaN gets weight 0).
-        nan_replace_value: the replacement under ``"replace"``.
-
-    Returns:
-        The int64 bin ``target * num_classes + preds`` of each entry (clamped into range), its weight (bool: 0 for a
-        dropped row), and the deferred checks the batch violated (categories out of range among the counted rows).
-
-    Raises:
-        ShapeMismatchError: ``preds`` and ``target`` of different shapes (torchmetrics broadcasts ``(N,)`` with
-            ``(1,)``).
-        RuntimeError: inputs that are not 1-D under ``"replace"``, with the message torchmetrics' bincount gives.
+    """Torchmetrics' nominal update as each entry's bin ``target * C + preds`` (clamped), its weight, the checks.
 
     Example:
         >>> preds = torch.tensor([0.0, float("nan")])
@@ -139,18 +107,7 @@ def contingency_table(bins: Tensor, weight: Tensor, num_classes: int, dtype: tor
 
 
 def chi_squared(confmat: Tensor, bias_correction: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Torchmetrics' ``_compute_chi_squared`` on the table with its empty rows and columns, without a host read.
-
-    torchmetrics drops the empty rows and columns first; here they are masked out of the sum, and the degrees of
-    freedom ``(rows - 1) * (cols - 1)`` are counted on the device (Yates' correction applies where they are 1, the
-    statistic is 0 where they are 0, as in torchmetrics).
-
-    Args:
-        confmat: the contingency table.
-        bias_correction: apply Yates' correction where the degrees of freedom are 1.
-
-    Returns:
-        Chi-squared, the table's total, and its numbers of non-empty rows and columns (0-dim int64), on the device.
+    """Torchmetrics' ``_compute_chi_squared`` with empty rows and columns masked: chi-squared, total, rows, columns.
 
     Example:
         >>> table = torch.tensor([[2.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 0.0, 2.0]])
@@ -172,50 +129,39 @@ def chi_squared(confmat: Tensor, bias_correction: bool) -> tuple[Tensor, Tensor,
     return torch.where(df == 0, 0, terms.sum()), total, num_rows, num_cols
 
 
-def _bias_corrected(phi_squared: Tensor, total: Tensor, rows: Tensor, cols: Tensor) -> tuple[Tensor, ...]:
-    """Torchmetrics' ``_compute_bias_corrected_values``, and whether the correction is impossible (its ``== 1``)."""
+def _phi_statistic(confmat: Tensor, bias_correction: bool, scale: Callable) -> tuple[Tensor, Tensor | None]:
+    """``sqrt(phi**2 / scale(rows - 1, cols - 1))``, bias-corrected as torchmetrics, and where correction failed."""
+    chi, total, rows, cols = chi_squared(confmat, bias_correction)
+    phi_squared = chi / total
+    if not bias_correction:
+        return (phi_squared / scale(rows - 1, cols - 1)).sqrt().clamp(0.0, 1.0), None
+    # torchmetrics' _compute_bias_corrected_values; it cannot correct where min(rows, cols) becomes 1.
     phi_corrected = (phi_squared - (rows - 1) * (cols - 1) / (total - 1)).clamp(min=0.0)
     rows_corrected = rows - (rows - 1) ** 2 / (total - 1)
     cols_corrected = cols - (cols - 1) ** 2 / (total - 1)
-    return phi_corrected, rows_corrected, cols_corrected, torch.minimum(rows_corrected, cols_corrected) == 1
+    unable = torch.minimum(rows_corrected, cols_corrected) == 1
+    value = (phi_corrected / scale(rows_corrected - 1, cols_corrected - 1)).sqrt().clamp(0.0, 1.0)
+    return value.masked_fill(unable, float("nan")), unable
 
 
 def cramers_v(confmat: Tensor, bias_correction: bool) -> tuple[Tensor, Tensor | None]:
-    """Torchmetrics' ``_cramers_v_compute`` without a host read.
-
-    Returns:
-        Cramér's V (NaN where the bias correction is impossible), and whether it is (``None`` without correction).
+    """Torchmetrics' ``_cramers_v_compute`` without a host read; also whether bias correction failed (value NaN).
 
     Example:
         >>> cramers_v(torch.tensor([[2.0, 1.0], [0.0, 3.0]]), False)
         (tensor(0.7071), None)
     """
-    chi, total, rows, cols = chi_squared(confmat, bias_correction)
-    phi_squared = chi / total
-    if not bias_correction:
-        return (phi_squared / torch.minimum(rows - 1, cols - 1)).sqrt().clamp(0.0, 1.0), None
-    phi_corrected, rows_corrected, cols_corrected, unable = _bias_corrected(phi_squared, total, rows, cols)
-    value = (phi_corrected / torch.minimum(rows_corrected - 1, cols_corrected - 1)).sqrt().clamp(0.0, 1.0)
-    return value.masked_fill(unable, float("nan")), unable
+    return _phi_statistic(confmat, bias_correction, torch.minimum)
 
 
 def tschuprows_t(confmat: Tensor, bias_correction: bool) -> tuple[Tensor, Tensor | None]:
-    """Torchmetrics' ``_tschuprows_t_compute`` without a host read.
-
-    Returns:
-        Tschuprow's T (NaN where the bias correction is impossible), and whether it is (``None`` without correction).
+    """Torchmetrics' ``_tschuprows_t_compute`` without a host read; also whether bias correction failed (value NaN).
 
     Example:
         >>> tschuprows_t(torch.tensor([[2.0, 1.0], [0.0, 3.0]]), False)
         (tensor(0.7071), None)
     """
-    chi, total, rows, cols = chi_squared(confmat, bias_correction)
-    phi_squared = chi / total
-    if not bias_correction:
-        return (phi_squared / ((rows - 1) * (cols - 1)).sqrt()).sqrt().clamp(0.0, 1.0), None
-    phi_corrected, rows_corrected, cols_corrected, unable = _bias_corrected(phi_squared, total, rows, cols)
-    value = (phi_corrected / ((rows_corrected - 1) * (cols_corrected - 1)).sqrt()).sqrt().clamp(0.0, 1.0)
-    return value.masked_fill(unable, float("nan")), unable
+    return _phi_statistic(confmat, bias_correction, lambda rows, cols: (rows * cols).sqrt())
 
 
 def pearsons_contingency_coefficient(confmat: Tensor) -> Tensor:
@@ -231,14 +177,7 @@ def pearsons_contingency_coefficient(confmat: Tensor) -> Tensor:
 
 
 def theils_u(confmat: Tensor) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_theils_u_compute`` without a host read.
-
-    Zero-count entries give NaN terms that ``nansum`` skips, as in torchmetrics' table without its empty rows and
-    columns; the entropy of ``preds`` masks its empty columns.
-
-    Returns:
-        Theil's U (0 where ``preds`` has zero entropy, as a float), and where it has (torchmetrics returns an integer
-        0 there).
+    """Torchmetrics' ``_theils_u_compute`` without a host read; also where ``preds`` has zero entropy (value 0.0).
 
     Example:
         >>> theils_u(torch.tensor([[2.0, 1.0], [0.0, 3.0]]))
@@ -286,21 +225,7 @@ class _SyncFreeNominal(SyncFreeBatchStats):
         raise NotImplementedError
 
     def compute(self) -> Tensor:
-        """Raise deferred value errors, then the statistic as torchmetrics computes it.
-
-        One host read where torchmetrics' result depends on the data beyond its value (the bias-correction warning,
-        Theil's integer 0); none under ``AsyncMetricCollector``, which gets the same value without that warning.
-
-        Returns:
-            The statistic.
-
-        Example:
-            >>> import torch
-            >>> metric = TheilsU(num_classes=3)
-            >>> metric.update(torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2]))
-            >>> metric.compute()
-            tensor(0.6667)
-        """
+        """Raise deferred value errors, then the statistic as torchmetrics computes it (one flag read)."""
         self._raise_deferred_checks()
         value, flag = self._statistic(self.confmat)
         if flag is not None and not self.__dict__.get(DEFERRED_RAISE_OWNED, False) and bool(flag):
@@ -357,8 +282,7 @@ class TheilsU(_SyncFreeNominal, tm.TheilsU):
         return torch.zeros((), dtype=torch.long, device=value.device)
 
 
-# FleissKappa(mode="probs"): torchmetrics one-hot encodes with num_classes = n_raters (``ratings.shape[1]`` after the
-# argmax); torch's one_hot rejects a category >= n_raters with this message (on the CPU, after a host read).
+# FleissKappa(mode="probs") one-hot encodes with num_classes = n_raters: torch's one_hot rejects a larger category.
 RATER_CATEGORY = "invalid_rater_category"
 RATER_CATEGORY_MESSAGE = "Class values must be smaller than num_classes."
 _PROBS_MESSAGE = (
@@ -373,16 +297,6 @@ _COUNTS_MESSAGE = (
 
 def fleiss_counts(ratings: Tensor, mode: str) -> tuple[Tensor, dict[str, Tensor]]:
     """Torchmetrics' ``_fleiss_kappa_update`` without a host read, and the categories its one-hot encoding rejects.
-
-    Args:
-        ratings: counts ``(n_samples, n_categories)`` (integers), or scores ``(n_samples, n_categories, n_raters)``.
-        mode: ``"counts"`` or ``"probs"``.
-
-    Returns:
-        The counts torchmetrics appends, and the deferred checks the batch violated.
-
-    Raises:
-        ValueError: torchmetrics' shape and dtype errors.
 
     Example:
         >>> scores = torch.tensor([[[0.9, 0.1], [0.1, 0.9]]])  # 1 sample, 2 categories, 2 raters
@@ -411,15 +325,7 @@ class FleissKappa(SyncFreeBatchStats, tm.FleissKappa):
         return {RATER_CATEGORY: RATER_CATEGORY_MESSAGE} if self.mode == "probs" else {}
 
     def update(self, ratings: Tensor) -> None:
-        """Accumulate a batch of ratings without a host sync.
-
-        Args:
-            ratings: as ``torchmetrics.nominal.FleissKappa`` accepts them for its ``mode``.
-
-        Example:
-            >>> import torch
-            >>> FleissKappa(mode="counts").update(torch.tensor([[2, 0], [1, 1]]))
-        """
+        """Accumulate a batch of ratings without a host sync."""
         self._merge_stats(self._batch_stats(ratings))
 
     def _batch_stats(self, ratings: Tensor) -> BatchStats:

@@ -1,25 +1,8 @@
 """Retrieval metrics with torchmetrics' names, arguments and values, and a sync-free ``update()``.
 
-torchmetrics' retrieval ``update`` checks that targets are binary with ``target.max() > 1 or target.min() < 0`` (two
-host reads) and drops ``ignore_index`` entries by boolean-mask indexing (a data-dependent shape). Here ``update()``
-stores every entry, flattened and converted as torchmetrics stores them, with, under ``ignore_index``, a keep-mask (the
-list state ``retrieval_kept``); non-binary targets and a batch left empty by ``ignore_index`` are recorded on the device
-and raised by ``compute()`` with torchmetrics' messages (as ``RuntimeError``: see
-:mod:`~torchmetrics_async.deferred`). Shape and dtype errors stay eager.
-
-``compute()`` groups the entries per query as torchmetrics does (it sorts, counts the group sizes on the host and loops
-over the groups: host reads by nature) after dropping the ignored entries (one more host read), then runs
-torchmetrics' own ``compute``. ``forward()``'s batch value is that same computation on the batch alone, so it reads
-the host too: once for the violation flags, once for the keep-mask under ``ignore_index``, and then as torchmetrics'
-compute does (the group sizes, and per query the test for an empty target).
-
-Example:
-    >>> import torch
-    >>> metric = RetrievalMRR(ignore_index=-1)
-    >>> preds, target = torch.tensor([0.2, 0.8, 0.4, 0.9]), torch.tensor([1, 0, -1, 1])
-    >>> metric.update(preds, target, indexes=torch.tensor([0, 0, 1, 1]))
-    >>> metric.compute()
-    tensor(0.7500)
+``update()`` stores every entry, with a keep-mask list state (``retrieval_kept``) under ``ignore_index`` instead of a
+boolean-mask drop; non-binary targets and a batch left empty are deferred checks. ``compute()`` and ``forward()``'s
+batch value drop the ignored entries and group per query on the host, as torchmetrics' ``compute`` does.
 """
 
 from typing import Any
@@ -29,7 +12,7 @@ import torchmetrics.retrieval as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import dim_zero_cat
-from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, all_kept
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 from torchmetrics_async.registry import torchmetrics_base
 
@@ -60,20 +43,7 @@ EMPTY_MESSAGE = "`indexes`, `preds` and `target` must be non-empty and non-scala
 def retrieval_inputs(
     preds: Tensor, target: Tensor, indexes: Tensor | None, ignore_index: int | None
 ) -> tuple[tuple[Tensor, ...], Tensor | None]:
-    """Torchmetrics' ``_check_retrieval_inputs`` without host reads: every entry kept, the ignored ones masked.
-
-    Args:
-        preds: scores.
-        target: relevance (binary, unless the metric allows graded targets).
-        indexes: the query of each entry (int64).
-        ignore_index: a target value whose entries do not count.
-
-    Returns:
-        ``(indexes, preds, target)`` flattened and converted as torchmetrics stores them, and the keep-mask (``None``
-        without ``ignore_index``).
-
-    Raises:
-        ValueError: torchmetrics' shape and dtype errors.
+    """Torchmetrics' ``_check_retrieval_inputs`` without host reads: entries as it stores them, and a keep-mask.
 
     Example:
         >>> preds, target, indexes = torch.tensor([0.5, 0.1]), torch.tensor([1, -1]), torch.tensor([0, 0])
@@ -107,15 +77,14 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
     _stat_states = ("indexes", "preds", "target")
 
     def _add_extra_states(self) -> None:
-        # torchmetrics gathers these lists with dist_reduce_fx=None, which skips a rank that holds none (that rank
-        # then leaves the gather: a hang or an abort with uneven shards). Concatenated ("cat"), they travel in the
-        # fused sync's rank-symmetric gather, empty ranks included; compute() concatenates them either way.
+        # torchmetrics' dist_reduce_fx=None skips a rank that holds nothing (a hang with uneven shards); "cat"
+        # travels in the fused, rank-symmetric gather.
         for name in self._stat_states:
             self._reductions[name] = dim_zero_cat
         if self.ignore_index is not None and KEPT_STATE not in self._defaults:
             self.add_state(KEPT_STATE, default=[], dist_reduce_fx="cat")
             # An adopted torchmetrics instance filtered the entries it already holds: all of them count.
-            setattr(self, KEPT_STATE, _all_kept(self.target))
+            setattr(self, KEPT_STATE, all_kept(self.target))
         super()._add_extra_states()
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
@@ -123,7 +92,7 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         torchmetrics_shaped = prefix + "target" in state_dict and prefix + KEPT_STATE not in state_dict
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         if KEPT_STATE in self._defaults and torchmetrics_shaped:
-            setattr(self, KEPT_STATE, _all_kept(self.target))  # a torchmetrics checkpoint: filtered already
+            setattr(self, KEPT_STATE, all_kept(self.target))  # a torchmetrics checkpoint: filtered already
 
     def _extra_states(self) -> tuple[str, ...]:
         extra = super()._extra_states()
@@ -131,7 +100,7 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
 
     def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
         if attr == KEPT_STATE:  # a torchmetrics state: its entries were filtered in its update
-            return _all_kept(incoming_state["target"])
+            return all_kept(incoming_state["target"])
         return super()._missing_extra_state(attr, incoming_state)
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -143,19 +112,7 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         return checks
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
-        """Store the batch without a host sync (value checks deferred to ``compute()``).
-
-        Args:
-            preds: scores, floating point.
-            target: relevance of each entry.
-            indexes: the query each entry belongs to, int64.
-
-        Example:
-            >>> metric = RetrievalMAP()
-            >>> metric.update(torch.tensor([0.3, 0.7]), torch.tensor([0, 1]), indexes=torch.tensor([0, 0]))
-            >>> metric.indexes, metric.target
-            ([tensor([0, 0])], [tensor([0, 1])])
-        """
+        """Store the batch without a host sync (value checks deferred to ``compute()``)."""
         self._update_from_stats(preds, target, indexes)
 
     def _batch_stats(self, preds: Tensor, target: Tensor, indexes: Tensor) -> BatchStats:
@@ -187,17 +144,7 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         return torch.full((), torch.nan, device=self.device)
 
     def compute(self) -> Any:
-        """Raise deferred value errors, drop the ignored entries, then compute as torchmetrics does.
-
-        Returns:
-            The metric value.
-
-        Example:
-            >>> metric = RetrievalPrecision(top_k=1)
-            >>> metric.update(torch.tensor([0.3, 0.7, 0.1]), torch.tensor([0, 1, 1]), indexes=torch.tensor([0, 0, 1]))
-            >>> metric.compute()
-            tensor(1.)
-        """
+        """Raise deferred value errors, drop the ignored entries, then compute as torchmetrics does."""
         self._raise_deferred_checks()
         if self.__dict__.get(DEFERRED_RAISE_OWNED, False) and _read(self._deferred_violated()):
             return self._nan_value()  # a batch value computed the torchmetrics way, or the caller reports the flags
@@ -207,18 +154,12 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         return self._compute_on(*(dim_zero_cat(getattr(self, name)) for name in names))
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """Entries whose target is ``ignore_index`` dropped (one host read), as torchmetrics' ``update()`` drops them.
-
-        So a plain torchmetrics metric merging this one (``merge_state`` reads ``metric_state``) or loading its
-        ``state_dict`` counts what it would have counted itself; ``KEPT_STATE`` becomes all true, matching.
+        """Entries whose target is ``ignore_index`` dropped (a host read), as a plain torchmetrics metric holds them.
 
         Example:
             >>> metric = RetrievalMRR(ignore_index=-1)
             >>> metric.update(torch.tensor([0.2, 0.8]), torch.tensor([1, -1]), indexes=torch.tensor([0, 0]))
             >>> metric.metric_state["target"]
-            [tensor([1])]
-            >>> metric.persistent(True)
-            >>> metric.state_dict()["target"]
             [tensor([1])]
         """
         key = prefix + KEPT_STATE
@@ -249,12 +190,6 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
 def _read(violated: Tensor | None) -> bool:
     """Whether a violation flag is set: a host read (meta tensors hold nothing to read: never set)."""
     return violated is not None and not violated.is_meta and bool(violated)
-
-
-def _all_kept(target: list[Tensor] | Tensor) -> list[Tensor] | Tensor:
-    if isinstance(target, Tensor):  # after a distributed sync the list states arrive concatenated
-        return torch.ones_like(target, dtype=torch.bool)
-    return [torch.ones_like(t, dtype=torch.bool) for t in target]
 
 
 class RetrievalMRR(_SyncFreeRetrieval, tm.RetrievalMRR):

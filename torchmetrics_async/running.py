@@ -18,11 +18,7 @@ __all__ = ["SyncFreeRunning"]
 
 
 class SyncFreeRunning(SyncFreeMixin):
-    """torchmetrics' ``Running`` window over a sync-free base metric, with copies into owned window slots.
-
-    The slots are the wrapper's (see :data:`~torchmetrics_async.metric.OWNED_STATES`); the base is reset without
-    reporting its checks (that would be a host read per update), because the wrapper reports them.
-    """
+    """Torchmetrics' ``Running`` over a sync-free base: owned slot copies; the wrapper reports the base's checks."""
 
     # torchmetrics' Running leaves ``_update_count`` alone (its wrapper does not count); the window is its own count.
     _window_counter = "_num_vals_seen"
@@ -52,8 +48,7 @@ class SyncFreeRunning(SyncFreeMixin):
     @property
     def _num_vals_seen(self) -> int:
         """The count of updates since the last reset (torchmetrics' window position), as a Python int."""
-        # Compiled updates (and eager ones after them until a reset) count on the device, where Dynamo does not guard
-        # on them (an int would recompile every step): reading the count then is one host read.
+        # After compiled updates the count is on the device (an int would recompile every step): one host read.
         return self._read_window_count()
 
     @_num_vals_seen.setter
@@ -75,10 +70,8 @@ class SyncFreeRunning(SyncFreeMixin):
     def _store_window_slot(self) -> None:
         state = self.__dict__
         base = self.base_metric
-        # Once compiled code has counted in this window, every update (eager ones included) chooses its slot on the
-        # device until the next reset: the host does not know the count without a read, and leaving the Python int
-        # alone keeps the compiled step's guard on it valid (no recompile after a compute() between compiled steps).
-        # A window without compiled updates picks its slot by the Python int, as torchmetrics does (no extra op).
+        # Once compiled code has counted in this window, every update picks its slot on the device until the next
+        # reset (the host does not know the count without a read; the untouched int keeps compiled guards valid).
         position = self._unread_window_count()  # before this update is counted: its 0-based position in the window
         if isinstance(position, Tensor):
             position = torch.remainder(position, self.window)
@@ -117,30 +110,12 @@ class SyncFreeRunning(SyncFreeMixin):
             self.__dict__[OWNED_STATES][name] = mine
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        """Update the base metric and store its state in the current window slot.
-
-        Example:
-            >>> from torchmetrics_async import RunningSum
-            >>> metric = RunningSum(window=2)
-            >>> for x in (1.0, 2.0, 3.0):
-            ...     metric.update(x)
-            >>> metric.compute()
-            tensor(5.)
-        """
+        """Update the base metric and store its state in the current window slot."""
         self.base_metric.update(*args, **kwargs)
         self._store_window_slot()
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Forward to the base metric (one pass) and store its state in the current window slot.
-
-        Returns:
-            The base metric's value on this batch.
-
-        Example:
-            >>> from torchmetrics_async import RunningMean
-            >>> RunningMean(window=2)(4.0)
-            tensor(4.)
-        """
+        """Forward to the base metric (one pass) and store its state in the current window slot."""
         state = self.__dict__
         result = self.base_metric.forward(*args, **kwargs)
         self._store_window_slot()
@@ -148,33 +123,12 @@ class SyncFreeRunning(SyncFreeMixin):
         return result
 
     def compute(self) -> Any:
-        """Raise what the window since the last reset recorded, then compute over the running window.
-
-        Returns:
-            The base metric's value over the window.
-
-        Example:
-            >>> from torchmetrics_async import RunningSum
-            >>> metric = RunningSum(window=2)
-            >>> metric.update(1.0)
-            >>> metric.compute()
-            tensor(1.)
-        """
+        """Raise what the window since the last reset recorded, then compute over the running window."""
         self._raise_deferred_checks()
         return super().compute()
 
     def reset(self) -> None:
-        """Reset the window (raising what it recorded and nobody reported, as every sync-free metric does).
-
-        Example:
-            >>> from torchmetrics_async import RunningSum
-            >>> metric = RunningSum(window=2)
-            >>> metric.update(1.0)
-            >>> metric.reset()
-            >>> metric.update(2.0)
-            >>> metric.compute()
-            tensor(2.)
-        """
+        """Reset the window (raising what it recorded and nobody reported, as every sync-free metric does)."""
         try:
             super().reset()
         finally:

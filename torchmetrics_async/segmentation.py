@@ -1,28 +1,10 @@
 """Sync-free segmentation metrics (``MeanIoU``, ``GeneralizedDiceScore``, ``DiceScore``) with torchmetrics' values.
 
-torchmetrics turns index inputs (and argmaxed scores) into one-hot masks with ``torch.nn.functional.one_hot``, which
-reads the labels' minimum and maximum on the host to validate them (on CUDA it skips the check and a label out of range
-fails a device-side assert, which kills the process's CUDA context). ``GeneralizedDiceScore`` also replaces infinite
-class weights through boolean-mask indexing. Here:
-
-- :func:`one_hot` compares the labels with ``arange(num_classes)``: same masks, no host read, never out of bounds; a
-  negative label or one ``>= num_classes`` is recorded on the device and ``compute()`` raises torch's own message
-  (``RuntimeError``), as torchmetrics raises it in ``update()`` on the CPU;
-- :func:`one_hot_inputs` is torchmetrics' input formatting (the same shape checks, in the same order) on top of it;
-  the counts then come from torchmetrics' own kernels (``_mean_iou_update``, ``_dice_score_update``);
-- the generalized Dice weights replace infinities with ``torch.where``;
-- ``DiceScore(average="weighted")``'s batch value restores NaN for all-NaN samples with ``masked_fill``, not a
-  boolean-mask write.
-
-``MeanIoU(num_classes=None)`` sizes its states from the first batch's shape, as torchmetrics does, and keeps what
-it held before (a resume or a merge into an instance not yet updated), as torchmetrics' ``forward`` keeps it (its
-``update`` drops it).
-
-Example:
-    >>> import torch
-    >>> metric = MeanIoU(num_classes=3, input_format="index")
-    >>> metric(torch.tensor([[0, 1, 2, 2]]), torch.tensor([[0, 1, 1, 2]]))
-    tensor(0.6667)
+torchmetrics one-hot encodes with ``F.one_hot``, which reads the labels' range on the host (on CUDA a label out of
+range fails a device assert that kills the CUDA context). :func:`one_hot` compares with ``arange(num_classes)``
+instead and records labels out of range for ``compute()`` (torch's message); boolean-mask writes become
+``torch.where``/``masked_fill``. ``MeanIoU(num_classes=None)`` sizes its states from the first batch and keeps what it
+held before (a resume or merge), as torchmetrics' ``forward`` keeps it.
 """
 
 from typing import Any, Literal
@@ -43,7 +25,7 @@ from torchmetrics_async._torchmetrics import (
     _safe_divide,
     dim_zero_cat,
 )
-from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_state_dtypes
 
 __all__ = ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "one_hot", "one_hot_inputs"]
 
@@ -57,18 +39,7 @@ LARGE_CLASS_MESSAGE = "Class values must be smaller than num_classes."
 
 
 def one_hot(labels: Tensor, num_classes: int) -> tuple[Tensor, Tensor, Tensor]:
-    """``F.one_hot(labels, num_classes).movedim(-1, 1)`` without a host read, and where it would fail.
-
-    Args:
-        labels: int64 class indices ``(N, ...)``.
-        num_classes: the number of classes.
-
-    Returns:
-        The int64 one-hot masks ``(N, num_classes, ...)`` (a label out of range gets no class), whether any label is
-        negative and whether any is ``>= num_classes`` (0-dim bools on the device).
-
-    Raises:
-        RuntimeError: for labels that are not int64, with torch's message.
+    """``F.one_hot(labels, num_classes).movedim(-1, 1)`` without a host read; also whether a label is < 0, too large.
 
     Example:
         >>> masks, negative, large = one_hot(torch.tensor([[0, 2]]), 3)
@@ -109,21 +80,7 @@ def _classes_of(tensor: Tensor) -> int:
 def one_hot_inputs(
     preds: Tensor, target: Tensor, include_background: bool, num_classes: int | None, input_format: InputFormat
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-    """Torchmetrics' ``_segmentation_inputs_format`` without host reads: integer one-hot masks and the label checks.
-
-    Args:
-        preds: predictions in ``input_format``.
-        target: targets in ``input_format``.
-        include_background: keep class 0.
-        num_classes: the number of classes (``None``: from the one-hot inputs' dimension 1).
-        input_format: ``"one-hot"``, ``"index"`` or ``"mixed"``.
-
-    Returns:
-        ``preds`` and ``target`` as ``(N, C, ...)`` masks, and the deferred checks they violate.
-
-    Raises:
-        ValueError: torchmetrics' shape and argument errors.
-        RuntimeError: torchmetrics' shape errors for ``"mixed"`` inputs.
+    """Torchmetrics' ``_segmentation_inputs_format`` without host reads: integer masks and label checks.
 
     Example:
         >>> p, t, checks = one_hot_inputs(torch.tensor([[[0, 1]]]), torch.tensor([[[1, 1]]]), False, 2, "index")
@@ -172,13 +129,7 @@ class _SyncFreeSegmentation(SyncFreeBatchStats):
         return one_hot_inputs(preds, target, self.include_background, num_classes, self.input_format)
 
     def _batch_value(self, stats: BatchStats) -> Any:
-        # torchmetrics computes the batch value from fresh states, whose dtype set_dtype() may have changed.
-        state = self.__dict__
-        values = tuple(
-            value.to(state[name].dtype) if isinstance(value, Tensor) and isinstance(state[name], Tensor) else value
-            for name, value in zip(self._stat_states, stats.values, strict=True)
-        )
-        return super()._batch_value(BatchStats(values, stats.violations))
+        return super()._batch_value(in_state_dtypes(self, stats))
 
 
 class MeanIoU(_SyncFreeSegmentation, tm.MeanIoU):
@@ -222,9 +173,8 @@ class MeanIoU(_SyncFreeSegmentation, tm.MeanIoU):
         if self.num_classes == 0:
             raise ValueError(f"Expected argument `num_classes` to be a positive integer, but got {self.num_classes}.")
         classes = self.num_classes - 1 if not self.include_background else self.num_classes
-        # What it holds already (a resume or a merge into this instance before its first update) is added to the
-        # sized states, as torchmetrics' forward adds it (its update drops it); shapes only, so checked before anything
-        # changes.
+        # What it holds already (a resume or a merge) is added to the sized states, as torchmetrics' forward adds it;
+        # shapes only, so checked before anything changes.
         held = {name: getattr(self, name) for name in self._stat_states}
         for value in held.values():
             if value.ndim > 1 or value.numel() not in (1, classes):
@@ -255,18 +205,7 @@ class GeneralizedDiceScore(_SyncFreeSegmentation, tm.GeneralizedDiceScore):
 
 
 def generalized_dice_terms(preds: Tensor, target: Tensor, weight_type: str) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_generalized_dice_update`` on formatted masks, its boolean-mask writes done by ``torch.where``.
-
-    A class weight that is infinite (a class absent from the sample's target) becomes what torchmetrics writes there:
-    the class maxima of the finite weights, read in torchmetrics' transposed order.
-
-    Args:
-        preds: one-hot predictions ``(N, C, ...)``.
-        target: one-hot targets ``(N, C, ...)``.
-        weight_type: ``"square"``, ``"simple"`` or ``"linear"``.
-
-    Returns:
-        The weighted numerator and denominator ``(N, C)``.
+    """Torchmetrics' ``_generalized_dice_update`` on masks, its infinite-weight mask writes done by ``torch.where``.
 
     Example:
         >>> masks = torch.tensor([[[1, 0], [0, 1]]])
@@ -310,18 +249,7 @@ class DiceScore(_SyncFreeSegmentation, tm.DiceScore):
         return dice_compute(numerator, denominator, support, self.average, self.aggregation_level)
 
     def compute(self) -> Tensor:
-        """Raise deferred label errors, then the Dice score as torchmetrics computes it (no boolean-mask write).
-
-        Returns:
-            The Dice score.
-
-        Example:
-            >>> import torch
-            >>> metric = DiceScore(num_classes=2, average="weighted", input_format="index")
-            >>> metric.update(torch.tensor([[0, 1, 1]]), torch.tensor([[0, 0, 1]]))
-            >>> metric.compute()
-            tensor(0.6667)
-        """
+        """Raise deferred label errors, then the Dice score as torchmetrics computes it (no boolean-mask write)."""
         self._raise_deferred_checks()
         numerator, denominator = dim_zero_cat(self.numerator), dim_zero_cat(self.denominator)
         support = dim_zero_cat(self.support) if self.average == "weighted" else None
@@ -332,16 +260,6 @@ def dice_compute(
     numerator: Tensor, denominator: Tensor, support: Tensor | None, average: str | None, aggregation_level: str
 ) -> Tensor:
     """Torchmetrics' ``DiceScore.compute`` on concatenated states; ``"weighted"`` restores NaN with ``masked_fill``.
-
-    Args:
-        numerator: ``(N, C)``.
-        denominator: ``(N, C)``.
-        support: ``(N, C)`` (only ``"weighted"`` reads it).
-        average: ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"`` or ``None``.
-        aggregation_level: ``"samplewise"`` or ``"global"``.
-
-    Returns:
-        The Dice score.
 
     Example:
         >>> dice_compute(torch.tensor([[2, 0]]), torch.tensor([[2, 0]]), torch.tensor([[1, 0]]), "weighted", "global")

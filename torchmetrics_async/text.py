@@ -1,18 +1,7 @@
-"""Sync-free text metrics with torchmetrics' names, arguments and values: ``Perplexity``.
+"""Sync-free ``Perplexity``: each token's probability gathered on the device, ignored tokens weighted 0.
 
-torchmetrics' ``Perplexity.update`` picks each token's probability with a CPU ``arange`` index (a host-to-device
-copy on an accelerator), writes ``ignore_index`` through ``torch.tensor(0, device=...)`` (another copy) and drops the
-ignored tokens by boolean-mask indexing (a data-dependent shape). Here each token's probability is gathered on the
-device, ignored tokens take part with a log-probability of 0 and a count of 0, and a target outside the vocabulary,
-which torchmetrics' indexing rejects in ``update()`` (``IndexError`` on the CPU, a device-side assert on CUDA), is
-recorded on the device and raised by ``compute()`` (see :mod:`~torchmetrics_async.deferred`).
-
-Example:
-    >>> import torch
-    >>> metric = Perplexity(ignore_index=-100)
-    >>> logits = torch.tensor([[[2.0, 0.0], [0.0, 2.0], [1.0, 1.0]]])
-    >>> metric(logits, torch.tensor([[0, 1, -100]]))
-    tensor(1.1353)
+A target outside the vocabulary (torchmetrics: ``IndexError`` in ``update()``, a device assert on CUDA) is a deferred
+check raised by ``compute()``.
 """
 
 import torch
@@ -20,12 +9,11 @@ import torchmetrics.text as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import _check_shape_and_type_consistency
-from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_state_dtypes
 
 __all__ = ["Perplexity", "perplexity_stats"]
 
-# Deferred-check state name and what compute() raises for it (torchmetrics fails in update: IndexError on the CPU,
-# with torch's "index ... is out of bounds" message, which names the value: a host read).
+# torchmetrics fails in update (IndexError with a message naming the value: a host read).
 INVALID_TARGET = "invalid_target"
 TARGET_OUTSIDE_VOCABULARY_MESSAGE = (
     "Detected `target` values outside the vocabulary: expected class indices in [0, vocab_size), vocab_size being"
@@ -34,15 +22,7 @@ TARGET_OUTSIDE_VOCABULARY_MESSAGE = (
 
 
 def perplexity_stats(preds: Tensor, target: Tensor, ignore_index: int | None) -> tuple[Tensor, Tensor, Tensor]:
-    """Torchmetrics' ``_perplexity_update`` without host syncs, and whether a counted target is out of the vocabulary.
-
-    Args:
-        preds: logits ``(batch_size, seq_len, vocab_size)``.
-        target: token indices ``(batch_size, seq_len)``, int64.
-        ignore_index: a target value that does not count.
-
-    Returns:
-        The summed negative log-probability of the counted tokens, their count, and the out-of-vocabulary flag.
+    """Torchmetrics' ``_perplexity_update`` without host syncs: summed -log-probability, count, out-of-vocab flag.
 
     Example:
         >>> total, count, bad = perplexity_stats(torch.zeros(1, 2, 4), torch.tensor([[1, 3]]), None)
@@ -78,8 +58,4 @@ class Perplexity(SyncFreeBatchStats, tm.Perplexity):
         return BatchStats((total, count), {INVALID_TARGET: outside})
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        # torchmetrics adds the batch into fresh states (the metric's dtype) and computes from them.
-        total, count = stats.values
-        return super()._batch_value(
-            BatchStats((total.to(self.total_log_probs.dtype), count.to(self.count.dtype)), stats.violations)
-        )
+        return super()._batch_value(in_state_dtypes(self, stats))

@@ -1,11 +1,9 @@
 """torchmetrics' wrappers over sync-free metrics: ``Running`` around any accelerated base metric.
 
-torchmetrics' ``Running`` stores its base metric's states in window slots and resets the base after every
-``update``/``forward``; around an accelerated base, that ``reset()`` reads the base's deferred flags (one host read per
-step) because torchmetrics' ``Running.reset()`` never reaches the base and an error must not be lost. This ``Running``
-copies the base's states, flags included, into owned window slots and keeps the base's deferred checks as its own over
-the whole window since its last reset (as :class:`~torchmetrics_async.RunningMean` does): ``update``/``forward`` make
-no host read, and a recorded error is raised by ``compute()`` or ``reset()`` even after its step has left the window.
+torchmetrics' ``Running.reset()`` never reaches the base, so around an accelerated base the base's own reset would
+read its deferred flags every step. This ``Running`` copies the base's states into owned window slots and reports the
+base's checks itself over the window since its last reset (as ``RunningMean`` does): no host read per step, no lost
+error.
 
 Example:
     >>> import torch
@@ -37,11 +35,7 @@ class Running(SyncFreeRunning, _TorchmetricsRunning):
     """
 
     def __new__(cls, base_metric: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """This class around an accelerated base, torchmetrics' ``Running`` around any other (said once per class).
-
-        A torchmetrics base of an accelerated class is converted in place first, as
-        :func:`~torchmetrics_async.accelerate` converts the metrics a wrapper holds.
-        """
+        """This class around an accelerated base (a torchmetrics one converted), torchmetrics' ``Running`` otherwise."""
         # Anything but a metric (unpickling passes torchmetrics' __getnewargs__) is left to __init__ to judge.
         if not isinstance(base_metric, Metric) or isinstance(base_metric, SyncFreeMixin):
             return super().__new__(cls)

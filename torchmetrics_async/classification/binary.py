@@ -1,22 +1,11 @@
 """Sync-free binary classification metrics with torchmetrics' names, arguments and values.
 
-torchmetrics' binary ``update`` reads the device four ways: ``torch.unique`` of ``target`` (and of integer ``preds``)
-to validate values, ``if not torch.all(...)`` to decide whether ``preds`` are logits (on the CPU branch of
-``normalize_logits_if_needed``), ``target[idx] = -1`` for ``ignore_index``, and ``bincount`` for the confusion matrix.
-Here the statistics come from sums of boolean conditions, the logit decision is a ``torch.where`` on the device, ignored
-targets are masked with ``masked_fill`` and confusion-matrix bins are added with ``scatter_add_``. Value checks are
-recorded on the device and raised by ``compute()`` (see :mod:`~torchmetrics_async.deferred`).
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.binary import BinaryF1Score
-    >>> metric = BinaryF1Score()
-    >>> metric.update(torch.tensor([0.8, 0.3, 0.6, 0.1]), torch.tensor([1, 0, 0, 1]))
-    >>> metric.compute()
-    tensor(0.5000)
+torchmetrics' binary ``update`` reads the host for ``torch.unique`` value checks, the logit decision, ``ignore_index``
+masks and ``bincount``. Here counts are sums of conditions, the logit decision a ``torch.where``, ignored targets
+``masked_fill`` -1 and bins ``scatter_add_``; value checks are deferred (:mod:`~torchmetrics_async.deferred`).
 """
 
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar
 
 import torch
 import torchmetrics.classification as tm
@@ -28,6 +17,8 @@ from torchmetrics_async._torchmetrics import (
     label_preds_values_message,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.classification.curve_kernels import outside_unit_interval
+from torchmetrics_async.classification.multiclass_kernels import normalize_confmat
 from torchmetrics_async.classification.shapes import check_binary_shapes
 
 __all__ = [
@@ -50,33 +41,24 @@ __all__ = [
 INVALID_TARGET = "invalid_target"
 INVALID_PREDS = "invalid_preds"
 
-MultidimAverage = Literal["global", "samplewise"]
-Normalize = Optional[Literal["true", "pred", "all", "none"]]
-
 
 def probs_to_labels(preds: Tensor, threshold: float, keep: Tensor | None = None) -> Tensor:
-    """``preds > threshold``, after a sigmoid iff any (kept) prediction lies outside [0, 1], decided on the device.
-
-    torchmetrics' ``normalize_logits_if_needed`` decides with ``if not torch.all(...)`` on the CPU (a host read) and
-    with ``torch.where`` on other devices; this is always the ``torch.where`` form. NaN counts as outside [0, 1], as in
-    torchmetrics' CPU branch (its device branch tests ``(x < 0) | (x > 1)``, which a NaN fails).
-
-    Args:
-        preds: floating-point predictions, any shape.
-        threshold: the metric's threshold.
-        keep: entries that take part in the decision (the binary confusion matrix drops ignored entries first).
-
-    Returns:
-        A bool tensor shaped like ``preds``.
+    """``preds > threshold``, after a sigmoid iff any (kept) one is outside [0, 1] (NaN too), decided on the device.
 
     Example:
         >>> probs_to_labels(torch.tensor([0.2, 0.7]), 0.5), probs_to_labels(torch.tensor([-1.0, 0.2]), 0.5)
         (tensor([False,  True]), tensor([False,  True]))
     """
-    # Outside [0, 1] iff clamping changes the value; NaN != NaN, so a NaN counts as outside too (two ops, not four).
-    outside = preds.clamp(0, 1) != preds
-    logits = outside.any() if keep is None else (outside & keep).any()
+    logits = outside_unit_interval(preds, keep).any()
     return torch.where(logits, preds.sigmoid(), preds) > threshold
+
+
+def mask_ignored(target: Tensor, ignore_index: int | None) -> tuple[Tensor, Tensor | None]:
+    """``target`` with ignored entries -1 (cast to its dtype as torchmetrics' masked write casts), and their mask."""
+    if ignore_index is None:
+        return target, None
+    ignored = target == ignore_index
+    return target.masked_fill(ignored, -1), ignored
 
 
 def not_binary(values: Tensor, ignored: Tensor | None = None) -> Tensor:
@@ -88,13 +70,7 @@ def not_binary(values: Tensor, ignored: Tensor | None = None) -> Tensor:
 
 
 def stat_counts(preds: Tensor, target: Tensor, dim: int | tuple[int, ...]) -> tuple[Tensor, ...]:
-    """``tp, fp, tn, fn`` summed over ``dim`` exactly as torchmetrics' boolean conditions count them, plus ``n0 + n1``.
-
-    torchmetrics counts ``tp = (target == preds) & (target == 1)``, ``fn = (target != preds) & (target == 1)`` and
-    likewise for 0; ``fn`` and ``fp`` are the complements within ``target == 1`` / ``target == 0``, so two masked sums
-    and two plain sums give all four. Ignored targets are -1 (or not 0/1) and fall in none of them. The last value,
-    the number of targets that are 0 or 1, lets the caller check the targets without another pass over them.
-    """
+    """``tp, fp, tn, fn`` over ``dim`` as torchmetrics' conditions count them, plus ``n0 + n1`` to check targets."""
     hit = target == preds
     t1 = target == 1
     t0 = target == 0
@@ -110,10 +86,7 @@ CODE_BINS = "_code_bins"
 
 
 def code_bins(device: torch.device) -> dict[tuple[int, bool], Tensor]:
-    """The four outcome codes shaped to broadcast against inputs of 1 to 3 dimensions, made once per device.
-
-    Key ``(ndim, square)``: ``arange(4)`` shaped ``(4,) + (1,) * ndim``, or ``(2, 2) + (1,) * ndim`` when ``square``
-    (the counts then come out as the 2x2 confusion matrix, rows target, columns prediction).
+    """The outcome codes ``arange(4)`` (``(2, 2)`` when ``square``), keyed ``(ndim, square)`` to broadcast over inputs.
 
     Example:
         >>> code_bins(torch.device("cpu"))[2, True].shape
@@ -135,26 +108,10 @@ def coded_counts(
     dims: tuple[int, ...] | None = None,
     keepdim: bool = False,
 ) -> Tensor:
-    """How many entries have each outcome, from one code per entry and one compare-and-sum.
+    """How many entries have each outcome (codes 0-3 of ``2 * target + label``), from one compare-and-sum.
 
-    Each entry gets the code ``2 * target + preds`` (bool label ``preds``: 0 tn, 1 fp, 2 fn, 3 tp) or
-    ``2 * target + (preds == target)`` (integer ``preds``, which torchmetrics counts by equality with the target:
-    0 fp, 1 tn, 2 fn, 3 tp). A target that is neither 0 nor 1 (ignored entries are -1) gives a code outside 0-3 and
-    counts nowhere, as in torchmetrics. The counts are ``(code == bins).sum(...)``: 3 ops where counting each
-    outcome with its own boolean condition takes 12.
-
-    Args:
-        preds: bool labels, or integer labels, shaped like ``target``.
-        target: integer or bool targets (ignored entries already -1).
-        bins: from :func:`code_bins`, for ``preds.ndim``: the leading dimensions of the result.
-        exact: clamp the targets into ``[-1, 2]`` first, so that no value wraps around to a code 0-3 in ``2 * target``
-            (int64 values near -2**63, uint8 128 and 129, ...); unneeded where such values are a recorded violation.
-        dims: the data dimensions to count over (default: all of them).
-        keepdim: keep the counted dimensions (size 1), as ``sum(keepdim=True)``.
-
-    Returns:
-        The counts: ``bins``' leading shape, followed by the data dimensions not in ``dims``; ``counts.sum()``
-        entries had a 0/1 target.
+    Bool ``preds``: 0 tn, 1 fp, 2 fn, 3 tp; integer ``preds`` count by equality with the target: 0 fp, 1 tn, 2 fn, 3 tp.
+    A target neither 0 nor 1 counts nowhere; ``exact`` clamps targets first so that no value wraps around into 0-3.
 
     Example:
         >>> bins = code_bins(torch.device("cpu"))[1, False]
@@ -172,7 +129,7 @@ def coded_counts(
 
 
 def outcomes(counts: Tensor, bool_preds: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``tp, fp, tn, fn`` from :func:`coded_counts` (``(4, ...)``-led), one ``unbind``.
+    """``tp, fp, tn, fn`` from :func:`coded_counts`.
 
     Example:
         >>> outcomes(torch.tensor([5, 1, 2, 3]), bool_preds=True)
@@ -183,10 +140,7 @@ def outcomes(counts: Tensor, bool_preds: bool) -> tuple[Tensor, Tensor, Tensor, 
 
 
 def targets_outside(binary_count: Tensor, target: Tensor, ignored: Tensor | None) -> Tensor:
-    """0-dim flag: some target is neither 0, 1 nor ignored, from the count of 0/1 targets (no extra full-size mask).
-
-    ``target`` is the one counted, its ignored entries set to -1: a bool target then holds True there (as in
-    torchmetrics, which counts them as positives), so an ignored entry adds to the count only where it was not counted.
+    """0-dim flag: some target is neither 0, 1 nor ignored, from the count of 0/1 targets (a bool one counts ignored).
 
     Example:
         >>> target = torch.tensor([False, True])
@@ -200,35 +154,8 @@ def targets_outside(binary_count: Tensor, target: Tensor, ignored: Tensor | None
     return counted != target.numel()
 
 
-def normalize_confmat(confmat: Tensor, normalize: Normalize) -> Tensor:
-    """The ``_confusion_matrix_reduce`` of torchmetrics without its host read: 0/0 entries become 0 on the device.
-
-    torchmetrics counts the NaNs (``confmat[torch.isnan(confmat)].nelement()``) to warn about them; ``forward()`` cannot
-    read that count without a host sync, so its batch value is the same matrix without the warning (``compute()``
-    keeps torchmetrics' path and its warning).
-    """
-    if normalize is None or normalize == "none":
-        return confmat
-    confmat = confmat if confmat.is_floating_point() else confmat.float()
-    if normalize == "true":
-        confmat = confmat / confmat.sum(dim=-1, keepdim=True)
-    elif normalize == "pred":
-        confmat = confmat / confmat.sum(dim=-2, keepdim=True)
-    elif normalize == "all":
-        confmat = confmat / confmat.sum(dim=[-2, -1], keepdim=True)
-    return confmat.masked_fill(torch.isnan(confmat), 0)
-
-
 def zero_one_checks(metric: Any, quoted_preds: bool) -> dict[str, str]:
-    """The deferred value checks of binary and multilabel inputs: targets and label preds in {0, 1}.
-
-    Args:
-        metric: the metric (its ``validate_args`` and ``ignore_index``).
-        quoted_preds: torchmetrics' stat-score messages put `preds` in backticks, the others do not.
-
-    Returns:
-        Check name -> message; empty when ``validate_args`` is off.
-    """
+    """The deferred checks of binary and multilabel inputs (targets and label preds in {0, 1}): name -> message."""
     if not metric.validate_args:
         return {}
     return {
@@ -238,7 +165,7 @@ def zero_one_checks(metric: Any, quoted_preds: bool) -> dict[str, str]:
 
 
 class CodedCounts(SyncFreeBatchStats):
-    """Keeps the outcome codes of :func:`coded_counts` on the metric's device (made with the other constants)."""
+    """Keeps the outcome codes of :func:`coded_counts` on the metric's device."""
 
     # A dict keyed by tuples, which torch.jit.script cannot type: a per-instance constant it need not see.
     __jit_ignored_attributes__: ClassVar[list[str]] = [*Metric.__jit_ignored_attributes__, CODE_BINS]
@@ -270,14 +197,11 @@ class _SyncFreeBinaryStatScores(CodedCounts):
             preds = probs_to_labels(preds, self.threshold)
         elif validate and preds.dtype != torch.bool:
             violations[INVALID_PREDS] = not_binary(preds)
+        target, ignored = mask_ignored(target, self.ignore_index)
         if not samplewise and coded_fast_path(preds, target):
             # The global counts of any layout: torchmetrics' (N, -1) reshapes change nothing a full sum sees.
             if preds.ndim > 1:
                 preds, target = preds.reshape(-1), target.reshape(-1)
-            ignored = None
-            if self.ignore_index is not None:
-                ignored = target == self.ignore_index
-                target = target.masked_fill(ignored, -1)
             bins = self.__dict__[CODE_BINS][1, False]
             exact = not validate or target.dtype != torch.int64
             # (4, 1) counts: each outcome shaped like its (1,) state, so the four adds are one fused kernel on CUDA.
@@ -289,11 +213,6 @@ class _SyncFreeBinaryStatScores(CodedCounts):
         # The same reshapes as torchmetrics, so malformed inputs (0-dim, empty batch dimension) fail the same way.
         preds = preds.reshape(preds.shape[0], -1)
         target = target.reshape(target.shape[0], -1)
-        ignored = None
-        if self.ignore_index is not None:
-            ignored = target == self.ignore_index
-            # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
-            target = target.masked_fill(ignored, -1)
         tp, fp, tn, fn, binary_count = stat_counts(preds, target, 1 if samplewise else (0, 1))
         if validate:
             violations[INVALID_TARGET] = targets_outside(binary_count, target, ignored)
@@ -388,5 +307,5 @@ class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
         return self._reduce(stats[0][0].to(self.confmat.dtype))  # the state dtype, as torchmetrics
 
     def _reduce(self, confmat: Tensor) -> Tensor:
-        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
-        return normalize_confmat(confmat, self.normalize)
+        """A matrix's value (the metrics derived from the confusion matrix reduce it their way)."""
+        return normalize_confmat(confmat, self.normalize)[0]

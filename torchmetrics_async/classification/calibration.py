@@ -1,25 +1,8 @@
-"""Sync-free calibration error (``norm`` l1/l2/max, ``n_bins``) with torchmetrics' names, arguments and values.
+"""Sync-free calibration error with torchmetrics' names, arguments and values.
 
-torchmetrics keeps every confidence and accuracy in list states (``confidences``, ``accuracies``, reduced with
-``cat``) and bins them in ``compute``. Its ``update`` reads the host to validate targets (``torch.unique``), to drop
-``ignore_index`` entries (boolean indexing) and to decide whether the scores are logits; its ``compute`` reads it once
-more for ``norm="l2"`` (``if ce > 0``). Here (see :mod:`~torchmetrics_async.classification.scores`):
-
-- ``update`` appends the batch's confidences and accuracies without dropping ignored entries (that would give the
-  states a data-dependent shape). An ignored entry is told apart in the states themselves: binary accuracies are the
-  targets as torchmetrics stores them, so an ignored one still equals ``ignore_index``; multiclass accuracies are 0 or
-  1, so an ignored one is stored as NaN. Without ``ignore_index`` the states are torchmetrics' own;
-- ``compute`` and ``forward()``'s batch value bin the kept entries with weight 1 and the ignored ones with weight 0
-  (``bucketize`` and ``scatter_add_``, as torchmetrics), so nothing reads the host. With ``norm="l2"`` a zero error
-  is a float zero on the metric's device (torchmetrics returns ``torch.tensor(0)``: int64, on the CPU).
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.calibration import BinaryCalibrationError
-    >>> metric = BinaryCalibrationError(n_bins=2, norm="l1")
-    >>> metric.update(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
-    >>> metric.compute()
-    tensor(0.2900)
+``update`` keeps ignored entries in the list states (dropping them would make a data-dependent shape) and marks them:
+a binary accuracy is the target, still equal to ``ignore_index``; a multiclass one is stored as NaN. ``compute`` bins
+them with weight 0. With ``norm="l2"`` a zero error is a float zero on the device (torchmetrics: int64 on the CPU).
 """
 
 import torch
@@ -36,17 +19,7 @@ _NORMS = ("l1", "l2", "max")
 
 
 def calibration_error(confidences: Tensor, accuracies: Tensor, keep: Tensor | None, n_bins: int, norm: str) -> Tensor:
-    """The ``_ce_compute`` of torchmetrics over the kept entries (weight 1; the others weight 0), without host reads.
-
-    Args:
-        confidences: ``(M,)`` confidences.
-        accuracies: ``(M,)`` accuracies (0/1, any dtype).
-        keep: ``(M,)`` bool, the entries that count (``None``: all).
-        n_bins: the number of bins.
-        norm: ``"l1"``, ``"l2"`` or ``"max"``.
-
-    Returns:
-        The calibration error, a 0-dim tensor.
+    """Torchmetrics' ``_ce_compute`` over the entries in ``keep`` (the others weigh 0), without host reads.
 
     Example:
         >>> conf, acc = torch.tensor([0.2, 0.9, 0.9]), torch.tensor([0, 1, 0])
@@ -98,19 +71,7 @@ class _SyncFreeCalibrationError:
         return self._error(*stats.values)
 
     def compute(self) -> Tensor:
-        """Raise deferred value errors (torchmetrics' messages), then bin the kept entries without host reads.
-
-        Returns:
-            The calibration error.
-
-        Example:
-            >>> import torch
-            >>> metric = MulticlassCalibrationError(num_classes=3, n_bins=3, ignore_index=-1)
-            >>> preds = torch.tensor([[0.6, 0.3, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6]])
-            >>> metric.update(preds, torch.tensor([0, 2, -1]))
-            >>> metric.compute()
-            tensor(0.6000)
-        """
+        """Raise deferred value errors, then bin the kept entries without host reads."""
         self._raise_deferred_checks()  # type: ignore[attr-defined]
         return self._error(dim_zero_cat(self.confidences), dim_zero_cat(self.accuracies))  # type: ignore[attr-defined]
 

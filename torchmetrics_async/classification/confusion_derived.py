@@ -1,27 +1,8 @@
 """Sync-free metrics torchmetrics derives from a confusion matrix: Jaccard index, Cohen's kappa, Matthews' coefficient.
 
-torchmetrics builds ``BinaryJaccardIndex``, ``MulticlassCohenKappa``, ``MultilabelMatthewsCorrCoef``, ... on its
-confusion-matrix classes: the same ``update`` (with its ``torch.unique`` checks, boolean ``ignore_index`` masks and
-``bincount``), a different ``compute``. Here they subclass the accelerated confusion matrices of
-:mod:`~torchmetrics_async.classification.binary`, :mod:`~torchmetrics_async.classification.multiclass` and
-:mod:`~torchmetrics_async.classification.multilabel`, so ``update`` is theirs (sync-free, deferred value checks), and
-reduce the matrix without host reads:
-
-- Cohen's kappa and most Jaccard averages call torchmetrics' own reductions, which read nothing on the host;
-- the multiclass macro Jaccard zeroes absent classes with ``masked_fill`` instead of a boolean-mask write;
-- Matthews' coefficient picks torchmetrics' special cases (perfect, inverse and degenerate matrices) with
-  ``torch.where`` instead of Python ``if`` on device values. Its value is torchmetrics', always as a float tensor
-  (torchmetrics returns an integer ``1``/``-1`` for perfect and inverse binary predictions).
-
-``forward()``'s batch value is the same reduction of the batch's matrix.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.confusion_derived import MulticlassJaccardIndex
-    >>> metric = MulticlassJaccardIndex(num_classes=3)
-    >>> metric.update(torch.tensor([2, 1, 0, 0]), torch.tensor([2, 1, 0, 1]))
-    >>> metric.compute()
-    tensor(0.6667)
+They subclass the accelerated confusion matrices (their sync-free ``update``) and reduce the matrix without host reads:
+the macro Jaccard zeroes absent classes with ``masked_fill``; Matthews' special cases are picked with ``torch.where``,
+always giving a float (torchmetrics: an integer ``1``/``-1`` for perfect and inverse binary predictions).
 """
 
 from typing import Any
@@ -52,16 +33,7 @@ __all__ = [
 def jaccard_index_reduce(
     confmat: Tensor, average: str | None, ignore_index: int | None = None, zero_division: float = 0.0
 ) -> Tensor:
-    """The ``_jaccard_index_reduce`` of torchmetrics without its host read (the multiclass macro weights' mask write).
-
-    Args:
-        confmat: an un-normalized confusion matrix, ``(2, 2)``, ``(C, C)`` or ``(L, 2, 2)``.
-        average: ``"binary"``, ``"micro"``, ``"macro"``, ``"weighted"``, ``"none"`` or ``None``.
-        ignore_index: the class left out of the averages (multiclass).
-        zero_division: the value of 0/0.
-
-    Returns:
-        The Jaccard index.
+    """Torchmetrics' ``_jaccard_index_reduce`` without its host read (the multiclass macro weights' mask write).
 
     Example:
         >>> jaccard_index_reduce(torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 0]]), "macro")
@@ -108,16 +80,7 @@ def _binary_matthews(confmat: Tensor, general: Tensor) -> Tensor:
 
 
 def matthews_corrcoef_reduce(confmat: Tensor) -> Tensor:
-    """The ``_matthews_corrcoef_reduce`` of torchmetrics with its branches taken on the device: same value, float dtype.
-
-    torchmetrics sums the products of the marginals one by one in Python; here one reduction sums them, which can
-    differ in the last bits once the counts pass 2**12 per class (float32 products beyond 2**24).
-
-    Args:
-        confmat: an un-normalized confusion matrix, ``(2, 2)``, ``(C, C)`` or ``(L, 2, 2)`` (summed over labels).
-
-    Returns:
-        The coefficient, a 0-dim float tensor.
+    """Torchmetrics' ``_matthews_corrcoef_reduce``, branches on the device, float (last bits may differ past 2**12).
 
     Example:
         >>> perfect, one_wrong = torch.tensor([[2, 0], [0, 3]]), torch.tensor([[2, 1], [0, 3]])
@@ -148,18 +111,7 @@ def matthews_corrcoef_reduce(confmat: Tensor) -> Tensor:
 # The compute() of every class below (a function, not one more base class in their MRO); forward()'s batch value is
 # the same _reduce of the batch's matrix (the accelerated confusion matrices call it).
 def _reduced_confmat(self: Any) -> Tensor:
-    """Raise deferred value errors (torchmetrics' messages), then reduce the confusion matrix without host reads.
-
-    Returns:
-        The metric value.
-
-    Example:
-        >>> import torch
-        >>> metric = BinaryMatthewsCorrCoef()
-        >>> metric.update(torch.tensor([0.9, 0.2, 0.7, 0.4]), torch.tensor([1, 0, 0, 0]))
-        >>> metric.compute()
-        tensor(0.5774)
-    """
+    """Raise deferred value errors, then reduce the confusion matrix without host reads."""
     self._raise_deferred_checks()
     return self._reduce(self.confmat)
 
@@ -211,10 +163,7 @@ class MulticlassCohenKappa(MulticlassConfusionMatrix, tm.MulticlassCohenKappa):
 
 
 class BinaryMatthewsCorrCoef(BinaryConfusionMatrix, tm.BinaryMatthewsCorrCoef):
-    """No host sync in ``update()`` or ``forward()``.
-
-    All-right or all-wrong predictions give a float ``1.0``/``-1.0`` (torchmetrics: an int64).
-    """
+    """No host sync in ``update()`` or ``forward()``; all right or all wrong: a float 1/-1 (torchmetrics: int64)."""
 
     compute = _reduced_confmat
 
@@ -223,10 +172,7 @@ class BinaryMatthewsCorrCoef(BinaryConfusionMatrix, tm.BinaryMatthewsCorrCoef):
 
 
 class MulticlassMatthewsCorrCoef(MulticlassConfusionMatrix, tm.MulticlassMatthewsCorrCoef):
-    """No host sync in ``update()`` or ``forward()``.
-
-    The marginals' products are summed in one reduction: the last bits may differ past 2**12 counts per class.
-    """
+    """No host sync in ``update()`` or ``forward()``; one sum of the marginals: last bits may differ past 2**12."""
 
     compute = _reduced_confmat
 
@@ -235,10 +181,7 @@ class MulticlassMatthewsCorrCoef(MulticlassConfusionMatrix, tm.MulticlassMatthew
 
 
 class MultilabelMatthewsCorrCoef(MultilabelConfusionMatrix, tm.MultilabelMatthewsCorrCoef):
-    """No host sync in ``update()`` or ``forward()``.
-
-    All-right or all-wrong predictions give a float ``1.0``/``-1.0`` (torchmetrics: an int64).
-    """
+    """No host sync in ``update()`` or ``forward()``; all right or all wrong: a float 1/-1 (torchmetrics: int64)."""
 
     compute = _reduced_confmat
 

@@ -1,9 +1,4 @@
-"""The kernels of the sync-free curves: plain functions on tensors, no host read.
-
-:func:`binned_confmat` counts the binned curves' ``(T, C, 2, 2)`` state for every task; the others decide on the
-device what torchmetrics' curve code decides on the host (logits or probabilities, NaN classes in an average, the
-AUROC ``max_fpr`` correction).
-"""
+"""The kernels of the sync-free curves: plain functions on tensors, no host read."""
 
 import torch
 from torch import Tensor
@@ -27,12 +22,7 @@ __all__ = [
 
 
 def paired_shapes(preds: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    """Whether ``preds`` and ``target`` of these shapes pair entry by entry: equal up to size-1 dimensions.
-
-    torchmetrics' curves flatten both and pair the entries in order; unvalidated (``validate_args=False``, and
-    ``BinaryAUROC``, which never validates) it does so whatever the shapes, and pairs, broadcasts or fails late on
-    batches of different sizes. Shapes are metadata: an unvalidated curve checks this, free, and raises torchmetrics'
-    validation error where it fails.
+    """Whether entries of these shapes pair one to one in order: equal up to size-1 dimensions (metadata, checked free).
 
     Example:
         >>> paired_shapes((4, 1), (4,)), paired_shapes((4, 2), (8,)), paired_shapes((4,), (3,))
@@ -44,13 +34,6 @@ def paired_shapes(preds: tuple[int, ...], target: tuple[int, ...]) -> bool:
 def outside_unit_interval(preds: Tensor, keep: Tensor | None = None) -> Tensor:
     """Where a (kept) score lies outside [0, 1]: a logit, by torchmetrics' rule (a NaN counts as outside).
 
-    Args:
-        preds: the scores.
-        keep: entries that take part in the decision, broadcastable; ``None``: all.
-
-    Returns:
-        A bool tensor of the broadcast shape.
-
     Example:
         >>> outside_unit_interval(torch.tensor([0.5, 2.0, float("nan")]), torch.tensor([True, False, True]))
         tensor([False, False,  True])
@@ -61,17 +44,6 @@ def outside_unit_interval(preds: Tensor, keep: Tensor | None = None) -> Tensor:
 
 def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | None = None) -> Tensor:
     """Sigmoid/softmax (over dim 1) of ``preds`` iff any (kept) score lies outside [0, 1], decided on the device.
-
-    torchmetrics' ``normalize_logits_if_needed`` decides with ``if not torch.all(...)`` on the CPU (a host read) and
-    with ``torch.where`` elsewhere; this is the ``torch.where`` form, with the CPU branch's treatment of NaN (outside).
-
-    Args:
-        preds: the scores.
-        normalization: ``"sigmoid"``, ``"softmax"`` or ``None`` (no normalization).
-        keep: entries that take part in the decision (torchmetrics drops ignored entries first), broadcastable.
-
-    Returns:
-        The scores, normalized where they are logits.
 
     Example:
         >>> normalize_scores(torch.tensor([0.2, 0.7]), "sigmoid"), normalize_scores(torch.tensor([0.0, 2.0]), "sigmoid")
@@ -89,25 +61,12 @@ def binned_confmat(
 ) -> Tensor:
     """Per-threshold, per-class 2x2 confusion matrices ``(T, C, 2, 2)``, as torchmetrics' binned curves count them.
 
-    Entry ``[t, c, i, j]`` counts the entries of class ``c`` with target ``i`` (1: positive) and ``score >= threshold
-    t`` equal to ``j``; an entry that is neither positive nor negative (an ignored or invalid target) has weight 0.
-
-    Args:
-        scores: ``(M, C)`` scores.
-        positive: ``(M, C)`` bool, the entry is a positive of its class.
-        weight: ``(M, C)`` or ``(M, 1)`` bool, the entry counts (``None``: all count).
-        sorted_thresholds: the thresholds in ascending order.
-        rank: position in ``sorted_thresholds`` of each threshold, in the metric's order.
-
-    Returns:
-        int64 counts.
+    ``weight`` 0 leaves an entry out; ``rank`` maps the sorted thresholds back to the metric's order.
 
     Example:
         >>> thresholds = torch.tensor([0.0, 0.5, 1.0])
-        >>> confmat = binned_confmat(
-        ...     torch.tensor([[0.2], [0.7]]), torch.tensor([[False], [True]]), None, thresholds, torch.arange(3)
-        ... )
-        >>> confmat[1, 0]
+        >>> scores, positive = torch.tensor([[0.2], [0.7]]), torch.tensor([[False], [True]])
+        >>> binned_confmat(scores, positive, None, thresholds, torch.arange(3))[1, 0]
         tensor([[1, 0],
                 [0, 1]])
     """
@@ -147,18 +106,7 @@ def distinct_values(values: Tensor) -> Tensor:
 
 
 def nan_ignoring_average(scores: Tensor, average: str | None, weights: Tensor) -> Tensor:
-    """Torchmetrics' ``_reduce_auroc``/``_reduce_average_precision`` averaging of per-class scores, without a sync.
-
-    NaN classes are left out of the ``macro`` mean and of the ``weighted`` weights with masks instead of a boolean
-    index; torchmetrics' warning about them (a host read) is not given.
-
-    Args:
-        scores: per-class scores ``(C,)``.
-        average: ``"macro"``, ``"weighted"``, ``"none"`` or ``None``.
-        weights: per-class support (``weighted``).
-
-    Returns:
-        The average (0-dim), or ``scores`` for no average.
+    """Torchmetrics' ``_reduce_auroc``/``_reduce_average_precision`` averaging with NaN classes masked out, no warning.
 
     Example:
         >>> nan_ignoring_average(torch.tensor([0.5, float("nan"), 1.0]), "macro", torch.ones(3))
@@ -177,11 +125,7 @@ def nan_ignoring_average(scores: Tensor, average: str | None, weights: Tensor) -
 
 
 def binary_auroc_binned(confmat: Tensor, thresholds: Tensor, max_fpr: float | None) -> Tensor:
-    """Torchmetrics' ``_binary_auroc_compute`` on a binned state, with the ``max_fpr`` branch decided on the device.
-
-    torchmetrics tests ``fpr.sum() == 0 or tpr.sum() == 0`` on the host and slices the curve at the interpolated
-    point; here both results are computed and ``torch.where`` picks, and the partial area is a masked sum of the
-    trapezoids before the cut plus the one up to it.
+    """Torchmetrics' ``_binary_auroc_compute`` on a binned state, its ``max_fpr`` branch and cut picked on the device.
 
     Example:
         >>> confmat = torch.tensor([[[2, 2], [0, 2]], [[4, 0], [1, 1]], [[4, 0], [2, 0]]])

@@ -1,37 +1,9 @@
 """Sync-free precision-recall curves, ROC, AUROC and average precision, binary/multiclass/multilabel.
 
-torchmetrics' curve ``update`` reads the device several ways: ``torch.unique`` of the target to validate it, a
-boolean index to drop ``ignore_index`` entries, ``if not torch.all(...)`` to decide whether the scores are logits (its
-CPU branch), ``bincount`` over ``4 * thresholds * classes`` bins (binned) and ``F.one_hot`` of the target. Here:
-
-- **binned** (``thresholds`` an int, list or tensor): one kernel for every task,
-  :func:`~torchmetrics_async.classification.curve_kernels.binned_confmat`. Each score
-  is placed among the sorted thresholds with ``searchsorted``, ``index_add_`` counts the places per class and target
-  (``2 * (thresholds + 1)`` bins per class, ignored entries with weight 0), and a reversed cumulative sum gives the
-  counts at or above every threshold: the ``(T, C, 2, 2)`` confusion matrices of torchmetrics' state, with memory
-  linear in the batch (torchmetrics' vectorized path builds a ``batch x thresholds`` tensor). ``forward()``'s batch
-  value is computed without a host read too: where torchmetrics' ``compute`` branches on device values (the AUROC
-  ``max_fpr`` correction, the NaN-ignoring ``macro``/``weighted`` averages, the fixed-point searches) the same values
-  come from masked device ops. That batch value does not warn about NaN classes (the warning needs a host read);
-  ``compute()`` runs torchmetrics' own code, warnings included.
-- **unbinned** (``thresholds=None``): ``update`` appends the (normalized) scores and targets to the list states,
-  ignored entries included; ``compute()`` drops them (a boolean index, a host read, as torchmetrics' multilabel
-  curves already do) before torchmetrics' own computation, whose output shapes depend on the data. ``forward()``'s
-  batch value is that computation on the batch: it makes exactly the host reads of ``compute()`` on the batch, and no
-  other.
-- logits are detected with ``torch.where`` on the device (a NaN counts as outside [0, 1], as in torchmetrics' CPU
-  branch); the target checks are recorded on the device and raised by ``compute()`` (or ``reset()``). A batch that
-  violated one gets a NaN batch value from ``forward()``; unbinned, where torchmetrics' computation fails on such a
-  batch (an empty label after ``ignore_index``, a negative label in ``bincount``), the NaN value has the shape of the
-  batch's curve with every target valid.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.curves import BinaryAUROC
-    >>> metric = BinaryAUROC(thresholds=5)
-    >>> metric.update(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-    >>> metric.compute()
-    tensor(0.8750)
+Binned (``thresholds`` given): one kernel for every task (:func:`.curve_kernels.binned_confmat`), and ``forward()``'s
+batch value from masked device ops (without torchmetrics' NaN-class warning). Unbinned: ``update`` lists every entry,
+ignored ones included; ``compute()`` drops them (a host read) before torchmetrics' own computation. A batch that
+violated a deferred check gets a NaN batch value shaped like its curve.
 """
 
 import warnings
@@ -128,17 +100,20 @@ SOFTMAX_LOGITS_MESSAGE = (
 _IGNORED_ONE_HOT = -1
 
 
-def _rows(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A multiclass ``preds`` shape ``(N, C, ...)`` without its class dimension: the shape its target must pair with."""
-    return (shape[0], *shape[2:])
+def _zero_one_targets(
+    target: Tensor, keep: Tensor | None, check: bool, violations: dict[str, Tensor]
+) -> tuple[Tensor, Tensor]:
+    """Positives and weights of 0/1 targets: a kept target neither 0 nor 1 weighs 0 (a violation when ``check``)."""
+    positive = target == 1
+    counted = positive | (target == 0)
+    if check:
+        outside = torch.logical_not(counted)
+        violations[INVALID_TARGET] = outside if keep is None else outside & keep
+    return positive, counted if keep is None else counted & keep
 
 
 class _SyncFreeCurve(SyncFreeBatchStats):
-    """What every curve shares: the binned kernel, the unbinned list states and their ignored entries, the checks.
-
-    A task mixin implements ``_curve_inputs(preds, target, violations)`` -> ``(scores, positive, weight, listed)``:
-    the ``(M, C)`` scores, positives and weights for the binned kernel, and what the unbinned list states append.
-    """
+    """The binned kernel, the unbinned list states and their ignored entries, the checks (tasks: ``_curve_inputs``)."""
 
     # Per-instance constants (set below) that torch.jit.script need not type.
     __jit_ignored_attributes__: ClassVar[list[str]] = [
@@ -160,7 +135,7 @@ class _SyncFreeCurve(SyncFreeBatchStats):
             state["_threshold_rank"] = order.argsort()
 
     def _checks_values(self) -> bool:
-        """Whether the target values are checked (torchmetrics' ``validate_args``, unless a class says otherwise)."""
+        """Whether target values are checked (``validate_args`` unless a class says otherwise)."""
         return self.validate_args
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -187,7 +162,7 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         return confmat
 
     def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
-        """The unbinned states as torchmetrics holds them: ignored entries dropped (a host read: data-dependent)."""
+        """The unbinned states with ignored entries dropped (a host read: data-dependent shape)."""
         if self.ignore_index is None:
             return preds, target
         kept = target != self.ignore_index
@@ -203,7 +178,7 @@ class _SyncFreeCurve(SyncFreeBatchStats):
             state["preds"], state["target"] = saved
 
     def _binned_value(self, confmat: Tensor) -> Any:
-        """``compute()`` on the batch's binned state alone, without a host sync (torchmetrics' where it has none)."""
+        """``compute()`` on the batch's binned state alone, without a host sync."""
         return super()._batch_value(BatchStats((confmat,), {}))
 
     def _batch_value(self, stats: BatchStats) -> Any:
@@ -226,19 +201,7 @@ class _SyncFreeCurve(SyncFreeBatchStats):
             return self._torchmetrics_compute(preds, valid)
 
     def compute(self) -> Any:
-        """Raise deferred value errors, then compute as torchmetrics does (on the kept entries, unbinned).
-
-        Returns:
-            The metric value.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async.classification import BinaryROC
-            >>> metric = BinaryROC(ignore_index=-1)
-            >>> metric.update(torch.tensor([0.2, 0.9, 0.6]), torch.tensor([0, 1, -1]))
-            >>> metric.compute()
-            (tensor([0., 0., 1.]), tensor([0., 1., 1.]), tensor([1.0000, 0.9000, 0.2000]))
-        """
+        """Raise deferred value errors, then compute as torchmetrics does (on the kept entries, unbinned)."""
         self._raise_deferred_checks()
         if self.thresholds is not None and self.__dict__.get(DEFERRED_RAISE_OWNED, False):
             # The caller owns the host reads (AsyncMetricCollector, torchmetrics' forward of a subclass): no sync.
@@ -274,12 +237,7 @@ class _BinaryCurve(_SyncFreeCurve):
             scores = preds
         else:
             scores = normalize_scores(preds, normalization, keep)
-        positive = target == 1
-        counted = positive | (target == 0)
-        if self._checks_values():
-            outside = torch.logical_not(counted)
-            violations[INVALID_TARGET] = outside if keep is None else outside & keep
-        weight = counted if keep is None else counted & keep
+        positive, weight = _zero_one_targets(target, keep, self._checks_values(), violations)
         return scores.unsqueeze(1), positive.unsqueeze(1), weight.unsqueeze(1), (scores, target)
 
     def _binned_state(self, confmat: Tensor) -> Tensor:
@@ -313,7 +271,11 @@ class _MulticlassCurve(_SyncFreeCurve):
             multiclass_curve_tensor_validation(preds, target, num_classes)
             allowed = num_classes if self.ignore_index is None else num_classes + 1
             violations[INVALID_TARGET] = distinct_values(target) > allowed
-        elif preds.ndim < 2 or preds.shape[1] != num_classes or not paired_shapes(_rows(preds.shape), target.shape):
+        elif (
+            preds.ndim < 2
+            or preds.shape[1] != num_classes
+            or not paired_shapes(preds.shape[:1] + preds.shape[2:], target.shape)
+        ):
             multiclass_curve_tensor_validation(preds, target, num_classes, check_dtypes=False)
         preds = preds.transpose(0, 1).reshape(num_classes, -1).T
         target = target.flatten()
@@ -366,36 +328,12 @@ class _MultilabelCurve(_SyncFreeCurve):
         preds = preds.transpose(0, 1).reshape(num_labels, -1).T
         target = target.transpose(0, 1).reshape(num_labels, -1).T
         scores = normalize_scores(preds, "sigmoid")  # torchmetrics normalizes before masking ignored entries
-        positive = target == 1
-        counted = positive | (target == 0)
         keep = None if self.ignore_index is None else target != self.ignore_index
-        if self.validate_args:
-            outside = torch.logical_not(counted)
-            violations[INVALID_TARGET] = outside if keep is None else outside & keep
-        weight = counted if keep is None else counted & keep
+        positive, weight = _zero_one_targets(target, keep, self.validate_args, violations)
         return scores, positive, weight, (scores, target)
 
     def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
         return preds, target
-
-    def compute(self) -> Any:
-        """Raise deferred value errors, then compute as torchmetrics does (which drops ignored entries itself).
-
-        Returns:
-            The metric value.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async.classification import MultilabelAUROC
-            >>> metric = MultilabelAUROC(num_labels=2, average=None)
-            >>> metric.update(torch.tensor([[0.9, 0.2], [0.3, 0.8]]), torch.tensor([[1, 0], [0, 1]]))
-            >>> metric.compute()
-            tensor([1., 1.])
-        """
-        self._raise_deferred_checks()
-        if self.thresholds is not None and self.__dict__.get(DEFERRED_RAISE_OWNED, False):
-            return self._binned_value(self.confmat)
-        return super(SyncFreeBatchStats, self).compute()
 
 
 def _per_class_auroc(metric: Any, fpr: Tensor, tpr: Tensor, confmat: Tensor) -> Tensor:

@@ -1,20 +1,7 @@
 """Sync-free fixed-point curve metrics (recall at precision, sensitivity at specificity, ...), all tasks.
 
-Recall at fixed precision, precision at fixed recall, sensitivity at specificity and specificity at sensitivity, for
-binary, multiclass and multilabel inputs.
-
-They share the curves' ``update`` (:mod:`torchmetrics_async.classification.curves`). torchmetrics finds the best
-point of the curve with host reads (a boolean index, ``if not indices.any()``, Python's ``max`` over tensors); for
-``forward()``'s binned batch value the same point is found with masked maxima on the device, vectorized over classes.
-``compute()`` runs torchmetrics' own code.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.fixed_point import BinaryRecallAtFixedPrecision
-    >>> metric = BinaryRecallAtFixedPrecision(min_precision=0.5, thresholds=5)
-    >>> metric.update(torch.tensor([0.1, 0.4, 0.35, 0.8]), torch.tensor([0, 0, 1, 1]))
-    >>> metric.compute()
-    (tensor(1.), tensor(0.2500))
+They share the curves' ``update``. torchmetrics finds the best point with host reads (a boolean index, ``if not
+indices.any()``, Python's ``max``); ``forward()``'s binned batch value finds it with masked maxima on the device.
 """
 
 import torch
@@ -50,17 +37,7 @@ __all__ = [
 
 
 def lexicographic_max(columns: tuple[Tensor, ...], mask: Tensor) -> tuple[Tensor, ...]:
-    """The lexicographically largest ``(columns[0][i], columns[1][i], ...)`` over the ``i`` where ``mask``, per row.
-
-    What torchmetrics' ``_lexargmax`` (and Python's ``max`` over tuples) select, with masked maxima instead of
-    boolean indexing: the largest first column, ties broken by the second, and so on.
-
-    Args:
-        columns: tensors ``(..., T)`` of one dtype.
-        mask: ``(..., T)`` bool, the candidates.
-
-    Returns:
-        The selected value of each column, ``(...)`` (``-inf`` where no candidate).
+    """Torchmetrics' ``_lexargmax`` with masked maxima: the largest ``(columns[0], ...)`` where ``mask``, per row.
 
     Example:
         >>> lexicographic_max((torch.tensor([1.0, 2.0, 2.0]), torch.tensor([5.0, 3.0, 4.0])), torch.tensor([True] * 3))
@@ -99,10 +76,7 @@ def recall_at_precision(
 def precision_at_recall(
     precision: Tensor, recall: Tensor, thresholds: Tensor, min_recall: float
 ) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_precision_at_recall`` (Python's ``max`` over ``(p, r, t)`` tuples) over the last dimension.
-
-    Python's ``max`` keeps its first candidate when that candidate's precision is NaN (nothing compares greater), and
-    never picks a NaN later: both cases are reproduced.
+    """Torchmetrics' ``_precision_at_recall`` over the last dimension, Python's ``max`` NaN behaviour included.
 
     Example:
         >>> precision, recall = torch.tensor([0.5, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.0])
@@ -132,9 +106,6 @@ def best_under_constraint(
 ) -> tuple[Tensor, Tensor]:
     """Torchmetrics' ``_sensitivity_at_specificity``/``_specificity_at_sensitivity`` over the last dimension.
 
-    The largest of ``values`` (first on ties) where ``constrained >= minimum``, and its threshold; ``(0, 1e6)``
-    where there is none.
-
     Example:
         >>> sensitivity, specificity = torch.tensor([0.2, 0.9, 1.0]), torch.tensor([1.0, 0.5, 0.0])
         >>> best_under_constraint(sensitivity, specificity, torch.tensor([1.0, 0.5, 0.0]), 0.5)
@@ -149,7 +120,7 @@ def best_under_constraint(
 
 
 def _precision_recall(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The precision-recall curve of the metric's task from its binned confusion matrices (torchmetrics' code)."""
+    """The precision-recall curve of the metric's task from its binned confusion matrices."""
     if isinstance(metric, _BinaryCurve):
         return _binary_precision_recall_curve_compute(confmat, metric.thresholds)
     if isinstance(metric, _MulticlassCurve):
@@ -158,7 +129,7 @@ def _precision_recall(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, 
 
 
 def _roc(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The ROC curve of the metric's task from its binned confusion matrices (torchmetrics' code)."""
+    """The ROC curve of the metric's task from its binned confusion matrices."""
     if isinstance(metric, _BinaryCurve):
         return _binary_roc_compute(confmat, metric.thresholds)
     if isinstance(metric, _MulticlassCurve):

@@ -1,20 +1,8 @@
-"""Sync-free hinge loss (``squared``; multiclass ``crammer-singer``/``one-vs-all``) with torchmetrics' names and values.
+"""Sync-free hinge loss with torchmetrics' names and values.
 
-torchmetrics' ``update`` reads the host to validate targets (``torch.unique``), to drop ``ignore_index`` entries and
-to pick margins (boolean indexing), to decide whether the scores are logits, and to count the batch
-(``torch.tensor(n, device=...)``, a host-to-device copy). Here (see :mod:`~torchmetrics_async.classification.scores`)
-the margins come from ``torch.where``/``gather`` and a ``masked_fill`` before the max over the other classes, ignored
-entries add 0 to the sums and are left out of the count, and the count is a device sum or a fill kernel. With
-``ignore_index`` the float sums run over the whole batch (ignored entries as zeros) rather than over the kept entries
-alone, which can change the last bits of the sum.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.hinge import BinaryHingeLoss
-    >>> metric = BinaryHingeLoss()
-    >>> metric.update(torch.tensor([0.25, 0.25, 0.55, 0.75, 0.75]), torch.tensor([0, 0, 1, 1, 1]))
-    >>> metric.compute()
-    tensor(0.6900)
+Margins come from ``torch.where``/``gather`` and a ``masked_fill`` before the max over the other classes; ignored
+entries add 0 and are not counted. With ``ignore_index`` the float sums run over the whole batch (ignored entries as
+zeros), which can change the sum's last bits.
 """
 
 from typing import Any
@@ -23,7 +11,7 @@ import torch
 import torchmetrics.classification as tm
 from torch import Tensor
 
-from torchmetrics_async.batch_stats import BatchStats
+from torchmetrics_async.batch_stats import BatchStats, in_state_dtypes
 from torchmetrics_async.classification.multiclass_kernels import as_index
 from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
 
@@ -49,10 +37,7 @@ class _SyncFreeHingeLoss:
         return measures.pow(2) if self.squared else measures
 
     def _batch_value(self, stats: BatchStats) -> Any:
-        # torchmetrics computes the batch value from fresh states, which cast the batch's sums to their dtypes.
-        measures, total = stats.values
-        values = (measures.to(self.measures.dtype), total.to(self.total.dtype))
-        return super()._batch_value(BatchStats(values, stats.violations))  # type: ignore[misc]
+        return super()._batch_value(in_state_dtypes(self, stats))  # type: ignore[misc]
 
 
 class BinaryHingeLoss(_SyncFreeHingeLoss, BinaryScores, tm.BinaryHingeLoss):

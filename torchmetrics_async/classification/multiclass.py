@@ -1,28 +1,8 @@
 """Sync-free multiclass classification metrics with torchmetrics' names, arguments and values.
 
-torchmetrics' multiclass ``update`` reads the device in three ways: ``torch.unique`` of ``target`` (and of label
-``preds``) to validate values, boolean-mask indexing to drop ``ignore_index`` entries, and ``bincount`` over
-``num_classes**2`` bins (or ``F.one_hot``, which reads min/max on the CPU) to count. Its ``compute`` zeroes the macro
-weights of absent classes through a boolean mask as well. Here:
-
-- per-class counts come from ``index_add_`` on ``num_classes`` bins: ``tp`` at the target of each correct prediction,
-  the predicted and the target counts at the label and the target; ``fp``, ``fn`` and ``tn`` follow by subtraction.
-  ``multidim_average="samplewise"`` offsets the bins by ``sample * num_classes``; ``top_k > 1`` first turns the scores
-  into the label torchmetrics' one-hot form counts (the target if it is among the top k, else the top 1).
-  ``MulticlassConfusionMatrix`` adds into ``num_classes**2`` bins;
-- ignored entries take part with weight 0, and every index is clamped into range first, so the kernels never index
-  out of bounds whatever the values;
-- value checks (targets outside ``[0, num_classes)`` and not ``ignore_index``, label ``preds`` outside it) are
-  recorded on the device and raised by ``compute()`` (see :mod:`~torchmetrics_async.deferred`);
-- the macro average zeroes its weights with ``masked_fill``, and the normalized confusion matrix its 0/0 entries.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.multiclass import MulticlassAccuracy
-    >>> metric = MulticlassAccuracy(num_classes=3)
-    >>> metric.update(torch.tensor([[0.1, 0.7, 0.2], [0.6, 0.3, 0.1]]), torch.tensor([1, 2]))
-    >>> metric.compute()
-    tensor(0.3333)
+Per-class counts come from ``index_add_`` on ``num_classes`` bins (``num_classes**2`` for the confusion matrix) over
+indices clamped into range, ignored entries weighted 0, instead of ``torch.unique`` checks, boolean masks and
+``bincount``. ``top_k > 1`` counts the label torchmetrics' one-hot form counts; samplewise offsets the bins per sample.
 """
 
 from typing import Any, NamedTuple
@@ -44,7 +24,8 @@ from torchmetrics_async._torchmetrics import (
     multiclass_values_message,
     rank_zero_warn,
 )
-from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_state_dtypes
+from torchmetrics_async.classification.binary import INVALID_PREDS, INVALID_TARGET
 from torchmetrics_async.classification.multiclass_kernels import (
     as_index,
     class_counts,
@@ -74,13 +55,8 @@ __all__ = [
     "MulticlassStatScores",
 ]
 
-# Deferred-check state names (see torchmetrics_async.deferred).
-INVALID_TARGET = "invalid_target"
-INVALID_PREDS = "invalid_preds"
 
-# torchmetrics fails on label preds with top_k > 1, always and by shape only (in topk or scatter_, or writing
-# ignore_index through a mask of the wrong shape): raised eagerly with the same exception type and a message that
-# says why.
+# torchmetrics fails on label preds with top_k > 1 by shape only: raised at once with its exception type.
 TOP_K_LABELS_MESSAGE = (
     "`top_k` > 1 needs `preds` of shape (N, C, ...) with probabilities or logits and `target` of shape (N, ...), but"
     " `preds` and `target` have the same number of dimensions."
@@ -101,19 +77,6 @@ def _value_checks(metric: Any, num_classes: int | None) -> dict[str, str]:
 
 def _keep(target: Tensor, ignore_index: int | None) -> Tensor | None:
     return None if ignore_index is None else target != ignore_index
-
-
-def _in_state_dtypes(metric: Any, stats: BatchStats) -> BatchStats:
-    """``stats`` in the states' dtypes (torchmetrics' batch value comes from states ``set_dtype()`` may have cast)."""
-    values, violations = stats
-    state = metric.__dict__
-    values = tuple(
-        value.to(state[name].dtype)
-        if isinstance(state[name], Tensor) and isinstance(value, Tensor) and value.dtype != state[name].dtype
-        else value
-        for name, value in zip(metric._stat_states, values, strict=True)
-    )
-    return BatchStats(values, violations)
 
 
 class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
@@ -236,38 +199,25 @@ class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
         (hits, *rest), violations = stats
         if not rest and isinstance(hits, _ClassHits):
             stats = BatchStats(hits.dense(self.num_classes), violations)
-        return super()._batch_value(_in_state_dtypes(self, stats))
+        return super()._batch_value(in_state_dtypes(self, stats))
 
 
 class _ClassHits(NamedTuple):
-    """Sparse multiclass batch statistics: predicted and target class of each entry and whether they agree.
-
-    Example:
-        >>> _ClassHits(torch.tensor([0, 1]), torch.tensor([0, 2]), torch.tensor([True, False])).dense(3)
-        (tensor([1, 0, 0]), tensor([0, 1, 0]), tensor([1, 1, 1]), tensor([0, 0, 1]))
-    """
+    """Sparse batch statistics: predicted and target class indices ``(N,)`` (int64, in range), and their agreement."""
 
     preds: Tensor
-    """Predicted class indices ``(N,)``, int64 in range."""
     target: Tensor
-    """Target class indices ``(N,)``, int64 clamped into range."""
-    hit: Tensor
-    """``(N,)`` bool: the prediction equals the target as given."""
+    hit: Tensor  # the prediction equals the target as given
 
     def dense(self, num_classes: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Per-class ``tp, fp, tn, fn`` of the batch (what ``forward`` computes its value from)."""
+        """Per-class ``tp, fp, tn, fn`` of the batch."""
         return class_counts(
             self.preds.unsqueeze(1), self.target.unsqueeze(1), self.hit.unsqueeze(1), None, num_classes, False
         )
 
 
 class _SyncFreeMacroAverage:
-    """``compute`` of the scores torchmetrics macro-averages through a boolean-mask write (a host sync).
-
-    It comes after the sync-free mixins in the MRO, so ``forward``'s batch value goes through it too.
-    A subclass gives ``_class_scores`` (torchmetrics' own reduction with ``average="none"``) and whether torchmetrics
-    passes ``top_k`` to its weight adjustment (``_macro_top_k``).
-    """
+    """``compute`` of the macro average torchmetrics takes via a mask write; ``_class_scores``: its "none" reduction."""
 
     _macro_top_k = False
 
@@ -299,30 +249,19 @@ class MulticlassPrecision(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, 
     """No host sync in ``update()`` or ``forward()``."""
 
     _macro_top_k = True
+    _score_name = "precision"
 
     def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
-        return _precision_recall_reduce(
-            "precision",
-            tp,
-            fp,
-            tn,
-            fn,
-            "none",
-            self.multidim_average,
-            top_k=self.top_k,
-            zero_division=self.zero_division,
-        )
+        options = {"top_k": self.top_k, "zero_division": self.zero_division}
+        return _precision_recall_reduce(self._score_name, tp, fp, tn, fn, "none", self.multidim_average, **options)
 
 
 class MulticlassRecall(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassRecall):
     """No host sync in ``update()`` or ``forward()``."""
 
     _macro_top_k = True
-
-    def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
-        return _precision_recall_reduce(
-            "recall", tp, fp, tn, fn, "none", self.multidim_average, top_k=self.top_k, zero_division=self.zero_division
-        )
+    _score_name = "recall"
+    _class_scores = MulticlassPrecision._class_scores
 
 
 class MulticlassFBetaScore(_SyncFreeMulticlassStatScores, _SyncFreeMacroAverage, tm.MulticlassFBetaScore):
@@ -372,7 +311,7 @@ class MulticlassExactMatch(SyncFreeBatchStats, tm.MulticlassExactMatch):
         return _value_checks(self, self.num_classes)
 
     def _batch_value(self, stats: BatchStats) -> Any:
-        return super()._batch_value(_in_state_dtypes(self, stats))
+        return super()._batch_value(in_state_dtypes(self, stats))
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         check_multiclass_shapes(preds, target, self.num_classes, self.multidim_average, self.validate_args)
@@ -460,31 +399,18 @@ class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix
         return self._reduce(confmat.view(num_classes, num_classes))
 
     def _reduce(self, confmat: Tensor) -> Tensor:
-        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
+        """A matrix's value (the metrics derived from the confusion matrix reduce it their way)."""
         return normalize_confmat(confmat, self.normalize)[0]
 
     def compute(self) -> Tensor:
-        """Raise deferred value errors, then normalize as torchmetrics does, warning about 0/0 entries set to 0.
-
-        Returns:
-            The confusion matrix.
-
-        Example:
-            >>> import torch
-            >>> metric = MulticlassConfusionMatrix(num_classes=2, normalize="true")
-            >>> metric.update(torch.tensor([0, 1, 1]), torch.tensor([0, 0, 1]))
-            >>> metric.compute()
-            tensor([[0.5000, 0.5000],
-                    [0.0000, 1.0000]])
-        """
+        """Raise deferred value errors, then normalize as torchmetrics does, warning about 0/0 entries set to 0."""
         if self.normalize not in (None, "none", "true", "pred", "all"):
             return super().compute()  # torchmetrics' ValueError (only reachable with validate_args=False)
         self._raise_deferred_checks()
-        confmat, nan_count = normalize_confmat(self.confmat, self.normalize)
-        # The one read torchmetrics' warning needs (it reads the count too); skipped, like the flags, where the
-        # caller owns the host reads (AsyncMetricCollector computes off the critical path and must not wait).
-        if nan_count is not None and not self.__dict__.get(DEFERRED_RAISE_OWNED, False):
-            count = int(nan_count)
+        confmat, nans = normalize_confmat(self.confmat, self.normalize)
+        # torchmetrics' warning reads the count too; skipped, like the flags, where the caller owns the host reads.
+        if nans is not None and not self.__dict__.get(DEFERRED_RAISE_OWNED, False):
+            count = int(nans.sum())
             if count:
                 rank_zero_warn(confusion_matrix_nan_message(count))
         return confmat

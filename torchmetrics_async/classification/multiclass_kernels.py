@@ -1,8 +1,6 @@
 """The kernels of the sync-free multiclass metrics: plain functions on tensors, no host read.
 
-Per-class counts come from ``index_add_`` on ``num_classes`` bins over labels clamped into range (:func:`as_index`),
-so no kernel indexes out of bounds whatever the values; the macro average and the normalized confusion matrix write
-their masks with ``masked_fill``.
+Per-class counts come from ``index_add_`` over labels clamped into range (:func:`as_index`): never out of bounds.
 """
 
 from typing import Literal, Optional
@@ -33,18 +31,12 @@ _EXACT_FLOAT_INDEX = 2**24
 
 
 def first_max_index(scores: Tensor, dim: int = 1) -> Tensor:
-    """``scores.argmax(dim)`` as two plain reductions: the first index holding the maximum (a NaN counts as maximal).
-
-    Inductor's CPU code for ``argmax`` carries an (index, value) pair through the loop; ``amax`` and then ``amin`` of
-    the matching positions' indices are two float reductions that fuse with the rest of the step (the ``amax`` with
-    a softmax's). Same result as ``argmax`` for every input: the first maximal position, or the first NaN.
+    """``scores.argmax(dim)`` as two reductions that Inductor fuses (``amax``, then ``amin`` of the matching indices).
 
     Example:
         >>> scores = torch.tensor([[0.2, 0.7, 0.7], [float("nan"), 1.0, float("nan")], [-torch.inf, -torch.inf, 0.0]])
         >>> first_max_index(scores)
         tensor([1, 0, 2])
-        >>> torch.equal(first_max_index(scores), scores.argmax(1))
-        True
     """
     size = scores.shape[dim]
     top = scores.amax(dim, keepdim=True)
@@ -57,11 +49,7 @@ def first_max_index(scores: Tensor, dim: int = 1) -> Tensor:
 
 
 def first_max_applies(preds: Tensor) -> bool:
-    """Whether compiled code takes the labels of ``preds`` by :func:`first_max_index` instead of ``argmax``.
-
-    Asked only after ``torch.compiler.is_compiling()`` (eager updates keep torchmetrics' single ``argmax`` kernel, as
-    the op counts tests pin). On CPU, where Inductor's ``argmax`` costs more than the two reductions
-    (``benchmarks/README.md``, "What the metrics cost inside a compiled step"), for float scores with classes on dim 1.
+    """Whether compiled code takes labels by :func:`first_max_index`: float scores on the CPU, classes on dim 1.
 
     Example:
         >>> first_max_applies(torch.randn(4, 3)), first_max_applies(torch.randint(0, 3, (4, 3)))
@@ -77,8 +65,6 @@ def first_max_applies(preds: Tensor) -> bool:
 
 def as_index(labels: Tensor, num_classes: int) -> Tensor:
     """``labels`` as int64 indices clamped into ``[0, num_classes)``: never out of bounds, whatever the values.
-
-    An ignored entry's weight is 0; an invalid one is reported by a deferred check (or, unvalidated, counted anywhere).
 
     Example:
         >>> as_index(torch.tensor([-1, 0, 2, 7]), 3)
@@ -101,17 +87,6 @@ def ones_like_index(index: Tensor) -> Tensor:
 def top_k_labels(preds: Tensor, target: Tensor, top_k: int) -> Tensor:
     """The label torchmetrics' top-k one-hot form counts: the target where it is among the top k scores, else the top 1.
 
-    torchmetrics builds the top-k one-hot predictions and then (``_refine_preds_oh``) replaces them by the one-hot
-    of this label; it uses ``torch.topk`` on the same tensor, so ties resolve identically.
-
-    Args:
-        preds: scores ``(N, C, M)``.
-        target: labels ``(N, M)``.
-        top_k: ``k``.
-
-    Returns:
-        Labels ``(N, M)``, int64.
-
     Example:
         >>> scores = torch.tensor([[[0.1], [0.5], [0.4]], [[0.1], [0.5], [0.4]]])
         >>> top_k_labels(scores, torch.tensor([[2], [0]]), top_k=2)
@@ -126,18 +101,7 @@ def top_k_labels(preds: Tensor, target: Tensor, top_k: int) -> Tensor:
 def class_counts(
     preds: Tensor, target: Tensor, hit: Tensor, keep: Tensor | None, num_classes: int, samplewise: bool
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Per-class ``tp, fp, tn, fn`` from three ``index_add_`` counts, as torchmetrics' confusion matrix gives them.
-
-    Args:
-        preds: predicted labels ``(N, M)``, int64 in ``[0, num_classes)``.
-        target: target labels ``(N, M)``, int64 in ``[0, num_classes)``.
-        hit: ``(N, M)`` bool, the prediction is right and the entry counts.
-        keep: ``(N, M)`` bool, the entry counts (``None``: all count).
-        num_classes: the number of bins per group.
-        samplewise: one group of bins per sample (``(N, C)`` results) instead of one for the batch (``(C,)``).
-
-    Returns:
-        ``tp, fp, tn, fn``, int64.
+    """Per-class int64 ``tp, fp, tn, fn`` of ``(N, M)`` indices from three ``index_add_`` (``samplewise``: per sample).
 
     Example:
         >>> p, t = torch.tensor([[0, 1, 1]]), torch.tensor([[0, 1, 2]])
@@ -190,16 +154,7 @@ def micro_counts(preds: Tensor, target: Tensor, keep: Tensor | None, num_classes
 
 
 def outside(labels: Tensor, index: Tensor | None, num_classes: int, keep: Tensor | None) -> Tensor:
-    """Mask of the counted entries whose label is not a class index (what makes torchmetrics' kernels fail).
-
-    Args:
-        labels: the labels as given.
-        index: the same labels clamped into range by :func:`as_index` (``None``: not computed yet).
-        num_classes: the number of classes.
-        keep: entries that count (``None``: all).
-
-    Returns:
-        A bool mask shaped like ``labels``.
+    """Mask of the counted entries whose label is not a class index; ``index``: the labels by :func:`as_index`, if made.
 
     Example:
         >>> outside(torch.tensor([0, 3, -1]), None, 3, torch.tensor([True, True, False]))
@@ -212,9 +167,6 @@ def outside(labels: Tensor, index: Tensor | None, num_classes: int, keep: Tensor
 def macro_average(score: Tensor, tp: Tensor, fp: Tensor, fn: Tensor, top_k: int) -> Tensor:
     """Macro average as torchmetrics' ``_adjust_weights_safe_divide``, with ``masked_fill`` for its mask write.
 
-    torchmetrics zeroes the weight of classes absent from target and predictions with ``weights[mask] = 0.0``, a
-    boolean-mask assignment (a host sync); ``masked_fill`` writes the same zeros on the device.
-
     Example:
         >>> tp, fp, fn = torch.tensor([1, 0, 0]), torch.tensor([0, 1, 0]), torch.tensor([1, 0, 0])
         >>> macro_average(torch.tensor([0.5, 0.0, 0.0]), tp, fp, fn, top_k=1)
@@ -226,12 +178,12 @@ def macro_average(score: Tensor, tp: Tensor, fp: Tensor, fn: Tensor, top_k: int)
 
 
 def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Tensor | None]:
-    """Normalize as torchmetrics' ``_confusion_matrix_reduce``, without host reads; also return its NaN count.
+    """Torchmetrics' ``_confusion_matrix_reduce`` without host reads: 0/0 entries become 0; also their mask.
 
     Example:
-        >>> normalize_confmat(torch.tensor([[2, 0], [0, 0]]), "true")
-        (tensor([[1., 0.],
-                [0., 0.]]), tensor(2))
+        >>> normalize_confmat(torch.tensor([[2, 0], [0, 0]]), "true")[0]
+        tensor([[1., 0.],
+                [0., 0.]])
     """
     if normalize is None or normalize == "none":
         return confmat, None
@@ -240,7 +192,7 @@ def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Te
         confmat = confmat / confmat.sum(dim=-1, keepdim=True)
     elif normalize == "pred":
         confmat = confmat / confmat.sum(dim=-2, keepdim=True)
-    else:
+    elif normalize == "all":
         confmat = confmat / confmat.sum(dim=[-2, -1], keepdim=True)
     nans = torch.isnan(confmat)
-    return confmat.masked_fill(nans, 0), nans.sum()
+    return confmat.masked_fill(nans, 0), nans

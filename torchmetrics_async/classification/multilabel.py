@@ -1,19 +1,9 @@
 """Sync-free multilabel classification metrics with torchmetrics' names, arguments and values.
 
-The same kernels as :mod:`torchmetrics_async.classification.binary`, per label: statistics from sums of boolean
-conditions over the sample (and extra) dimensions, logit detection as a ``torch.where`` on the device, ignored targets
-masked with ``masked_fill``, confusion-matrix bins added with ``scatter_add_``, value checks deferred to ``compute()``.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.classification.multilabel import MultilabelF1Score
-    >>> metric = MultilabelF1Score(num_labels=3, average=None)
-    >>> metric.update(torch.tensor([[0.9, 0.1, 0.8], [0.2, 0.7, 0.4]]), torch.tensor([[1, 0, 1], [0, 0, 1]]))
-    >>> metric.compute()
-    tensor([1.0000, 0.0000, 0.6667])
+The kernels of :mod:`torchmetrics_async.classification.binary`, per label.
 """
 
-from typing import Any, Literal, Optional
+from typing import Any
 
 import torch
 import torchmetrics.classification as tm
@@ -27,7 +17,7 @@ from torchmetrics_async.classification.binary import (
     CodedCounts,
     coded_counts,
     coded_fast_path,
-    normalize_confmat,
+    mask_ignored,
     not_binary,
     outcomes,
     probs_to_labels,
@@ -35,6 +25,7 @@ from torchmetrics_async.classification.binary import (
     targets_outside,
     zero_one_checks,
 )
+from torchmetrics_async.classification.multiclass_kernels import normalize_confmat
 from torchmetrics_async.classification.shapes import check_multilabel_shapes
 
 __all__ = [
@@ -51,11 +42,8 @@ __all__ = [
     "MultilabelStatScores",
 ]
 
-Average = Optional[Literal["micro", "macro", "weighted", "none"]]
 
-
-# The multilabel tensor validation (shapes eager, values deferred: torchmetrics' order and messages), as functions of
-# the metric that the three multilabel bases share (functions, not one more base class in their MRO).
+# Shared by the three multilabel bases as functions of the metric (not one more base class in their MRO).
 def _multilabel_checks(metric: Any) -> dict[str, str]:
     return zero_one_checks(metric, quoted_preds=False)
 
@@ -70,16 +58,12 @@ def _labels(metric: Any, preds: Tensor, violations: dict[str, Tensor]) -> Tensor
 
 
 def _format(metric: Any, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
-    """Input format as in torchmetrics (shapes checked), without syncs: labels, ``(N, C, -1)``, ignored -> -1."""
+    """Input format as in torchmetrics, without syncs: labels, ``(N, C, -1)``, ignored targets -1."""
     violations: dict[str, Tensor] = {}
     preds = _labels(metric, preds, violations)
     preds = preds.reshape(*preds.shape[:2], -1)
     target = target.reshape(*target.shape[:2], -1)
-    ignored = None
-    if metric.ignore_index is not None:
-        ignored = target == metric.ignore_index
-        # torchmetrics writes -1 through a boolean index; masked_fill casts -1 to target's dtype the same way.
-        target = target.masked_fill(ignored, -1)
+    target, ignored = mask_ignored(target, metric.ignore_index)
     return preds, target, ignored, violations
 
 
@@ -110,10 +94,7 @@ class _SyncFreeMultilabelStatScores(CodedCounts):
         violations: dict[str, Tensor] = {}
         validate = self.validate_args
         preds = _labels(self, preds, violations)
-        ignored = None
-        if self.ignore_index is not None:
-            ignored = target == self.ignore_index
-            target = target.masked_fill(ignored, -1)
+        target, ignored = mask_ignored(target, self.ignore_index)
         bins = self.__dict__[CODE_BINS][preds.ndim, False]
         exact = not validate or target.dtype != torch.int64
         counts = coded_counts(preds, target, bins, exact, dims=(0,) if preds.ndim == 2 else (0, 2))
@@ -183,16 +164,7 @@ class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
 
     @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """As torchmetrics' ``forward``: accumulate the batch and return the metric on it alone.
-
-        Returns:
-            The exact match of this batch.
-
-        Example:
-            >>> import torch
-            >>> MultilabelExactMatch(num_labels=2)(torch.tensor([[1, 0], [1, 1]]), torch.tensor([[1, 0], [0, 1]]))
-            tensor(0.5000)
-        """
+        """As torchmetrics' ``forward``, marked so that ``_merge_stats`` merges the samplewise total as forward does."""
         self.__dict__["_in_forward"] = True
         try:
             return super().forward(*args, **kwargs)
@@ -260,5 +232,5 @@ class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
         return self._reduce(stats[0][0].to(self.confmat.dtype))  # the state dtype, as torchmetrics
 
     def _reduce(self, confmat: Tensor) -> Tensor:
-        """A matrix's value: normalized (the metrics derived from the confusion matrix reduce it instead)."""
-        return normalize_confmat(confmat, self.normalize)
+        """A matrix's value (the metrics derived from the confusion matrix reduce it their way)."""
+        return normalize_confmat(confmat, self.normalize)[0]

@@ -1,20 +1,9 @@
-"""Sync-free input format of the classification metrics that keep scores (probabilities or logits), not labels.
+"""Sync-free input format of the classification metrics that keep scores, not labels (calibration error, hinge loss).
 
-``CalibrationError`` and ``HingeLoss`` format their inputs as torchmetrics' confusion matrices do with
-``convert_to_labels=False``: flatten (multiclass: one row of scores per entry), drop ``ignore_index`` entries with a
-boolean mask (a host sync: the shape depends on the data), then ``normalize_logits_if_needed``, whose CPU branch reads
-``torch.all(...)`` on the host. Their tensor validations count unique target values (``torch.unique``, another read).
-Here ignored entries stay in place beside a ``keep`` mask (the metrics weight them out), the logit decision is a
-``torch.where`` on the device over the kept entries, and the target check is recorded as a deferred check (see
-:mod:`~torchmetrics_async.deferred`). Shape and dtype errors stay eager, with torchmetrics' messages.
-
-Example:
-    >>> import torch
-    >>> normalize_logits(torch.tensor([0.2, 3.0]), "sigmoid", keep=torch.tensor([True, False]))
-    tensor([0.2000, 3.0000])
+torchmetrics drops ``ignore_index`` entries with a boolean mask (a data-dependent shape) and decides logits on the
+host; here ignored entries stay beside a ``keep`` mask (weighted out), the logit decision is a ``torch.where`` over the
+kept entries, and the target check is deferred. Shape and dtype errors stay eager, with torchmetrics' messages.
 """
-
-from typing import Literal
 
 import torch
 from torch import Tensor
@@ -27,36 +16,11 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.batch_stats import SyncFreeBatchStats
 from torchmetrics_async.classification.binary import INVALID_TARGET, not_binary
+from torchmetrics_async.classification.curve_kernels import normalize_scores
 from torchmetrics_async.classification.multiclass_kernels import outside
 from torchmetrics_async.classification.shapes import check_binary_shapes, check_multiclass_shapes
 
-__all__ = ["BinaryScores", "MulticlassScores", "Scores", "normalize_logits"]
-
-
-def normalize_logits(preds: Tensor, normalization: Literal["sigmoid", "softmax"], keep: Tensor | None = None) -> Tensor:
-    """The ``normalize_logits_if_needed`` of torchmetrics, decided on the device: any kept score outside [0, 1]?
-
-    As in torchmetrics' CPU branch, NaN counts as outside [0, 1] (on every device).
-
-    Args:
-        preds: scores, ``(M,)`` for ``"sigmoid"``, ``(M, C)`` for ``"softmax"`` (over dimension 1).
-        normalization: ``"sigmoid"`` or ``"softmax"``.
-        keep: ``(M,)``, the entries torchmetrics would keep (the others do not take part in the decision).
-
-    Returns:
-        The scores, normalized or as they were.
-
-    Example:
-        >>> normalize_logits(torch.tensor([[2.0, 0.0], [0.5, 0.5]]), "softmax")
-        tensor([[0.8808, 0.1192],
-                [0.5000, 0.5000]])
-    """
-    # Outside [0, 1] iff clamping changes the value; NaN != NaN, so a NaN counts as outside too.
-    out = preds.clamp(0, 1) != preds
-    if keep is not None:
-        out = out & (keep if out.ndim == keep.ndim else keep.unsqueeze(1))
-    normalized = preds.sigmoid() if normalization == "sigmoid" else torch.softmax(preds, dim=1)
-    return torch.where(out.any(), normalized, preds)
+__all__ = ["BinaryScores", "MulticlassScores", "Scores"]
 
 
 class Scores:
@@ -87,7 +51,7 @@ class BinaryScores(SyncFreeBatchStats):
             keep = torch.logical_not(ignored)
         violations = {INVALID_TARGET: not_binary(target, ignored)} if INVALID_TARGET in self._defaults else {}
         if preds.is_floating_point():
-            preds = normalize_logits(preds, "sigmoid", keep)
+            preds = normalize_scores(preds, "sigmoid", keep)
         return Scores(preds, target, keep, violations)
 
 
@@ -110,4 +74,5 @@ class MulticlassScores(SyncFreeBatchStats):
         violations: dict[str, Tensor] = {}
         if INVALID_TARGET in self._defaults:
             violations[INVALID_TARGET] = outside(target, None, self.num_classes, keep)
-        return Scores(normalize_logits(preds, "softmax", keep), target, keep, violations)
+        rows = None if keep is None else keep.unsqueeze(1)
+        return Scores(normalize_scores(preds, "softmax", rows), target, keep, violations)

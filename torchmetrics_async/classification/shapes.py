@@ -1,23 +1,8 @@
-"""The shape checks of the classification metrics: one per task, run at the door of every ``update`` and ``forward``.
+"""The shape checks of the classification metrics, one per task, run by every ``update`` and ``forward``.
 
-torchmetrics checks shapes in its ``_*_tensor_validation``, only with ``validate_args=True``, and its multiclass
-validation never compares the batch sizes of scores ``(N, C, ...)`` and labels ``(M, ...)``: mismatched batches then
-fail in a kernel with a message about its internals, or broadcast silently (scores ``(1, C)`` against ``(4,)``
-labels) into a wrong number. A shape is metadata, so checking it costs no host sync: here how ``preds`` and ``target``
-fit together is checked always, whatever ``validate_args``; the checks against the metric's arguments (``num_classes``,
-``multidim_average``) and the dtypes stay behind ``validate_args``, as in torchmetrics. The messages are torchmetrics'
-own, raised with torchmetrics' exception types: ``ValueError`` for multiclass inputs, and for binary and multilabel
-inputs of different shapes a :class:`~torchmetrics_async.errors.ShapeMismatchError`, both torchmetrics'
-``RuntimeError`` (``_check_same_shape``) and a ``ValueError``.
-
-Example:
-    >>> import torch
-    >>> try:
-    ...     check_multiclass_shapes(torch.rand(4, 3), torch.tensor([0]), 3, "global", validate_args=True)
-    ... except ValueError as err:
-    ...     print(err)
-    If `preds` have one dimension more than `target`, the shape of `preds` should be (N, C, ...), and the shape of \
-`target` should be (N, ...). Got `preds` with shape=torch.Size([4, 3]) and `target` with shape=torch.Size([1]).
+Shapes are metadata, so how ``preds`` and ``target`` fit together (batch size included, which torchmetrics' multiclass
+validation never compares: mismatches broadcast into wrong numbers) is checked always; checks against the metric's
+arguments stay behind ``validate_args``. Messages and exception types are torchmetrics' own.
 """
 
 from torch import Tensor
@@ -50,17 +35,7 @@ def _shapes(preds: Tensor, target: Tensor) -> str:
 
 
 def check_binary_shapes(preds: Tensor, target: Tensor, samplewise: bool, validate_args: bool) -> None:
-    """Binary inputs: ``preds`` and ``target`` of one shape (always); at least 2-D for ``samplewise`` (validated).
-
-    Args:
-        preds: the predictions.
-        target: the targets.
-        samplewise: ``multidim_average="samplewise"``.
-        validate_args: the metric's ``validate_args``.
-
-    Raises:
-        ShapeMismatchError: for different shapes (torchmetrics' ``_check_same_shape`` message; a ``RuntimeError``).
-        ValueError: for 1-D ``samplewise`` inputs, under ``validate_args``.
+    """Binary inputs: one shape (always); at least 2-D for ``samplewise`` (under ``validate_args``).
 
     Example:
         >>> import torch
@@ -75,31 +50,11 @@ def check_binary_shapes(preds: Tensor, target: Tensor, samplewise: bool, validat
 def check_multilabel_shapes(
     preds: Tensor, target: Tensor, num_labels: int, samplewise: bool, validate_args: bool
 ) -> None:
-    """Multilabel inputs: one shape ``(N, L, ...)``, ``L = num_labels`` (always); 3-D for ``samplewise`` (validated).
-
-    The labels are the states' dimension: any other ``L`` makes torchmetrics fail or broadcast the batch's counts over
-    every label, so it is checked always.
-
-    Args:
-        preds: the predictions.
-        target: the targets.
-        num_labels: the metric's ``num_labels``.
-        samplewise: ``multidim_average="samplewise"``.
-        validate_args: the metric's ``validate_args``.
-
-    Raises:
-        ShapeMismatchError: for different shapes (torchmetrics' ``_check_same_shape`` message; a ``RuntimeError``).
-        IndexError: for inputs of fewer than 2 dimensions (as torchmetrics' validation).
-        ValueError: for ``preds.shape[1] != num_labels``, and for ``samplewise`` inputs of fewer than 3 dimensions under
-            ``validate_args`` (torchmetrics' messages).
+    """Multilabel inputs: one shape ``(N, num_labels, ...)`` (always); 3-D for ``samplewise`` (under ``validate_args``).
 
     Example:
         >>> import torch
-        >>> try:
-        ...     check_multilabel_shapes(torch.rand(4, 1), torch.ones(4, 1), 3, samplewise=False, validate_args=False)
-        ... except ValueError as err:
-        ...     print(err.args[0].split(" but ")[1])
-        got 1 and expected 3
+        >>> check_multilabel_shapes(torch.rand(4, 3), torch.ones(4, 3), 3, samplewise=False, validate_args=False)
     """
     if preds.shape != target.shape:
         check_same_shape(preds, target)
@@ -121,29 +76,11 @@ def check_multiclass_shapes(
 ) -> None:
     """Multiclass inputs: labels ``(N, ...)`` and ``(N, ...)``, or scores ``(N, C, ...)`` and labels ``(N, ...)``.
 
-    Under ``validate_args`` torchmetrics' tensor validation runs first without its value checks (same errors, same
-    order: float scores, ``C = num_classes``, ``samplewise`` dimensions); then, always, how the two fit together, batch
-    size included.
-
-    Args:
-        preds: the predictions.
-        target: the targets.
-        num_classes: the metric's ``num_classes``.
-        multidim_average: the metric's ``multidim_average``.
-        validate_args: the metric's ``validate_args``.
-        confusion_matrix: word the validated errors as ``MulticlassConfusionMatrix`` does.
-
-    Raises:
-        ValueError: for shapes that do not fit, with torchmetrics' message.
+    Under ``validate_args`` torchmetrics' tensor validation runs first (same errors, same order), then, always, ours.
 
     Example:
         >>> import torch
         >>> check_multiclass_shapes(torch.rand(4, 3, 2), torch.zeros(4, 2), None, "global", validate_args=False)
-        >>> try:
-        ...     check_multiclass_shapes(torch.rand(4, 2), torch.tensor([0, 1, 2, 0]), 3, "global", validate_args=True)
-        ... except ValueError as err:
-        ...     print(err)
-        If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes.
     """
     extra_dim = preds.ndim == target.ndim + 1
     if validate_args:

@@ -1,19 +1,8 @@
 """Task wrappers (``Accuracy(task=...)``, ...) that return the accelerated task metric.
 
-Each wrapper subclasses the torchmetrics wrapper of the same name, whose ``__new__`` returns a task-specific instance
-(``BinaryAccuracy``, ``MulticlassAccuracy``, ``MultilabelAccuracy``). Ours runs that same ``__new__`` (torchmetrics'
-own argument handling and errors) with the task classes it names resolved to the accelerated ones, so the task metric is
-constructed exactly as direct construction does it, with every argument. (Building torchmetrics' instance and
-converting it would lose what torchmetrics' constructors drop: ``BinaryAUROC`` keeps no trace of ``validate_args``.)
-Under :func:`torchmetrics_async.patch` torchmetrics' wrappers do the same: they look the task classes up in their
-module's globals, which ``patch()`` rebinds.
-
-Example:
-    >>> import torchmetrics
-    >>> from torchmetrics_async.classification.tasks import Accuracy
-    >>> metric = Accuracy(task="binary")
-    >>> type(metric).__module__, isinstance(metric, torchmetrics.classification.BinaryAccuracy)
-    ('torchmetrics_async.classification.binary', True)
+Each runs the torchmetrics wrapper's own ``__new__`` with the task classes it names resolved to the accelerated ones,
+so the task metric is built as direct construction builds it, with every argument (converting torchmetrics' instance
+would lose what its constructors drop, e.g. ``BinaryAUROC``'s ``validate_args``).
 """
 
 import inspect
@@ -57,10 +46,7 @@ __all__ = [
 
 
 def _building_accelerated(new: Callable) -> Callable:
-    """The torchmetrics wrapper's ``__new__``, with the registered task classes it names resolved to ours.
-
-    Resolved at each call, against the registry as it is then (a class registered later is found too).
-    """
+    """The torchmetrics wrapper's ``__new__``, its registered task classes resolved to ours (at each call)."""
     names = {
         name: _REGISTRY.get(value, value) if isinstance(value, type) else value
         for name, value in new.__globals__.items()

@@ -1,18 +1,4 @@
-"""Sync-free regression metrics with torchmetrics' names: ``from torchmetrics_async.regression import R2Score``.
-
-One module per concept: :mod:`~torchmetrics_async.regression.errors` (mean errors, one-pass ``forward``),
-:mod:`~torchmetrics_async.regression.moments` (R2, explained variance, Pearson, Concordance: sync-free batch values;
-NRMSE), :mod:`~torchmetrics_async.regression.divergence` (KL, Jensen-Shannon),
-:mod:`~torchmetrics_async.regression.tweedie` (deferred domain checks),
-:mod:`~torchmetrics_async.regression.stored_inputs` (list states: cosine similarity, Spearman, Kendall), on the bases
-:mod:`~torchmetrics_async.regression.sums` and :mod:`~torchmetrics_async.regression.lean`.
-
-Example:
-    >>> import torch, torchmetrics
-    >>> from torchmetrics_async.regression import R2Score
-    >>> isinstance(R2Score(), torchmetrics.regression.R2Score)
-    True
-"""
+"""Sync-free regression metrics with torchmetrics' names: ``from torchmetrics_async.regression import R2Score``."""
 
 from torchmetrics_async.regression.divergence import JensenShannonDivergence, KLDivergence
 from torchmetrics_async.regression.errors import (

@@ -1,15 +1,4 @@
-"""Sync-free KL and Jensen-Shannon divergences with torchmetrics' names, arguments and values.
-
-torchmetrics computes ``x * log(y)`` with ``_safe_xlogy``, which zeroes the ``x == 0`` entries through a boolean-mask
-assignment (``res[x == 0] = 0.0``: a data-dependent shape, a host sync in every ``update``). :func:`safe_xlogy` writes
-the same zeros with ``masked_fill``; the rest is torchmetrics' ``_kld_update``/``_jsd_update`` as they are.
-
-Example:
-import torch
-    >>> from torchmetrics_async.regression import KLDivergence
-    >>> KLDivergence()(torch.tensor([[0.36, 0.48, 0.16]]), torch.tensor([[1 / 3, 1 / 3, 1 / 3]]))
-    tensor(0.0853)
-"""
+"""Sync-free KL and Jensen-Shannon divergences: torchmetrics' ``_safe_xlogy`` mask write done with ``masked_fill``."""
 
 from typing import ClassVar
 
@@ -27,15 +16,16 @@ __all__ = ["JensenShannonDivergence", "KLDivergence", "kl_divergence_measures", 
 _LOG_2 = torch.log(torch.tensor(2.0))
 
 
+def _checked_count(p: Tensor, q: Tensor) -> int:
+    """Torchmetrics' shape checks of two ``[N, d]`` distributions; ``N``."""
+    _check_same_shape(p, q)
+    if p.ndim != 2 or q.ndim != 2:
+        raise ValueError(f"Expected both p and q distribution to be 2D but got {p.ndim} and {q.ndim} respectively")
+    return p.shape[0]
+
+
 def safe_xlogy(x: Tensor, y: Tensor) -> Tensor:
     """``x * log(y)``, 0 where ``x == 0``: torchmetrics' ``_safe_xlogy`` without its boolean-mask assignment.
-
-    Args:
-        x: the factor.
-        y: the argument of the logarithm.
-
-    Returns:
-        The product, shaped like ``x * y``.
 
     Example:
         >>> safe_xlogy(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0]))
@@ -45,27 +35,13 @@ def safe_xlogy(x: Tensor, y: Tensor) -> Tensor:
 
 
 def kl_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, int]:
-    """Torchmetrics' ``_kld_update`` with :func:`safe_xlogy`: the divergence per observation and their count.
-
-    Args:
-        p: data distribution, ``[N, d]``.
-        q: prior or approximate distribution, ``[N, d]``.
-        log_prob: whether the inputs are log-probabilities (else probabilities, normalized first).
-
-    Returns:
-        ``(measures, N)``.
-
-    Raises:
-        ValueError: if the inputs are not 2-dimensional, with torchmetrics' message.
+    """Torchmetrics' ``_kld_update`` with :func:`safe_xlogy`: the divergence per observation ``[N, d]`` and ``N``.
 
     Example:
         >>> kl_divergence_measures(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]), log_prob=False)
         (tensor([0.]), 1)
     """
-    _check_same_shape(p, q)
-    if p.ndim != 2 or q.ndim != 2:
-        raise ValueError(f"Expected both p and q distribution to be 2D but got {p.ndim} and {q.ndim} respectively")
-    total = p.shape[0]
+    total = _checked_count(p, q)
     if log_prob:
         measures = torch.sum(p.exp() * (p - q), axis=-1)  # type: ignore[call-overload]
     else:
@@ -77,10 +53,7 @@ def kl_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor
 
 def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, int]:
     """Torchmetrics' ``_jsd_update`` on :func:`kl_divergence_measures`."""
-    _check_same_shape(p, q)
-    if p.ndim != 2 or q.ndim != 2:
-        raise ValueError(f"Expected both p and q distribution to be 2D but got {p.ndim} and {q.ndim} respectively")
-    total = p.shape[0]
+    total = _checked_count(p, q)
     if log_prob:
         mean = torch.logsumexp(torch.stack([p, q]), dim=0) - _LOG_2
     else:
@@ -112,16 +85,7 @@ class _SyncFreeDivergence(SyncFreeSums):
         return BatchStats((measures.sum(), total), {})
 
     def update(self, p: Tensor, q: Tensor) -> None:
-        """Accumulate a batch of distributions without a host sync.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async.regression import KLDivergence
-            >>> metric = KLDivergence()
-            >>> metric.update(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.9, 0.1]]))
-            >>> metric.measures, metric.total
-            (tensor(0.5108), tensor(1))
-        """
+        """Accumulate a batch of distributions without a host sync."""
         self._update_from_stats(p, q)
 
 

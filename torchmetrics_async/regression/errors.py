@@ -1,17 +1,7 @@
-"""Sync-free mean-error regression metrics with torchmetrics' names, arguments and values.
+"""Sync-free mean-error regression metrics: one-pass ``forward`` on :mod:`~torchmetrics_async.regression.sums`.
 
-Their torchmetrics ``update`` sums errors and counts observations without reading the device, except
-``LogCoshError``, which builds its count with ``torch.tensor(n, device=...)`` (a host-to-device copy on an
-accelerator); here the count stays a Python number added as a kernel argument. What they gain is the package's lean
-update, the one-pass ``forward`` (see :mod:`torchmetrics_async.regression.sums`), the in-place reset and the fused
-sync.
-
-Example:
-import torch
-    >>> from torchmetrics_async.regression import MeanAbsoluteError
-    >>> metric = MeanAbsoluteError()
-    >>> metric(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
-    tensor(0.5000)
+Their torchmetrics ``update`` is sync-free except ``LogCoshError``'s ``torch.tensor(n, device=...)`` count, here a
+Python number added as a kernel argument.
 """
 
 from typing import ClassVar
@@ -71,10 +61,9 @@ class MeanAbsoluteError(SyncFreeSums, tm.MeanAbsoluteError):
 
 
 def _mean_absolute_error_stats(preds: Tensor, target: Tensor, num_outputs: int) -> tuple[Tensor, int]:
-    """Torchmetrics' ``_mean_absolute_error_update`` without its ``x if x.is_floating_point else x.float()``.
+    """Torchmetrics' ``_mean_absolute_error_update`` without ``x if x.is_floating_point else x.float()``.
 
-    That test reads the bound method, which is always true, so torchmetrics never converts; Dynamo cannot take the
-    truth of a method (a graph break under ``torch.compile``), so this leaves the inputs as they are, as it does.
+    That test reads a bound method (always true: never converts), which Dynamo cannot take the truth of.
     """
     _check_same_shape(preds, target)
     if num_outputs == 1:
@@ -143,7 +132,7 @@ class MinkowskiDistance(SyncFreeSums, tm.MinkowskiDistance):
         return BatchStats((_minkowski_distance_update(preds, targets, self.p),), {})
 
     def update(self, preds: Tensor, targets: Tensor) -> None:  # torchmetrics names the second argument `targets`
-        """Accumulate a batch without a host sync (see ``torchmetrics.regression.MinkowskiDistance``)."""
+        """Accumulate a batch without a host sync."""
         self._update_from_stats(preds, targets)
 
 

@@ -1,29 +1,8 @@
-"""Sync-free moment-based regression metrics: R2Score, ExplainedVariance, PearsonCorrCoef, ConcordanceCorrCoef.
+"""Sync-free R2Score, ExplainedVariance, PearsonCorrCoef, ConcordanceCorrCoef, NormalizedRootMeanSquaredError.
 
-Their torchmetrics ``update`` is sync-free; their ``compute`` is not, and torchmetrics' ``forward`` runs ``compute`` on
-every batch: ``if num_obs < 2`` and the adjusted-R2 branches read the count, masked assignments
-(``raw_scores[cond] = ...``, ``output_scores[valid_score] = ...``, ``corrcoef[valid_mask] = ...``) have
-data-dependent shapes, and Pearson/Concordance read ``if (var_x < bound).any() ...`` to warn about a near-zero
-variance and ``if valid_mask.any()`` before clamping: 4 to 10 host syncs per ``forward()``.
-
-Here ``forward`` reduces the batch once and computes the batch value with the same arithmetic, written without host
-reads (``torch.where`` instead of masked assignments; the count is the batch size, a Python int, so the R2 checks and
-warnings stay eager and exact). ``compute()`` runs torchmetrics' own code, its host reads and its near-zero-variance
-warning included: the one warning check that remains, read where ``compute()`` may read the host. ``forward()`` does
-not give that warning for a degenerate batch (its value, NaN, is the same).
-
-Pearson and Concordance keep torchmetrics' running moments (``mean_x, mean_y, max_abs_dev_x, max_abs_dev_y, var_x,
-var_y, corr_xy, n_total``, reduced with ``dist_reduce_fx=None``): ``update`` is torchmetrics'
-``_pearson_corrcoef_update`` written into the states in place, and states gathered from several processes or merged
-with ``merge_state`` are stacked and combined by torchmetrics' ``_final_aggregation`` (the parallel-moments formula) in
-``compute()``, as in torchmetrics.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.regression import PearsonCorrCoef
-    >>> metric = PearsonCorrCoef()
-    >>> metric(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
-    tensor(0.9849)
+torchmetrics' ``forward`` runs ``compute`` on every batch, with 4 to 10 host reads (count checks, masked assignments,
+Pearson's near-zero-variance warning). Here the batch value is the same arithmetic with ``torch.where`` and the count
+a Python int; ``compute()`` keeps torchmetrics' code, reads and warning.
 """
 
 import math
@@ -85,26 +64,7 @@ def r2_value(
     adjusted: int = 0,
     multioutput: str = "uniform_average",
 ) -> Tensor:
-    """Torchmetrics' ``_r2_score_compute`` without host reads: the same arithmetic, ``torch.where`` for the masks.
-
-    With ``num_obs`` a Python int (the batch size, in ``forward``) the checks and warnings are torchmetrics' own. With
-    a tensor (states inside the generic ``forward`` of an overriding subclass) they would need a host read: the value
-    is NaN where torchmetrics raises (fewer than two samples), the adjusted score falls back to the plain one where
-    torchmetrics warns, and nothing is raised or warned.
-
-    Args:
-        sum_squared_obs: sum of squared targets.
-        sum_obs: sum of targets.
-        rss: residual sum of squares.
-        num_obs: number of observations.
-        adjusted: number of independent regressors.
-        multioutput: ``"raw_values"``, ``"uniform_average"`` or ``"variance_weighted"``.
-
-    Returns:
-        The R2 score, as torchmetrics computes it.
-
-    Raises:
-        ValueError: for fewer than two samples (``num_obs`` an int), as torchmetrics.
+    """Torchmetrics' ``_r2_score_compute`` with ``torch.where`` for masks; ``num_obs`` a tensor: NaN where it raises.
 
     Example:
         >>> r2_value(torch.tensor(5.0), torch.tensor(3.0), torch.tensor(0.5), 2)
@@ -145,17 +105,6 @@ def explained_variance_value(
 ) -> Tensor:
     """Torchmetrics' ``_explained_variance_compute`` with ``torch.where`` instead of its masked assignments.
 
-    Args:
-        num_obs: number of observations.
-        sum_error: sum of ``target - preds``.
-        sum_squared_error: sum of their squares.
-        sum_target: sum of targets.
-        sum_squared_target: sum of squared targets.
-        multioutput: ``"raw_values"``, ``"uniform_average"`` or ``"variance_weighted"``.
-
-    Returns:
-        The explained variance, as torchmetrics computes it.
-
     Example:
         >>> explained_variance_value(2, torch.tensor(0.0), torch.tensor(0.5), torch.tensor(2.0), torch.tensor(4.0))
         tensor(0.7500)
@@ -177,21 +126,6 @@ def pearson_value(
     max_abs_dev_x: Tensor, max_abs_dev_y: Tensor, var_x: Tensor, var_y: Tensor, corr_xy: Tensor, nb: Tensor
 ) -> Tensor:
     """Torchmetrics' ``_pearson_corrcoef_compute`` without its host reads (and so without its warning).
-
-    torchmetrics reads ``(var_x < bound).any() or ...`` to warn that a near-zero variance makes the coefficient NaN,
-    and ``valid_mask.any()`` before a masked assignment and a clamp; here the same elementwise arithmetic runs on all
-    entries and ``torch.where`` keeps the valid ones (clamping NaN leaves it NaN, so the clamp needs no test).
-
-    Args:
-        max_abs_dev_x: maximum absolute deviation of the predictions.
-        max_abs_dev_y: maximum absolute deviation of the targets.
-        var_x: running sum of squared deviations of the predictions.
-        var_y: running sum of squared deviations of the targets.
-        corr_xy: running sum of products of deviations.
-        nb: number of observations.
-
-    Returns:
-        The correlation coefficient, as torchmetrics computes it.
 
     Example:
         >>> ones = torch.ones(1)
@@ -252,18 +186,7 @@ class R2Score(SyncFreeSums, tm.R2Score):
         return r2_value(sum_squared_obs, sum_obs, rss, stats[0][3], self.adjusted, self.multioutput)
 
     def compute(self) -> Tensor:
-        """Torchmetrics' R2 score of the states (inside an overriding subclass's ``forward``: without host reads).
-
-        Returns:
-            The R2 score.
-
-        Example:
-            >>> import torch
-            >>> metric = R2Score()
-            >>> metric.update(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
-            >>> metric.compute()
-            tensor(0.9486)
-        """
+        """Torchmetrics' R2 score of the states (inside an overriding subclass's ``forward``: without host reads)."""
         if _in_batch_forward(self):
             states = (self.sum_squared_error, self.sum_error, self.residual, self.total)
             return r2_value(*states, self.adjusted, self.multioutput)
@@ -283,18 +206,7 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
         return explained_variance_value(*self._batch_states(stats[0]), self.multioutput)
 
     def compute(self) -> Tensor:
-        """Torchmetrics' explained variance of the states (inside an overriding subclass's ``forward``: no host read).
-
-        Returns:
-            The explained variance.
-
-        Example:
-            >>> import torch
-            >>> metric = ExplainedVariance()
-            >>> metric.update(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
-            >>> metric.compute()
-            tensor(0.9572)
-        """
+        """Torchmetrics' explained variance (inside an overriding subclass's ``forward``: no host read)."""
         if _in_batch_forward(self):
             states = (self.num_obs, self.sum_error, self.sum_squared_error, self.sum_target, self.sum_squared_target)
             return explained_variance_value(*states, self.multioutput)
@@ -302,25 +214,12 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
 
 
 class _SyncFreeMoments(SyncFreeBatchStats):
-    """torchmetrics' running moments updated in place; the batch value from the batch's own moments, no host read.
-
-    The batch statistics are the moments of the batch alone (what torchmetrics' ``forward`` computes after its
-    ``reset()``) plus the inputs, which ``_merge_stats`` folds into the running moments with torchmetrics' own update.
-    """
+    """Torchmetrics' running moments updated in place; the batch value from the batch's own moments, no host read."""
 
     _stat_states = MOMENTS
 
     def update(self, preds: Tensor, target: Tensor) -> None:
-        """Fold a batch into the running moments (torchmetrics' update, written in place), without a host sync.
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async.regression import PearsonCorrCoef
-            >>> metric = PearsonCorrCoef()
-            >>> metric.update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 3.0]))
-            >>> metric.mean_x, metric.mean_y, metric.n_total
-            (tensor([1.5000]), tensor([2.]), tensor([2.]))
-        """
+        """Fold a batch into the running moments (torchmetrics' update, written in place), without a host sync."""
         self._fold(preds, target)
 
     def _fold(self, preds: Tensor, target: Tensor) -> None:
@@ -342,7 +241,7 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         return self._value(stats[0][2])
 
     def _value(self, moments: tuple[Tensor, ...]) -> Tensor:
-        """Torchmetrics' ``compute`` on ``moments`` (stacked ones aggregated first), the final step without reads."""
+        """Torchmetrics' ``compute`` on ``moments`` (stacked ones aggregated first), without reads."""
         mean_x = moments[0]
         if (self.num_outputs == 1 and mean_x.numel() > 1) or (self.num_outputs > 1 and mean_x.ndim > 1):
             moments = _final_aggregation(*moments)
@@ -352,19 +251,7 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         raise NotImplementedError
 
     def compute(self) -> Tensor:
-        """Torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read).
-
-        Returns:
-            The coefficient (one per output).
-
-        Example:
-            >>> import torch
-            >>> from torchmetrics_async.regression import PearsonCorrCoef
-            >>> metric = PearsonCorrCoef()
-            >>> metric.update(torch.tensor([2.5, 0.0, 2.0, 8.0]), torch.tensor([3.0, -0.5, 2.0, 7.0]))
-            >>> metric.compute()
-            tensor(0.9849)
-        """
+        """Torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read)."""
         if _in_batch_forward(self):
             return self._value(tuple(getattr(self, name) for name in MOMENTS))
         return super().compute()
@@ -390,19 +277,7 @@ class NormalizedRootMeanSquaredError(SyncFreeLean, tm.NormalizedRootMeanSquaredE
     """No host sync in ``update()`` or ``forward()``."""
 
     def update(self, preds: Tensor, target: Tensor) -> None:
-        """Torchmetrics' ``update``, with the extrema and mean it reassigns written through :func:`assign_state`.
-
-        torchmetrics binds new tensors to ``min_val``, ``max_val`` and ``mean_val`` at every update; kept in place, the
-        states keep their addresses, and compiled code does not recompile on a state it no longer owns.
-
-        Example:
-            >>> import torch
-            >>> metric = NormalizedRootMeanSquaredError()
-            >>> before = metric.max_val
-            >>> metric.update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 3.0]))
-            >>> metric.max_val is before, metric.max_val
-            (True, tensor([3.]))
-        """
+        """Torchmetrics' ``update``, the states it rebinds kept in place: compiled code need not recompile."""
         sum_squared_error, num_obs = _mean_squared_error_update(preds, target, self.num_outputs)
         self.sum_squared_error += sum_squared_error
         target = target.view(-1) if self.num_outputs == 1 else target

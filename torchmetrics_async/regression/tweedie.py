@@ -1,19 +1,4 @@
-"""Sync-free ``TweedieDevianceScore``: the domain checks of ``preds``/``targets`` deferred to ``compute()``.
-
-torchmetrics checks the inputs against the power's domain in every ``update`` (``if torch.any(preds <= 0) or
-torch.any(targets < 0): raise ValueError``: two host reads) and builds the count with ``torch.tensor(n,
-device=...)`` (a host-to-device copy on an accelerator). Here the check is recorded on the device and ``compute()``
-(or ``reset()``) raises ``RuntimeError`` with torchmetrics' message (see
-:mod:`~torchmetrics_async.deferred`); ``forward()`` returns NaN for a batch outside the domain. The
-count is a Python int added as a kernel argument. The deviance itself is torchmetrics' arithmetic, unchanged.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async.regression import TweedieDevianceScore
-    >>> metric = TweedieDevianceScore(power=2)
-    >>> metric(torch.tensor([4.0, 3.0, 2.0, 1.0]), torch.tensor([1.0, 2.0, 3.0, 4.0]))
-    tensor(1.2083)
-"""
+"""Sync-free ``TweedieDevianceScore``: the domain checks deferred to ``compute()``, the count a Python int."""
 
 import torch
 import torchmetrics.regression as tm
@@ -31,15 +16,7 @@ OUTSIDE_DOMAIN = "outside_domain"
 
 
 def outside_domain(preds: Tensor, targets: Tensor, power: float) -> Tensor | None:
-    """0-dim bool on the device: some input lies outside the power's domain (torchmetrics' conditions, no read).
-
-    Args:
-        preds: predictions.
-        targets: targets.
-        power: the metric's power.
-
-    Returns:
-        The flag, or ``None`` for ``power=0`` (no domain restriction).
+    """0-dim bool: some input lies outside the power's domain (torchmetrics' conditions, no read); ``None`` for power 0.
 
     Example:
         >>> outside_domain(torch.tensor([1.0, -1.0]), torch.tensor([1.0, 1.0]), power=2)
@@ -56,7 +33,7 @@ def outside_domain(preds: Tensor, targets: Tensor, power: float) -> Tensor | Non
 
 
 def _deviance(preds: Tensor, targets: Tensor, power: float) -> Tensor:
-    """Torchmetrics' deviance per element, its checks left out (see :func:`outside_domain`)."""
+    """Torchmetrics' deviance per element, without its checks."""
     if power == 0:
         return torch.pow(targets - preds, exponent=2)
     if power == 1:
@@ -87,13 +64,5 @@ class TweedieDevianceScore(SyncFreeSums, tm.TweedieDevianceScore):
         return BatchStats((torch.sum(deviance), deviance.numel()), violations)
 
     def update(self, preds: Tensor, targets: Tensor) -> None:
-        """Accumulate a batch without a host sync; inputs outside the domain are reported by ``compute()``.
-
-        Example:
-            >>> import torch
-            >>> metric = TweedieDevianceScore(power=1.5)
-            >>> metric.update(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
-            >>> metric.sum_deviance_score, metric.num_observations
-            (tensor(5.6569), tensor(2))
-        """
+        """Accumulate a batch without a host sync; inputs outside the domain are reported by ``compute()``."""
         self._update_from_stats(preds, targets)
