@@ -21,7 +21,10 @@ from torchmetrics.functional.classification.average_precision import (
 )
 from torchmetrics.functional.classification.calibration_error import _ce_compute
 from torchmetrics.functional.classification.cohen_kappa import _cohen_kappa_reduce
-from torchmetrics.functional.classification.confusion_matrix import _multiclass_confusion_matrix_format
+from torchmetrics.functional.classification.confusion_matrix import (
+    _confusion_matrix_reduce,
+    _multiclass_confusion_matrix_format,
+)
 from torchmetrics.functional.classification.f_beta import _fbeta_reduce
 from torchmetrics.functional.classification.hamming import _hamming_distance_reduce
 from torchmetrics.functional.classification.jaccard import _jaccard_index_reduce

@@ -209,3 +209,22 @@ def test_multiclass_jaccard_with_absent_classes(average: Any, ignore_index: Any,
         for kind in ("forward", "update", "forward")
     ]
     assert run_pair("MulticlassJaccardIndex", kwargs, steps) == "ok"
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "inputs"),
+    [
+        ("BinaryConfusionMatrix", {}, (torch.rand(4), torch.tensor([0, 1, 1, 0]))),
+        ("MulticlassConfusionMatrix", {"num_classes": 3}, (torch.rand(4, 3), torch.tensor([0, 1, 2, 0]))),
+        ("MultilabelConfusionMatrix", {"num_labels": 3}, (torch.rand(4, 3), torch.tensor([[0, 1, 1]] * 4))),
+    ],
+)
+def test_unknown_normalize_without_validation_raises_as_torchmetrics(name: str, kwargs: dict, inputs: tuple) -> None:
+    """``validate_args=False`` skips the argument check; torchmetrics' reduction still raises (forward, compute)."""
+    kwargs = {**kwargs, "normalize": "bogus", "validate_args": False}
+    for cls in (getattr(tmc, name), getattr(tac, name)):
+        metric = cls(**kwargs)
+        with pytest.raises(ValueError, match="Argument `normalize` needs to one of the following"):
+            metric(*inputs)
+        with pytest.raises(ValueError, match="Argument `normalize` needs to one of the following"):
+            metric.compute()

@@ -8,7 +8,7 @@ from typing import Literal, Optional
 import torch
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import _safe_divide
+from torchmetrics_async._torchmetrics import _confusion_matrix_reduce, _safe_divide
 
 __all__ = [
     "as_index",
@@ -194,5 +194,7 @@ def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Te
         confmat = confmat / confmat.sum(dim=-2, keepdim=True)
     elif normalize == "all":
         confmat = confmat / confmat.sum(dim=[-2, -1], keepdim=True)
+    else:
+        _confusion_matrix_reduce(confmat, normalize)  # raises torchmetrics' error for a value it does not know
     nans = torch.isnan(confmat)
     return confmat.masked_fill(nans, 0), nans
