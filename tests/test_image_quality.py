@@ -5,7 +5,8 @@ import torch
 import torchmetrics.image as tmi
 
 from tests.parity import Step, run_side_by_side
-from torchmetrics_async import ShapeMismatchError, image_quality
+from torchmetrics_async import ShapeMismatchError
+from torchmetrics_async import image as image_quality
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 CASES = [

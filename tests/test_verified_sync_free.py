@@ -1,7 +1,7 @@
 """Sync-free as it is, verified: every class of ``VERIFIED_SYNC_FREE`` runs ``update()`` twice and ``forward()`` under
 ``no_host_sync()``, on CPU and on the meta device (which stands in for an accelerator: a host-to-device copy is
-reported there too). Every host-sync count of ``MEASURED_SYNCS`` is measured again here, and every torchmetrics class
-that is not accelerated has exactly one status and reason, so the coverage listing's numbers come from this file.
+reported there too). Every torchmetrics class that is not accelerated has exactly one status and reason, so
+the coverage listing's numbers come from this file.
 """
 
 import warnings
@@ -17,7 +17,6 @@ from tests.sync_free_examples import example_for_unaccelerated
 from torchmetrics_async import AsyncMetricCollector, accelerate
 from torchmetrics_async.coverage import (
     EXPLAINED,
-    MEASURED_SYNCS,
     NOT_SYNC_FREE,
     SYNC_FREE_AS_IS,
     VERIFIED_SYNC_FREE,
@@ -29,7 +28,6 @@ from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 DEVICES = ["cpu", "meta"]
 VERIFIED = sorted(VERIFIED_SYNC_FREE, key=lambda cls: (cls.__module__, cls.__name__))
-MEASURED = sorted(MEASURED_SYNCS, key=lambda cls: (cls.__module__, cls.__name__))
 
 
 def _name(cls: type) -> str:
@@ -69,38 +67,8 @@ def test_verified_class_in_an_accelerated_collection_is_collected_as_torchmetric
     assert_same(torch.tensor(got), reference.compute(), where=_name(cls))
 
 
-def _measure(cls: type) -> tuple[int, int]:
-    """Host syncs of one ``update()`` (after a first) and one ``forward()``: the most of CPU and the meta device.
-
-    A class whose ops have no meta kernel (``unique``, ``bincount``) or that reads a value on the host (``.item()``
-    cannot run on meta) is measured on CPU only; those ops are host syncs that CPU counts already.
-    """
-    counts = []
-    for device in DEVICES:
-        metric, inputs = _build(cls, device)
-        try:
-            metric.update(*inputs)
-            with count_host_syncs(record_events=False) as update:
-                metric.update(*inputs)
-            with count_host_syncs(record_events=False) as forward:
-                metric(*inputs)
-        except (NotImplementedError, RuntimeError):
-            if device == "cpu":
-                raise
-            continue
-        counts.append((update.total, forward.total))
-    return max(count[0] for count in counts), max(count[1] for count in counts)
-
-
-def test_measured_host_syncs_are_current() -> None:
-    measured = {cls: _measure(cls) for cls in MEASURED}
-    stale = {_name(cls): (MEASURED_SYNCS[cls], now) for cls, now in measured.items() if now != MEASURED_SYNCS[cls]}
-    assert not stale, f"MEASURED_SYNCS is stale (listed, measured): {stale}"
-    assert all(sum(counts) > 0 for counts in measured.values()), "a class that makes no host sync belongs in VERIFIED"
-
-
 def test_the_tables_hold_only_torchmetrics_classes_that_are_not_accelerated() -> None:
-    tables = (set(VERIFIED_SYNC_FREE), set(MEASURED_SYNCS), set(EXPLAINED))
+    tables = (set(VERIFIED_SYNC_FREE), set(EXPLAINED))
     assert not any(a & b for i, a in enumerate(tables) for b in tables[i + 1 :]), "a class in two tables"
     for table in tables:
         assert not table & set(registry()), "an accelerated class: take it out of the coverage tables"
@@ -113,7 +81,7 @@ def rows() -> list[CoverageRow]:
 
 
 def test_every_class_that_is_not_accelerated_has_a_status_and_a_reason(rows: list[CoverageRow]) -> None:
-    listed = set(VERIFIED_SYNC_FREE) | set(MEASURED_SYNCS) | set(EXPLAINED)
+    listed = set(VERIFIED_SYNC_FREE) | set(EXPLAINED)
     for row in rows:
         if row.accelerated:
             continue
@@ -125,8 +93,7 @@ def test_every_class_that_is_not_accelerated_has_a_status_and_a_reason(rows: lis
         assert row.status == NOT_SYNC_FREE
         if row.torchmetrics_class not in listed:  # only base classes, task wrappers and wrappers keep their reason
             assert row.reason.startswith(("a base class", "a task wrapper", "a wrapper")), row
-        syncs = row.torchmetrics_class in MEASURED_SYNCS or row.torchmetrics_class in _SYNC_ONCE
-        assert "not yet accelerated" not in row.reason or syncs, row
+        assert "not yet accelerated" not in row.reason, row
 
 
 # Listed in EXPLAINED: its first update() per process copies a cached table to the device (not measurable alike in every
@@ -144,10 +111,8 @@ def test_a_class_that_syncs_once_makes_no_host_sync_after_its_first_update(cls: 
         metric(*inputs)
 
 
-def test_the_reason_of_a_syncing_class_says_the_measured_numbers(rows: list[CoverageRow]) -> None:
+def test_the_reason_of_a_class_that_takes_strings_says_what_to_do(rows: list[CoverageRow]) -> None:
     by_class = {row.torchmetrics_class: row for row in rows}
-    measured, (update, forward) = next(iter(MEASURED_SYNCS.items()))  # any: families leave this table as accelerated
-    assert f"({update} host syncs per update(), {forward} per forward() measured)" in by_class[measured].reason
     assert by_class[torchmetrics.text.WordErrorRate].reason.startswith("takes strings")
     assert "keep it out of the training step" in by_class[torchmetrics.text.WordErrorRate].reason
 

@@ -21,12 +21,13 @@ from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 from torchmetrics_async.errors import ShapeMismatchError
-from torchmetrics_async.image import SpatialCorrelationCoefficient, VisualInformationFidelity
-from torchmetrics_async.image_quality import (
+from torchmetrics_async.image import (
     MultiScaleStructuralSimilarityIndexMeasure,
     PeakSignalNoiseRatioWithBlockedEffect,
     RelativeAverageSpectralError,
     RootMeanSquaredErrorUsingSlidingWindow,
+    SpatialCorrelationCoefficient,
+    VisualInformationFidelity,
 )
 from torchmetrics_async.nominal import CramersV, FleissKappa, PearsonsContingencyCoefficient, TheilsU, TschuprowsT
 from torchmetrics_async.regression import *  # noqa: F403

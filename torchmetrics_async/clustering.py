@@ -265,7 +265,7 @@ class _Intrinsic(SyncFreeBatchStats):
             >>> metric = CalinskiHarabaszScore()
             >>> metric.update(torch.tensor([[0.0], [1.0], [5.0]]), torch.tensor([0, 0, 1]))
             >>> metric.compute()
-            tensor(24.5000)
+            tensor(27.)
         """
         self._merge_stats(self._batch_stats(data, labels))
 

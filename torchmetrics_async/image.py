@@ -1,10 +1,13 @@
-"""Sync-free image metrics: ``SpatialCorrelationCoefficient`` and ``VisualInformationFidelity``, torchmetrics' values.
+"""Sync-free image metrics, torchmetrics' values: each overrides only what syncs in torchmetrics' class.
 
-torchmetrics clamps and masks their local statistics with boolean-mask writes (``x[x < 0] = 0``: a ``nonzero`` per
-write, 12 per update for 3 channels in SCC, 108 in VIF), copies SCC's CPU filter to the device in every update and
-creates VIF's constants with ``torch.tensor(..., device=...)``. Here every boolean-mask write is a ``torch.where`` of
-the same values, SCC's filter is copied to the metric's device when the metric moves, and VIF's constants are made by
-fill kernels. The channel loops and every other op are torchmetrics' own, in its order, so the values are its own.
+- ``SpatialCorrelationCoefficient``, ``VisualInformationFidelity``: boolean-mask writes (``x[x < 0] = 0``: a
+  ``nonzero`` per write) become ``torch.where`` of the same values, in torchmetrics' op order; SCC's CPU filter is
+  copied to the metric's device when it moves, VIF's constants are fill kernels.
+- ``RootMeanSquaredErrorUsingSlidingWindow``, ``RelativeAverageSpectralError``: the reflection padding mirrors with
+  ``flip`` (torchmetrics indexes with a CPU ``arange``); RASE's count is a ``torch.full``.
+- ``MultiScaleStructuralSimilarityIndexMeasure``: ``betas`` copied to the device once per device, not per update
+  (with ``gaussian_kernel=False`` torchmetrics' ``_ssim_update``, used as it is, still copies ``kernel_size``).
+- ``PeakSignalNoiseRatioWithBlockedEffect``: block indices built on the device, ``if d_b > d_bc`` a ``torch.where``.
 
 Example:
     >>> import torch
@@ -14,21 +17,42 @@ Example:
     tensor(1.)
 """
 
+import math
+from collections.abc import Sequence
+
 import torch
+import torch.nn.functional as F
 import torchmetrics.image as tm
 from torch import Tensor
 from torch.nn.functional import conv2d
 
 from torchmetrics_async._torchmetrics import (
+    _check_same_shape,
+    _get_normalized_sim_and_cs,
     _hp_2d_laplacian,
     _local_variance_covariance,
+    _rase_compute,
     _scc_update,
+    _ssim_check_inputs,
+    _uniform_weight_bias_conv2d,
     _vif_filter,
     check_same_shape,
+    dim_zero_cat,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
+from torchmetrics_async.metric import SyncFreeMixin
 
-__all__ = ["SpatialCorrelationCoefficient", "VisualInformationFidelity", "scc_per_channel", "vif_per_channel"]
+__all__ = [
+    "MultiScaleStructuralSimilarityIndexMeasure",
+    "PeakSignalNoiseRatioWithBlockedEffect",
+    "RelativeAverageSpectralError",
+    "RootMeanSquaredErrorUsingSlidingWindow",
+    "SpatialCorrelationCoefficient",
+    "VisualInformationFidelity",
+    "block_effect",
+    "scc_per_channel",
+    "vif_per_channel",
+]
 
 
 def scc_per_channel(preds: Tensor, target: Tensor, hp_filter: Tensor, window_size: int) -> Tensor:
@@ -132,3 +156,164 @@ class VisualInformationFidelity(SyncFreeBatchStats, tm.VisualInformationFidelity
         channels = preds.size(1)
         scores = [vif_per_channel(preds[:, i, :, :], target[:, i, :, :], self.sigma_n_sq) for i in range(channels)]
         return BatchStats((torch.mean(torch.stack(scores), 0) if channels > 1 else torch.cat(scores),), {})
+
+
+def uniform_filter(x: Tensor, window_size: int) -> Tensor:
+    """Torchmetrics' ``_uniform_filter``, its reflection padding by ``flip`` (torchmetrics: CPU index tensors).
+
+    Example:
+        >>> uniform_filter(torch.ones(1, 1, 4, 4), 3).shape
+        torch.Size([1, 1, 4, 4])
+    """
+    pad, outer = window_size // 2, window_size % 2
+    for dim in (2, 3):  # torchmetrics' _single_dimension_pad: `pad` leading and `pad + outer - 1` trailing, mirrored
+        size = x.shape[dim]
+        head = x.narrow(dim, 0, pad).flip(dim)
+        tail = x.narrow(dim, size - (pad + outer - 1), pad + outer - 1).flip(dim)
+        x = torch.cat((head, x, tail), dim)
+    weight, bias = _uniform_weight_bias_conv2d(x, window_size)
+    return torch.cat([F.conv2d(x[:, c].unsqueeze(1), weight, bias, padding=0) for c in range(x.shape[1])], dim=1)
+
+
+def rmse_sw_map(preds: Tensor, target: Tensor, window_size: int) -> Tensor:
+    """Torchmetrics' ``_rmse_sw_update`` checks and per-image RMSE map ``(N, C, H, W)``, without a host sync.
+
+    Example:
+        >>> rmse_sw_map(torch.zeros(1, 1, 8, 8), torch.ones(1, 1, 8, 8), 3).mean()
+        tensor(1.)
+    """
+    if preds.dtype != target.dtype:
+        raise TypeError(
+            f"Expected `preds` and `target` to have the same data type. But got {preds.dtype} and {target.dtype}."
+        )
+    _check_same_shape(preds, target)
+    if len(preds.shape) != 4:
+        raise ValueError(f"Expected `preds` and `target` to have BxCxHxW shape. But got {preds.shape}.")
+    if round(window_size / 2) >= target.shape[2] or round(window_size / 2) >= target.shape[3]:
+        raise ValueError(
+            f"Parameter `round(window_size / 2)` is expected to be smaller than {min(target.shape[2], target.shape[3])}"
+            f" but got {round(window_size / 2)}."
+        )
+    return torch.sqrt(uniform_filter((target - preds) ** 2, window_size))
+
+
+class RootMeanSquaredErrorUsingSlidingWindow(SyncFreeMixin, tm.RootMeanSquaredErrorUsingSlidingWindow):
+    """No host sync in ``update()`` or ``forward()``."""
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update`` with :func:`rmse_sw_map`."""
+        if self.rmse_map is None:
+            self.rmse_map = torch.zeros(target.shape[1:], dtype=target.dtype, device=target.device)
+        rmse_map, crop = rmse_sw_map(preds, target, self.window_size), round(self.window_size / 2)
+        self.rmse_val_sum += rmse_map[:, :, crop:-crop, crop:-crop].sum(0).mean()
+        self.rmse_map += rmse_map.sum(0)
+        self.total_images += target.shape[0]
+
+
+class RelativeAverageSpectralError(SyncFreeMixin, tm.RelativeAverageSpectralError):
+    """No host sync in ``update()``, ``forward()`` or ``compute()``; shapes that differ are rejected by ``update()``."""
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update``, after its ``compute``'s shape check (made at once, not at ``compute()``)."""
+        if preds.shape != target.shape:
+            check_same_shape(preds, target)
+        super().update(preds, target)
+
+    def compute(self) -> Tensor:
+        """Torchmetrics' ``relative_average_spectral_error`` on the stored images, with :func:`uniform_filter`."""
+        preds, target = dim_zero_cat(self.preds), dim_zero_cat(self.target)
+        window = self.window_size
+        rmse_map = rmse_sw_map(preds, target, window).sum(0)
+        target_sum = torch.sum(uniform_filter(target, window) / (window**2), dim=0)
+        total = torch.full((), float(target.shape[0]), device=target.device)
+        return _rase_compute(rmse_map, target_sum, total, window)
+
+
+_BAD_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+def block_effect(x: Tensor, block_size: int) -> Tensor:
+    """Torchmetrics' ``_compute_bef`` (the blocking effect of grayscale images ``(N, 1, H, W)``) without a host read.
+
+    Example:
+        >>> block_effect(torch.zeros(1, 1, 16, 16), 8)
+        tensor(0.)
+    """
+    _, channels, height, width = x.shape
+    if channels > 1:
+        raise ValueError(f"`psnrb` metric expects grayscale images, but got images with {channels} channels.")
+    if block_size == 1 or min(height, width) <= block_size:
+        raise IndexError(_BAD_INDEX)  # torchmetrics indexes with an empty (float) index tensor then
+    sums = []
+    for dim, size in ((3, width), (2, height)):
+        block = torch.arange(block_size - 1, size - 1, block_size, device=x.device)
+        # The other positions 0 .. size - 2, ascending (as torchmetrics' set of small ints iterates).
+        other = torch.arange(size - 1 - block.numel(), device=x.device)
+        other = other + other // (block_size - 1)
+        sums.append([(x.index_select(dim, i) - x.index_select(dim, i + 1)).pow(2.0).sum() for i in (block, other)])
+    (d_b, d_bc), (v_b, v_bc) = sums
+    d_b, d_bc = d_b + v_b, d_bc + v_bc
+    n_hb, n_vb = height * (width / block_size) - 1, width * (height / block_size) - 1
+    d_b = d_b / (n_hb + n_vb)
+    d_bc = d_bc / ((height * (width - 1)) - n_hb + (width * (height - 1)) - n_vb)
+    t = math.log2(block_size) / math.log2(min(height, width))
+    return torch.where(d_b > d_bc, t, 0.0) * (d_b - d_bc)
+
+
+class PeakSignalNoiseRatioWithBlockedEffect(SyncFreeMixin, tm.PeakSignalNoiseRatioWithBlockedEffect):
+    """No host sync in ``update()`` or ``forward()``."""
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update`` with :func:`block_effect` and the count added as a Python number."""
+        if preds.shape != target.shape:  # torchmetrics broadcasts (a batch of one) or fails in a kernel
+            check_same_shape(preds, target)
+        if self.clamping_fn is not None:
+            preds, target = self.clamping_fn(preds), self.clamping_fn(target)
+        self.sum_squared_error += torch.sum(torch.pow(preds - target, 2))
+        self.bef += block_effect(preds, self.block_size)
+        self.total += target.numel()
+
+
+class MultiScaleStructuralSimilarityIndexMeasure(SyncFreeMixin, tm.MultiScaleStructuralSimilarityIndexMeasure):
+    """``betas`` copied to the device once; ``gaussian_kernel=False`` still copies ``kernel_size`` once per scale."""
+
+    def _set_constants(self) -> None:
+        super()._set_constants()
+        self.__dict__["_betas"] = torch.tensor(self.betas, device=self.device).view(-1, 1)
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update`` (``_multiscale_ssim_update`` inlined), the exponents held on the device."""
+        preds, target = _ssim_check_inputs(preds, target)
+        ndim, scales, kernel, sigma = preds.ndim - 2, len(self.betas), self.kernel_size, self.sigma
+        kernel = kernel if isinstance(kernel, Sequence) else ndim * [kernel]
+        sigma = sigma if isinstance(sigma, Sequence) else ndim * [sigma]
+        if preds.size()[-1] < 2**scales or preds.size()[-2] < 2**scales:
+            raise ValueError(
+                f"For a given number of `betas` parameters {scales}, the image height and width dimensions must be"
+                f" larger than or equal to {2**scales}."
+            )
+        div = max(1, scales - 1) ** 2
+        for dim, side, name in ((-2, 0, "height"), (-1, 1, "width")):
+            if preds.size()[dim] // div <= kernel[side] - 1:
+                raise ValueError(
+                    f"For a given number of `betas` parameters {scales} and kernel size {kernel[side]},"
+                    f" the image {name} must be larger than {(kernel[side] - 1) * div}."
+                )
+        pool = F.avg_pool2d if len(kernel) == 2 else F.avg_pool3d
+        values = []
+        for _ in range(scales):
+            sim, contrast = _get_normalized_sim_and_cs(
+                preds, target, self.gaussian_kernel, sigma, kernel, self.data_range, self.k1, self.k2, self.normalize
+            )
+            values.append(contrast)
+            preds, target = pool(preds, 2), pool(target, 2)
+        values[-1] = sim
+        stack = torch.stack(values)
+        if self.normalize == "simple":
+            stack = (stack + 1) / 2
+        similarity = torch.prod(stack ** self.__dict__["_betas"], 0)
+        if self.reduction in ("none", None):
+            self.similarity.append(similarity)
+        else:
+            self.similarity += similarity.sum()
+        self.total += similarity.shape[0]

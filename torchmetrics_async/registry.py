@@ -19,11 +19,10 @@ from typing import Any
 
 from torchmetrics_async._docs import accelerated_doc
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric
-from torchmetrics_async.unaccelerated import EXPLAINED, MEASURED_SYNCS, SYNC_FREE_AS_IS, VERIFIED_SYNC_FREE
+from torchmetrics_async.unaccelerated import EXPLAINED, SYNC_FREE_AS_IS, VERIFIED_SYNC_FREE
 
 __all__ = [
     "EXPLAINED",
-    "MEASURED_SYNCS",
     "SYNC_FREE_AS_IS",
     "VERIFIED_SYNC_FREE",
     "AutoRegistered",
@@ -298,7 +297,7 @@ def accelerated_class_for(cls: type) -> type | None:
 
     Example:
         >>> import torchmetrics
-        >>> accelerated_class_for(torchmetrics.classification.MulticlassLogAUC) is None
+        >>> accelerated_class_for(torchmetrics.text.WordErrorRate) is None
         True
     """
     if cls in _REGISTRY:
@@ -315,18 +314,7 @@ def _listed_reason(cls: type) -> str:
         return f"{SYNC_FREE_AS_IS}: torchmetrics' own update() and forward() make no host sync; {note}"
     if cls in EXPLAINED:
         return EXPLAINED[cls]
-    if cls not in MEASURED_SYNCS:
-        return ""
-    update, forward = MEASURED_SYNCS[cls]
-    accelerated_base = next((base.__name__ for base in cls.__mro__[1:] if base in _REGISTRY), None)
-    alias = ""
-    if accelerated_base is not None:
-        alias = f"; it subclasses the accelerated {accelerated_base} but its own methods are torchmetrics'"
-    if update:
-        measured = f"syncs on every update ({update} host syncs per update(), {forward} per forward() measured)"
-    else:
-        measured = f"syncs in forward() ({forward} host syncs per forward() measured; update() makes none)"
-    return f"{measured}: not yet accelerated{alias}"
+    return ""
 
 
 NOT_YET = (
@@ -355,7 +343,7 @@ def why_not_accelerated(cls: type) -> str:
 
     Example:
         >>> import torchmetrics
-        >>> why_not_accelerated(torchmetrics.classification.BinaryLogAUC).startswith("syncs on every update")
+        >>> why_not_accelerated(torchmetrics.text.WordErrorRate).startswith("takes strings")
         True
     """
     if accelerated_class_for(cls) is not None:

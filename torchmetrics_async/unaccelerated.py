@@ -1,8 +1,8 @@
 """What is known about the torchmetrics classes this package does not accelerate, as data.
 
 ``VERIFIED_SYNC_FREE``: classes whose own ``update()`` and ``forward()`` make no host sync (the test suite runs each
-under ``no_host_sync()``); ``MEASURED_SYNCS``: host syncs per call of those that sync, as that test measures them;
-``EXPLAINED``: the rest, with the reason. :func:`torchmetrics_async.registry.why_not_accelerated` words them.
+under ``no_host_sync()``); ``EXPLAINED``: the rest, with the reason.
+:func:`torchmetrics_async.registry.why_not_accelerated` words them.
 
 Example:
     >>> import torchmetrics
@@ -21,7 +21,7 @@ import torchmetrics.segmentation
 import torchmetrics.shape
 import torchmetrics.text
 
-__all__ = ["EXPLAINED", "MEASURED_SYNCS", "SYNC_FREE_AS_IS", "VERIFIED_SYNC_FREE"]
+__all__ = ["EXPLAINED", "SYNC_FREE_AS_IS", "VERIFIED_SYNC_FREE"]
 
 #: The status of a torchmetrics class listed in :data:`VERIFIED_SYNC_FREE` (``torchmetrics_async.coverage``).
 SYNC_FREE_AS_IS = "sync-free as it is (verified)"
@@ -71,39 +71,6 @@ VERIFIED_SYNC_FREE: dict[type, str] = {
 
 _KEEP_OUT = "keep it out of the training step (update it where host work is affordable, e.g. in validation)"
 _TAKES_STRINGS = f"takes strings: it tokenizes and compares them in Python on the host; {_KEEP_OUT}"
-# torchmetrics classes that sync as they are: class -> host syncs (per update(), per forward()), the most of CPU and the
-# meta device, with tests/sync_free_examples.py's arguments (tests/test_verified_sync_free.py measures them again and
-# fails on any other number).
-MEASURED_SYNCS: dict[type, tuple[int, int]] = {
-    torchmetrics.Perplexity: (1, 1),
-    torchmetrics.RelativeAverageSpectralError: (0, 9),
-    torchmetrics.RetrievalFallOut: (2, 21),
-    torchmetrics.RetrievalHitRate: (2, 17),
-    torchmetrics.RetrievalMAP: (2, 25),
-    torchmetrics.RetrievalMRR: (2, 25),
-    torchmetrics.RetrievalNormalizedDCG: (0, 31),
-    torchmetrics.RetrievalPrecision: (2, 21),
-    torchmetrics.RetrievalPrecisionRecallCurve: (2, 21),
-    torchmetrics.RetrievalRPrecision: (2, 25),
-    torchmetrics.RetrievalRecall: (2, 21),
-    torchmetrics.RetrievalRecallAtFixedPrecision: (2, 32),
-    torchmetrics.RootMeanSquaredErrorUsingSlidingWindow: (4, 4),
-    torchmetrics.classification.BinaryFairness: (7, 15),
-    torchmetrics.classification.BinaryGroupStatRates: (7, 7),
-    torchmetrics.clustering.AdjustedMutualInfoScore: (0, 50),
-    torchmetrics.clustering.AdjustedRandScore: (0, 3),
-    torchmetrics.clustering.CalinskiHarabaszScore: (0, 5),
-    torchmetrics.clustering.CompletenessScore: (0, 11),
-    torchmetrics.clustering.DaviesBouldinScore: (0, 7),
-    torchmetrics.clustering.DunnIndex: (0, 4),
-    torchmetrics.clustering.FowlkesMallowsIndex: (0, 3),
-    torchmetrics.clustering.HomogeneityScore: (0, 10),
-    torchmetrics.clustering.MutualInfoScore: (0, 3),
-    torchmetrics.clustering.NormalizedMutualInfoScore: (0, 11),
-    torchmetrics.clustering.RandScore: (0, 4),
-    torchmetrics.clustering.VMeasureScore: (0, 12),
-}
-
 # torchmetrics classes that are not sync-free for a reason the numbers do not say, and what a user can do: class ->
 # reason.
 EXPLAINED: dict[type, str] = {
