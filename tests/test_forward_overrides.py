@@ -22,7 +22,7 @@ from torchmetrics_async.accelerate import patch, registry
 from torchmetrics_async.coverage import FORWARD_CAVEATS
 from torchmetrics_async.metric import uses_one_pass_forward
 from torchmetrics_async.registry import torchmetrics_origin
-from torchmetrics_async.testing import no_host_sync
+from torchmetrics_async.testing import count_host_syncs, no_host_sync
 
 # Task wrappers (Accuracy(task=...)) build another class in __new__: a subclass of one is not a subclass of what it
 # builds, so there is nothing to override.
@@ -32,6 +32,9 @@ CLASSES = sorted(
 # The documented host reads of forward() under the examples' arguments (coverage.FORWARD_CAVEATS): CatMetric drops NaNs,
 # Spearman/Kendall rank the batch, unbinned curves have data-dependent shapes, retrieval groups per query.
 SYNCS_IN_FORWARD = {origin.__name__ for origin in FORWARD_CAVEATS}
+# Their compute() is torchmetrics' own (it reads the host); an overriding subclass's forward() runs it on the batch
+# (README, "What is accelerated"). Only the one-pass forward of the class itself computes the batch on the device.
+COMPUTE_READS_HOST = {cls.__name__ for cls in CLASSES if cls.__module__ == "torchmetrics_async.clustering"}
 
 
 def _remapped(x: Tensor) -> Tensor:
@@ -92,7 +95,9 @@ def test_overriding_subclass_in_a_collection_matches_torchmetrics(cls: type) -> 
 
 
 @pytest.mark.parametrize("what", ["update", "compute"])
-@pytest.mark.parametrize("cls", [c for c in CLASSES if c.__name__ not in SYNCS_IN_FORWARD], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [c for c in CLASSES if c.__name__ not in SYNCS_IN_FORWARD | COMPUTE_READS_HOST], ids=lambda c: c.__name__
+)
 def test_forward_of_an_overriding_subclass_makes_no_host_sync(cls: type, what: str) -> None:
     example = example_for(cls)
     metric = _overriding(cls, what)(**example.init)
@@ -100,6 +105,16 @@ def test_forward_of_an_overriding_subclass_makes_no_host_sync(cls: type, what: s
     with no_host_sync():
         metric(*inputs)
         metric(*inputs)
+
+
+@pytest.mark.parametrize("cls", [c for c in CLASSES if c.__name__ in COMPUTE_READS_HOST], ids=lambda c: c.__name__)
+def test_forward_of_an_overriding_subclass_reads_the_host_where_compute_does(cls: type) -> None:
+    example = example_for(cls)
+    with no_host_sync():
+        cls(**example.init)(*example.inputs)  # the class itself: its one-pass forward
+    with count_host_syncs() as syncs:
+        _overriding(cls, "update")(**example.init)(*example.inputs)
+    assert syncs.total > 0
 
 
 def test_one_pass_forward_applies_to_every_registered_class_that_has_one() -> None:

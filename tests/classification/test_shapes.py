@@ -144,6 +144,8 @@ def test_registry_covers_every_accelerated_classification_class() -> None:
     """Each class of the families above (every accelerated classification class except the curves) is in the table."""
     covered = {name for name, _, _ in REGISTRY}
     curves = ("AUROC", "AveragePrecision", "PrecisionRecallCurve", "ROC", "AtFixed", "AtSensitivity", "AtSpecificity")
+    # ... and the families with shape tests of their own (test_roc_scores, test_ranking, test_group_fairness).
+    curves += ("EER", "LogAUC", "Ranking", "CoverageError", "Fairness", "GroupStatRates")
     task_specific = {
         name
         for name in ours.__all__

@@ -50,4 +50,4 @@ def violating_example(origin: type, example: Example) -> Example | None:
     else:
         target[1] = 5  # binary/multilabel: not in {0, 1}
     # Binned: the deferred-check contract tests run forward() under no_host_sync().
-    return Example({**example.init, "thresholds": 5}, (preds, target))
+    return Example({**example.init, "thresholds": 5, "validate_args": True}, (preds, target))  # BinaryLogAUC: off
