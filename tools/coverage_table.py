@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torchmetrics.aggregation
 import torchmetrics.classification
+import torchmetrics.clustering
 import torchmetrics.image
 import torchmetrics.nominal
 import torchmetrics.regression
@@ -30,6 +31,7 @@ import torchmetrics.segmentation
 from torchmetrics_async import accelerated_coverage
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
+from torchmetrics_async.clustering import __all__ as CLUSTERING_NAMES
 from torchmetrics_async.coverage import ACCELERATED, NOT_SYNC_FREE, SYNC_FREE_AS_IS
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
@@ -87,6 +89,7 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             torchmetrics.nominal.FleissKappa,  # one counts tensor per update
             torchmetrics.image.RelativeAverageSpectralError,  # the images
             torchmetrics.image.VisualInformationFidelity,  # one per-sample score tensor per update
+            *(getattr(torchmetrics.clustering, name) for name in CLUSTERING_NAMES if name[0].isupper()),
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),
