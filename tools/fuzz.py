@@ -915,8 +915,6 @@ def _classification(origin: type, init: dict[str, Any], g: torch.Generator, rng:
     if "num_groups" in init:  # group fairness: one group per sample, ids 0 .. num_groups - 1
         found.order.append("groups")
         found.tensors["groups"] = torch.randint(0, init["num_groups"], (b,), generator=g)
-        if found.tensors["groups"].unique().numel() < init["num_groups"]:
-            found.tags.add("missing_group")  # torchmetrics counts the later groups in the wrong rows
     return found
 
 
@@ -1102,6 +1100,10 @@ def draw_batch(rng: random.Random, origin: type, init: dict[str, Any], edge: boo
             args.append(Arg(value[:1].clone(), "expand", value.shape[0]))
         else:
             args.append(Arg(value, layouts[name] if _batched(value) else "plain"))
+    if "num_groups" in init and "groups" in roles.order:  # as passed: an edge case may have changed the groups
+        groups = args[roles.order.index("groups")].make()
+        if groups.unique().numel() < init["num_groups"]:
+            tags.add("missing_group")  # torchmetrics counts the later groups in the wrong rows
     return Batch(tuple(args), frozenset(tags))
 
 
@@ -1460,12 +1462,14 @@ def _list_states(metric: Any) -> bool:
     return any(isinstance(default, list) for default in getattr(metric, "_defaults", {}).values())
 
 
-def _batch_size_mismatch(batch: Batch, family: str) -> bool:
+def _batch_size_mismatch(batch: Batch, case: Case) -> bool:
     """Whether the batch's tensors disagree on the batch size (issue 19: ours must raise ``ValueError`` at once).
 
     An aggregator's weight is broadcast to the value (torchmetrics' ``broadcast_to``): a mismatch is a weight that
-    does not broadcast (a number, one element, or a per-column weight of fewer dimensions is none).
+    does not broadcast (a number, one element, or a per-column weight of fewer dimensions is none). A ``target`` the
+    class ignores (``BinaryFairness`` under ``demographic_parity``: torchmetrics warns and drops it) is no mismatch.
     """
+    family = _family(case.origin)
     if family == "aggregation":
         value, *weight = batch.make()
         if not weight or not isinstance(weight[0], Tensor) or not isinstance(value, Tensor):
@@ -1476,6 +1480,8 @@ def _batch_size_mismatch(batch: Batch, family: str) -> bool:
             return True
         return False
     args = batch.args
+    if _init(case, "task") == "demographic_parity":
+        args = args[:1] + args[2:]
     rows = {1 if arg.rows() < 0 else arg.rows() for arg in args if isinstance(arg.base, Tensor)}  # 0-dim: one sample
     return len(rows) > 1
 
@@ -1572,7 +1578,7 @@ class Lockstep:
         situation = {"op": method, "tags": batch.tags, "ours": ours.error, "theirs": theirs.error}
         if isinstance(ours.error, HostSyncError):
             raise Finding(f"host sync in {method}()", _short(str(ours.error), 600))
-        if _batch_size_mismatch(batch, _family(self.case.origin)) and not _clear_shape_error(ours.error):
+        if _batch_size_mismatch(batch, self.case) and not _clear_shape_error(ours.error):
             raise Finding(
                 "batch-size mismatch without a clear error at once",
                 f"shapes {[tuple(a.shape) for a in self.ns['args'] if isinstance(a, Tensor)]}: ours "
@@ -1587,7 +1593,7 @@ class Lockstep:
                 self._rebuild_note(o, t)
             return
         if ours.error is not None:  # ours raises at once where torchmetrics does not
-            if _clear_shape_error(ours.error) and _batch_size_mismatch(batch, _family(self.case.origin)):
+            if _clear_shape_error(ours.error) and _batch_size_mismatch(batch, self.case):
                 self._fresh(o, t)  # torchmetrics broadcast across the batch: its state is not comparable any more
                 self._note("# ours rejects a batch-size mismatch torchmetrics broadcasts: accepted (issue 19)")
                 self._rebuild_note(o, t)

@@ -97,3 +97,17 @@ def test_shape_and_dtype_errors_are_raised_at_once() -> None:
         with pytest.raises(ValueError, match="Expected dtype of argument groups to be long"):
             metric.update(preds, target, torch.tensor([0, 1, 2, 0], dtype=torch.int32))
     assert metric.tp.sum() == 0
+
+
+@pytest.mark.parametrize("cls", [BinaryGroupStatRates, BinaryFairness])
+def test_an_empty_batch_with_groups_of_another_size_is_a_shape_error(cls: type) -> None:
+    """torchmetrics raises torch's reshape error on both (an empty `(0, 1)` batch); ours names the shapes."""
+    metric = cls(num_groups=GROUPS)
+    empty = torch.empty((0, 1), dtype=torch.long)
+    with no_host_sync(), pytest.raises(ShapeMismatchError, match="one group identifier per sample"):
+        metric.update(empty, empty, torch.tensor([0]))
+    with no_host_sync(), pytest.raises(RuntimeError, match="got an empty batch"):  # torchmetrics raises too
+        metric.update(empty, empty, torch.empty(0, dtype=torch.long))
+    assert metric.tp.sum() == 0
+    with no_host_sync(), pytest.raises(ValueError, match="with a batch dimension"):  # torchmetrics: IndexError
+        metric.update(torch.tensor(1), torch.tensor(1), torch.tensor([0]))

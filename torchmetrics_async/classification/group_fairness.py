@@ -13,6 +13,8 @@ Example:
     {'group_0': tensor([0.5000, 0.0000, 0.5000, 0.0000]), 'group_1': tensor([0.5000, 0.0000, 0.0000, 0.5000])}
 """
 
+import math
+
 import torch
 import torchmetrics.classification as tm
 from torch import Tensor
@@ -34,6 +36,11 @@ __all__ = ["BinaryFairness", "BinaryGroupStatRates", "group_stat_scores"]
 INVALID_GROUP = "invalid_group"
 
 
+def _rows(x: Tensor) -> Tensor:
+    """``x`` as ``(N, -1)``, also for an empty batch (where ``-1`` is ambiguous to ``reshape``)."""
+    return x.reshape(x.shape[0], math.prod(x.shape[1:]))
+
+
 def group_stat_scores(metric: tm.BinaryGroupStatRates, preds: Tensor, target: Tensor, groups: Tensor) -> BatchStats:
     """Per-group ``tp, fp, tn, fn`` (each ``(num_groups,)``, int64) and the violated value checks, without a host read.
 
@@ -43,13 +50,20 @@ def group_stat_scores(metric: tm.BinaryGroupStatRates, preds: Tensor, target: Te
         (tensor([1, 0]), tensor([0, 1]), tensor([0, 0]), tensor([1, 0]))
     """
     num_groups, validate = metric.num_groups, metric.validate_args
+    if min(preds.ndim, target.ndim, groups.ndim) == 0:  # torchmetrics: an IndexError from its shape[0]
+        raise ValueError(
+            f"Expected `preds`, `target` and `groups` with a batch dimension, but got shapes {tuple(preds.shape)},"
+            f" {tuple(target.shape)} and {tuple(groups.shape)}."
+        )
     check_binary_shapes(preds, target, False, validate)
-    preds, target = preds.reshape(preds.shape[0], -1), target.reshape(target.shape[0], -1)
-    if groups.reshape(groups.shape[0], -1).shape != (preds.shape[0], 1):
+    preds, target = _rows(preds), _rows(target)
+    if _rows(groups).shape != (preds.shape[0], 1):
         raise ShapeMismatchError(
             f"Expected `groups` to hold one group identifier per sample, shape ({preds.shape[0]},), but got"
             f" {tuple(groups.shape)} for `preds` of shape {tuple(preds.shape)}."
         )
+    if preds.shape[0] == 0:  # as torchmetrics, which fails on an empty batch (max() or reshape of nothing)
+        raise RuntimeError(f"{type(metric).__name__} got an empty batch: pass at least one sample per update.")
     if validate and groups.dtype != torch.long:
         raise ValueError(f"Expected dtype of argument groups to be long, not {groups.dtype}.")
     if groups.is_floating_point():
