@@ -12,6 +12,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
+from torchmetrics_async._torchmetrics import dim_zero_cat
 from torchmetrics_async.deferred import mark_static_address
 from torchmetrics_async.metric import OWNED_STATES, SyncFreeMixin
 
@@ -95,6 +96,11 @@ class SyncFreeBatchStats(SyncFreeMixin):
         return {}
 
     def _add_extra_states(self) -> None:
+        # torchmetrics' dist_reduce_fx=None leaves out a list state a rank holds nothing in (the other ranks then hang
+        # in its gather); "cat" travels in the fused, rank-symmetric gather, and compute() concatenates either.
+        for name in self._stat_states:
+            if isinstance(self._defaults.get(name), list) and self._reductions[name] is None:
+                self._reductions[name] = dim_zero_cat
         for name, message in self._deferred_checks().items():
             self._add_deferred_check(name, message)
         super()._add_extra_states()

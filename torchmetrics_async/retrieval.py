@@ -77,10 +77,6 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
     _stat_states = ("indexes", "preds", "target")
 
     def _add_extra_states(self) -> None:
-        # torchmetrics' dist_reduce_fx=None skips a rank that holds nothing (a hang with uneven shards); "cat"
-        # travels in the fused, rank-symmetric gather.
-        for name in self._stat_states:
-            self._reductions[name] = dim_zero_cat
         if self.ignore_index is not None and KEPT_STATE not in self._defaults:
             self.add_state(KEPT_STATE, default=[], dist_reduce_fx="cat")
             # An adopted torchmetrics instance filtered the entries it already holds: all of them count.

@@ -123,10 +123,9 @@ def _local(metric: torchmetrics.Metric) -> torchmetrics.Metric:
     return metric
 
 
-# Their compute() fails on a rank without updates before any collective, so the other rank would wait in the sync:
-# RMSE-SW keeps its map outside the states (an AssertionError in torchmetrics too); VisualInformationFidelity raises
-# "No samples to concatenate" on the empty rank (an open defect of ours, not yet compared with torchmetrics' path).
-_NO_EMPTY_COMPUTE = {"RootMeanSquaredErrorUsingSlidingWindow", "VisualInformationFidelity"}
+# Its compute() fails on a rank without updates before any collective, so the other rank would wait in the sync:
+# RMSE-SW keeps its map outside the states (an AssertionError in torchmetrics too).
+_NO_EMPTY_COMPUTE = {"RootMeanSquaredErrorUsingSlidingWindow"}
 
 
 def zero_updates_every_family(rank: int, world_size: int) -> dict[str, Any]:
