@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torchmetrics.image as tmi
+from torchmetrics.functional.image.psnrb import _compute_bef
 
 from tests.parity import Step, run_side_by_side
 from torchmetrics_async import ShapeMismatchError
@@ -20,6 +21,15 @@ CASES = [
         "MultiScaleStructuralSimilarityIndexMeasure",
         {"data_range": 1.0, "kernel_size": 3, "betas": (0.3, 0.7)},
         (2, 1, 12, 16),
+    ),
+    # data_range=None, the default: torchmetrics takes Python's max() of two 0-dim tensors, a host read per scale
+    ("MultiScaleStructuralSimilarityIndexMeasure", {"kernel_size": 3, "betas": (0.3, 0.7)}, (2, 2, 12, 16)),
+    ("StructuralSimilarityIndexMeasure", {}, (2, 3, 16, 17)),
+    ("StructuralSimilarityIndexMeasure", {"reduction": "none", "return_full_image": True}, (3, 1, 16, 16)),
+    (
+        "StructuralSimilarityIndexMeasure",
+        {"data_range": (0.2, 0.8), "return_contrast_sensitivity": True},
+        (2, 1, 16, 16),
     ),
     (
         "MultiScaleStructuralSimilarityIndexMeasure",
@@ -73,3 +83,24 @@ def test_shapes_that_differ_are_rejected_at_once(name: str) -> None:
     metric = getattr(image_quality, name)(**({"data_range": 1.0} if "Blocked" in name else {}))
     with no_host_sync(), pytest.raises(ShapeMismatchError, match="expected to have the same shape"):
         metric.update(torch.rand(1, 1, 16, 16), torch.rand(3, 1, 16, 16))
+
+
+@pytest.mark.parametrize("name", ["StructuralSimilarityIndexMeasure", "MultiScaleStructuralSimilarityIndexMeasure"])
+def test_default_data_range_takes_pythons_max_with_nan_as_torchmetrics(name: str) -> None:
+    """The range of the images is Python's ``max(preds range, target range)``: a NaN target keeps the preds range."""
+    g = torch.Generator().manual_seed(3)
+    preds, target = torch.rand(2, 1, 40, 40, generator=g), torch.rand(2, 1, 40, 40, generator=g)
+    target[1, 0, 0, 0] = float("nan")  # sample 0 stays finite in torchmetrics (its data range ignores the NaN)
+    kwargs = {"reduction": "none"} | ({"betas": (0.5, 0.5), "kernel_size": 3} if "Multi" in name else {})
+    steps = [Step("update", (preds, target)), Step("forward", (target, preds))]
+    run_side_by_side(getattr(tmi, name)(**kwargs), getattr(image_quality, name)(**kwargs), steps)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_block_effect_is_torchmetrics_own_in_the_images_dtype(dtype: torch.dtype) -> None:
+    """Its last product in the images' dtype, as torchmetrics' (float32 there gave other float16 bits: the fuzzer)."""
+    for seed in range(30):
+        x = torch.rand(2, 1, 20, 17, generator=torch.Generator().manual_seed(seed)).to(dtype)
+        ours, theirs = image_quality.block_effect(x, 8), _compute_bef(x, 8)
+        assert ours.dtype == theirs.dtype
+        assert torch.equal(ours, theirs), seed

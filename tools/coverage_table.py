@@ -102,10 +102,14 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
     ),
 }
 
-#: The argument-dependent caveat of the classification metrics (not in :data:`COMPILE_CAVEATS`: examples are global).
-SAMPLEWISE_COMPILE_CAVEAT = (
+#: Argument-dependent caveats (not in :data:`COMPILE_CAVEATS`: examples are global).
+ARGUMENT_COMPILE_CAVEATS = (
     'classification metrics with multidim_average="samplewise": their list states keep one tensor per update, so'
-    " every step recompiles"
+    " every step recompiles",
+    "`StructuralSimilarityIndexMeasure` and `MultiScaleStructuralSimilarityIndexMeasure` with `data_range=None` (the"
+    " default): a graph break in `update()` and `forward()` (torchmetrics' `_ssim_update` squares the range with"
+    " Python's `pow`, which Dynamo does not trace for a tensor; found on the device, the range is one); give"
+    " `data_range` to keep one graph",
 )
 
 
@@ -252,7 +256,7 @@ def compile_caveats() -> str:
     for (calls, reason), names in sorted(by_caveat.items(), key=lambda item: sorted(item[1])):
         where = " and ".join(f"`{call}()`" for call in calls)
         lines.append(f"- {compress(names)} ({where}): {reason}.")
-    lines.append(f"- Any arguments: {SAMPLEWISE_COMPILE_CAVEAT}.")
+    lines += [f"- Any arguments: {caveat}." for caveat in ARGUMENT_COMPILE_CAVEATS]
     return "\n".join(lines)
 
 

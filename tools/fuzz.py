@@ -696,6 +696,7 @@ NAMED_SPACES: dict[str, list[Any]] = {
     "log_prob": [False, False, True],
     "base_metric": list(BASE_METRICS),
     "nan_replace_value": [0.0, 1.0, 2.7, -1.0, 100.0],
+    "data_range": [None, None, 1.0, (0.0, 1.0), (0.2, 0.8)],
 }
 # Options left at the example's value: they change what a valid batch looks like.
 _KEPT = frozenset(

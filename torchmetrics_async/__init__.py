@@ -27,6 +27,7 @@ from torchmetrics_async.image import (
     RelativeAverageSpectralError,
     RootMeanSquaredErrorUsingSlidingWindow,
     SpatialCorrelationCoefficient,
+    StructuralSimilarityIndexMeasure,
     VisualInformationFidelity,
 )
 from torchmetrics_async.nominal import CramersV, FleissKappa, PearsonsContingencyCoefficient, TheilsU, TschuprowsT
@@ -71,7 +72,7 @@ __all__ += [
     "RelativeAverageSpectralError",
     "RootMeanSquaredErrorUsingSlidingWindow",
 ]
-__all__ += ["SpatialCorrelationCoefficient", "VisualInformationFidelity"]
+__all__ += ["SpatialCorrelationCoefficient", "StructuralSimilarityIndexMeasure", "VisualInformationFidelity"]
 
 #: The release, as pyproject.toml's ``version`` (``tests/test_package.py`` keeps the two equal).
 __version__ = "0.1.0"

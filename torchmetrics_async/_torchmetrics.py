@@ -49,7 +49,7 @@ from torchmetrics.functional.classification.stat_scores import (
 from torchmetrics.functional.clustering.utils import _validate_intrinsic_cluster_data, check_cluster_labels
 from torchmetrics.functional.image.rase import _rase_compute
 from torchmetrics.functional.image.scc import _hp_2d_laplacian, _local_variance_covariance, _scc_update
-from torchmetrics.functional.image.ssim import _get_normalized_sim_and_cs, _ssim_check_inputs
+from torchmetrics.functional.image.ssim import _get_normalized_sim_and_cs, _ssim_check_inputs, _ssim_update
 from torchmetrics.functional.image.utils import _uniform_weight_bias_conv2d
 from torchmetrics.functional.image.vif import _filter as _vif_filter
 from torchmetrics.functional.regression.crps import _crps_update

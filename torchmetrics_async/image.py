@@ -5,8 +5,10 @@
   copied to the metric's device when it moves, VIF's constants are fill kernels.
 - ``RootMeanSquaredErrorUsingSlidingWindow``, ``RelativeAverageSpectralError``: the reflection padding mirrors with
   ``flip`` (torchmetrics indexes with a CPU ``arange``); RASE's count is a ``torch.full``.
-- ``MultiScaleStructuralSimilarityIndexMeasure``: ``betas`` copied to the device once per device, not per update
-  (with ``gaussian_kernel=False`` torchmetrics' ``_ssim_update``, used as it is, still copies ``kernel_size``).
+- ``StructuralSimilarityIndexMeasure``, ``MultiScaleStructuralSimilarityIndexMeasure``: with ``data_range=None`` the
+  images' range is found on the device (torchmetrics' Python ``max()`` of two tensors reads the host); MS-SSIM's
+  ``betas`` are copied to the device once per device, not per update (with ``gaussian_kernel=False`` torchmetrics'
+  ``_ssim_update``, used as it is, still copies ``kernel_size``).
 - ``PeakSignalNoiseRatioWithBlockedEffect``: block indices built on the device, ``if d_b > d_bc`` a ``torch.where``.
 
 Example:
@@ -34,6 +36,7 @@ from torchmetrics_async._torchmetrics import (
     _rase_compute,
     _scc_update,
     _ssim_check_inputs,
+    _ssim_update,
     _uniform_weight_bias_conv2d,
     _vif_filter,
     check_same_shape,
@@ -48,8 +51,10 @@ __all__ = [
     "RelativeAverageSpectralError",
     "RootMeanSquaredErrorUsingSlidingWindow",
     "SpatialCorrelationCoefficient",
+    "StructuralSimilarityIndexMeasure",
     "VisualInformationFidelity",
     "block_effect",
+    "image_range",
     "scc_per_channel",
     "vif_per_channel",
 ]
@@ -257,7 +262,8 @@ def block_effect(x: Tensor, block_size: int) -> Tensor:
     d_b = d_b / (n_hb + n_vb)
     d_bc = d_bc / ((height * (width - 1)) - n_hb + (width * (height - 1)) - n_vb)
     t = math.log2(block_size) / math.log2(min(height, width))
-    return torch.where(d_b > d_bc, t, 0.0) * (d_b - d_bc)
+    # torchmetrics' `t * (d_b - d_bc)`, `t` 0 unless d_b > d_bc: in the images' dtype (float16 stays float16).
+    return torch.where(d_b > d_bc, t * (d_b - d_bc), 0 * (d_b - d_bc))
 
 
 class PeakSignalNoiseRatioWithBlockedEffect(SyncFreeMixin, tm.PeakSignalNoiseRatioWithBlockedEffect):
@@ -272,6 +278,46 @@ class PeakSignalNoiseRatioWithBlockedEffect(SyncFreeMixin, tm.PeakSignalNoiseRat
         self.sum_squared_error += torch.sum(torch.pow(preds - target, 2))
         self.bef += block_effect(preds, self.block_size)
         self.total += target.numel()
+
+
+def image_range(preds: Tensor, target: Tensor) -> Tensor:
+    """Torchmetrics' ``data_range=None``: Python's ``max()`` of the two images' ranges, on the device (NaN as Python's).
+
+    Example:
+        >>> image_range(torch.tensor([0.0, 2.0]), torch.tensor([1.0, float("nan")]))
+        tensor(2.)
+    """
+    first, second = preds.max() - preds.min(), target.max() - target.min()
+    return torch.where(second > first, second, first)
+
+
+class StructuralSimilarityIndexMeasure(SyncFreeMixin, tm.StructuralSimilarityIndexMeasure):
+    """No host sync in ``update()`` or ``forward()``, also with ``data_range=None``."""
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Torchmetrics' ``update`` with :func:`image_range` for ``data_range=None``."""
+        preds, target = _ssim_check_inputs(preds, target)
+        data_range = image_range(preds, target) if self.data_range is None else self.data_range
+        similarity = _ssim_update(
+            preds,
+            target,
+            self.gaussian_kernel,
+            self.sigma,
+            self.kernel_size,
+            data_range,
+            self.k1,
+            self.k2,
+            self.return_full_image,
+            self.return_contrast_sensitivity,
+        )
+        if isinstance(similarity, tuple):
+            similarity, image = similarity
+            self.image_return.append(image)
+        if self.reduction in ("elementwise_mean", "sum"):
+            self.similarity += similarity.sum()
+            self.total += preds.shape[0]
+        else:
+            self.similarity.append(similarity)
 
 
 class MultiScaleStructuralSimilarityIndexMeasure(SyncFreeMixin, tm.MultiScaleStructuralSimilarityIndexMeasure):
@@ -302,8 +348,9 @@ class MultiScaleStructuralSimilarityIndexMeasure(SyncFreeMixin, tm.MultiScaleStr
         pool = F.avg_pool2d if len(kernel) == 2 else F.avg_pool3d
         values = []
         for _ in range(scales):
+            data_range = image_range(preds, target) if self.data_range is None else self.data_range
             sim, contrast = _get_normalized_sim_and_cs(
-                preds, target, self.gaussian_kernel, sigma, kernel, self.data_range, self.k1, self.k2, self.normalize
+                preds, target, self.gaussian_kernel, sigma, kernel, data_range, self.k1, self.k2, self.normalize
             )
             values.append(contrast)
             preds, target = pool(preds, 2), pool(target, 2)

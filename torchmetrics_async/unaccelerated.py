@@ -45,7 +45,6 @@ VERIFIED_SYNC_FREE: dict[type, str] = {
     **dict.fromkeys(
         _with_aliases(
             torchmetrics.image.PeakSignalNoiseRatio,
-            torchmetrics.image.StructuralSimilarityIndexMeasure,
             torchmetrics.image.UniversalImageQualityIndex,
             torchmetrics.image.TotalVariation,
             torchmetrics.image.SpectralAngleMapper,

@@ -19,6 +19,8 @@ def example(origin: type, generator: torch.Generator) -> Example | None:
         shape, init = (BATCH, 1, 20, 17), {"data_range": 1.0}
     elif origin.__name__ == "MultiScaleStructuralSimilarityIndexMeasure":  # 2 scales: small images suffice
         shape, init = (BATCH, 1, 32, 32), {"data_range": 1.0, "betas": (0.4, 0.6)}
+    elif origin.__name__ == "StructuralSimilarityIndexMeasure":  # data_range=None: tests/test_compile_registry.py
+        shape, init = (BATCH, 3, 16, 16), {"data_range": 1.0}
     else:
         shape, init = (BATCH, 3, 16, 16), {}
     return Example(init, (torch.rand(shape, generator=generator), torch.rand(shape, generator=generator)))
