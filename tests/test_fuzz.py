@@ -6,6 +6,7 @@ same fuzzer longer by hand (``--seconds N --seed S``).
 
 import pathlib
 import random
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -85,3 +86,56 @@ def test_a_lost_deferred_error_is_found(monkeypatch: pytest.MonkeyPatch) -> None
     finding, _ = fuzz.run_case(case)
     assert finding is not None
     assert finding.kind == "deferred error lost"
+
+
+def _case(pattern: str, init: dict, *batches: tuple[torch.Tensor, ...]) -> fuzz.Case:
+    """Updates with ``batches``, then ``compute()``."""
+    ops = tuple(fuzz.Op("update", (fuzz.Batch(tuple(fuzz.Arg(x) for x in batch)),)) for batch in batches)
+    return fuzz.Case(fuzz.targets(pattern)[0], init, "direct", (*ops, fuzz.Op("compute")))
+
+
+def _rmse_sw_rejected_batch() -> fuzz.Case:
+    good, other = torch.rand(2, 3, 16, 16), torch.rand(2, 3, 12, 12)
+    return _case("^RootMeanSquaredErrorUsingSlidingWindow$", {}, (good, good.flip(0)), (other, other.flip(0)))
+
+
+def test_a_state_written_by_an_update_that_raised_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmetrics_async.image import RootMeanSquaredErrorUsingSlidingWindow as Rmse
+
+    original = Rmse.update
+
+    def writes_first(self: Rmse, preds: torch.Tensor, target: torch.Tensor) -> None:
+        self.total_images += target.shape[0]
+        original(self, preds, target)
+
+    monkeypatch.setattr(Rmse, "update", writes_first)
+    finding, _ = fuzz.run_case(_rmse_sw_rejected_batch())
+    assert finding is not None
+    assert finding.kind == "update() that raised changed the states"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # torchmetrics has counted part of the batch it rejects (the README row "an `update()` that raises")
+        pytest.param(_rmse_sw_rejected_batch, id="rmse-sw-partial-update"),
+        # torchmetrics' CPU compute fails on bool scores; its CUDA path and ours score them 0/1 (README row)
+        pytest.param(
+            lambda: _case("^BinaryAUROC$", {}, (torch.tensor([[True, False]]), torch.tensor([[0, 0]]))),
+            id="bool-scores",
+        ),
+        # num_classes=None counts as 1 class in torchmetrics' one-hot form: a label pred where the target is ignored
+        # is the listed "label `preds` at ignored positions are not checked"
+        pytest.param(
+            lambda: _case(
+                "^MulticlassPrecision$",
+                {"num_classes": None, "average": "micro", "multidim_average": "samplewise", "ignore_index": 0},
+                (torch.tensor([[2, 1]]), torch.tensor([[0, 0]])),
+            ),
+            id="inferred-classes-ignored-preds",
+        ),
+    ],
+)
+def test_the_last_fuzz_findings_are_fixed_or_listed(case: Callable[[], fuzz.Case]) -> None:
+    finding, log = fuzz.run_case(case())
+    assert finding is None, f"{finding}\n" + "\n".join(log)

@@ -104,3 +104,24 @@ def test_block_effect_is_torchmetrics_own_in_the_images_dtype(dtype: torch.dtype
         ours, theirs = image_quality.block_effect(x, 8), _compute_bef(x, 8)
         assert ours.dtype == theirs.dtype
         assert torch.equal(ours, theirs), seed
+
+
+def test_rmse_sw_update_that_raises_leaves_the_states_as_they_were() -> None:
+    """A batch whose images do not fit the stored map raises torchmetrics' error and counts for nothing.
+
+    torchmetrics has already added the batch's image count and RMSE sum when its map's in-place add fails (the fuzzer:
+    ``compute()`` gave a number from a rejected batch); ours checks first.
+    """
+    ours, theirs = image_quality.RootMeanSquaredErrorUsingSlidingWindow(), tmi.RootMeanSquaredErrorUsingSlidingWindow()
+    good, other = torch.rand(2, 3, 16, 16), torch.rand(2, 3, 12, 12)
+    for metric in (ours, theirs):
+        metric.update(good, good.flip(0))
+    before = {name: getattr(ours, name).clone() for name in ours._defaults}
+    for metric in (ours, theirs):
+        with pytest.raises(RuntimeError, match="must match the size"):
+            metric.update(other, other.flip(0))
+    assert all(torch.equal(getattr(ours, name), before[name]) for name in before)
+    assert not torch.equal(theirs.total_images, ours.total_images)  # the torchmetrics behaviour this guards against
+    fresh = tmi.RootMeanSquaredErrorUsingSlidingWindow()
+    fresh.update(good, good.flip(0))
+    torch.testing.assert_close(ours.compute(), fresh.compute(), rtol=0, atol=0)

@@ -238,6 +238,19 @@ ALLOWED: tuple[Allowance, ...] = (
         ),
     ),
     Allowance(
+        "`bool` scores to an unbinned binary/multilabel curve (`BinaryAUROC`, or `validate_args=False`)",
+        lambda case, s: (
+            s["kind"] == "error"
+            and s["ours"] is None
+            and case.origin in CURVE_ORIGINS
+            and not _name(case).startswith("Multiclass")
+            and _init(case, "thresholds") is None
+            and "bool_preds" in s["history"]
+            and "with two bool tensors is not supported" in str(s["theirs"])
+        ),
+    ),
+    Allowance("an `update()` that raises", lambda case, s: s["kind"] == "partial update" and s["op"] == "update"),
+    Allowance(
         "multiclass target check",
         lambda case, s: (
             s["kind"] == "error"
@@ -1450,6 +1463,8 @@ def _clear_shape_error(ours: BaseException | None) -> bool:
 def _bad_preds_only_ignored(case: Case, args: tuple[Any, ...]) -> bool:
     """Multiclass label ``preds`` whose out-of-range values all sit where ``target`` is ``ignore_index``."""
     ignore, classes = case.init.get("ignore_index"), case.init.get("num_classes")
+    if classes is None and ignore is not None and case.init.get("multidim_average") == "samplewise":
+        classes = 1 + (not 0 <= ignore < 1)  # torchmetrics' one-hot form counts num_classes=None as 1 (+ its sentinel)
     if ignore is None or not classes or not case.origin.__name__.startswith("Multiclass") or len(args) != 2:
         return False
     preds, target = args
@@ -1457,6 +1472,25 @@ def _bad_preds_only_ignored(case: Case, args: tuple[Any, ...]) -> bool:
         return False
     bad = (preds < 0) | (preds >= classes)
     return bool(bad.any()) and bool((target[bad] == ignore).all())
+
+
+def _state_values(metric: Any) -> list[Any]:
+    """The metric's states as comparable values: a tensor's bits (``None`` while unset), a list's length and ids.
+
+    A state set from ``None`` to zeros counts as unchanged (torchmetrics' RMSE-SW sizes its map before its checks).
+    """
+    values = []
+    for name in getattr(metric, "_defaults", {}):
+        value = getattr(metric, name, None)
+        if isinstance(value, Tensor):
+            zeros = not bool(value.ne(0).any())  # NaN counts as non-zero
+            bits = value.detach().reshape(-1).contiguous().view(torch.uint8)  # NaN-safe, every dtype
+            values.append(None if zeros else (value.dtype, value.shape, bytes(bits.tolist())))
+        elif isinstance(value, list):
+            values.append([id(item) for item in value])
+        else:
+            values.append(value)
+    return values
 
 
 def _list_states(metric: Any) -> bool:
@@ -1567,9 +1601,12 @@ class Lockstep:
         self.ns["args"] = batch.make()
         if any(isinstance(arg, Tensor) and arg.dtype == torch.bool for arg in self.ns["args"][1:]):
             self.history.add("bool_target")
+        if self.ns["args"] and isinstance(self.ns["args"][0], Tensor) and self.ns["args"][0].dtype == torch.bool:
+            self.history.add("bool_preds")
         self._note(f"args = ({batch.code()},)")
         call = "{}.update(*args)" if method == "update" else "{}(*args)"
         guard = method == "update" or not _forward_may_sync(self.case)
+        before = {side: _state_values(self.ns[side]) for side in (o, t)} if method == "update" else {}
         theirs = self._run(call.format(t))
         self.ns["args"] = batch.make()  # torchmetrics may write into inputs (README: float nan_strategy)
         ours = self._run(call.format(o), guard=guard)
@@ -1587,8 +1624,14 @@ class Lockstep:
             )
         if theirs.error is not None and ours.error is not None:
             # Both reject the batch at once: the types may differ (the order of checks differs), the contract holds.
+            if before and _state_values(self.ns[o]) != before[o]:
+                raise Finding("update() that raised changed the states", f"ours {ours.describe()}")
             # torchmetrics may have changed its state before raising (forward() raises between its reset and restore)
             torchmetrics_may_have_changed = method == "forward" or self.case.origin.full_state_update is not False
+            if before and _state_values(self.ns[t]) != before[t]:
+                if not self._allowed(kind="partial update", **situation):
+                    raise Finding("torchmetrics' update() that raised changed its states", f"{theirs.describe()}")
+                torchmetrics_may_have_changed = True
             if (torchmetrics_may_have_changed or _list_states(self.ns[t])) and not self.pendings.get(o):
                 self._fresh(o, t)
                 self._rebuild_note(o, t)

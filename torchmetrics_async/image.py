@@ -206,13 +206,25 @@ class RootMeanSquaredErrorUsingSlidingWindow(SyncFreeMixin, tm.RootMeanSquaredEr
     """No host sync in ``update()`` or ``forward()``."""
 
     def update(self, preds: Tensor, target: Tensor) -> None:
-        """Torchmetrics' ``update`` with :func:`rmse_sw_map`."""
-        if self.rmse_map is None:
+        """Torchmetrics' ``update`` with :func:`rmse_sw_map`; a batch it rejects leaves the states as they were."""
+        if self.rmse_map is None:  # before the checks, as torchmetrics: a rejected first batch sets the map's shape
             self.rmse_map = torch.zeros(target.shape[1:], dtype=target.dtype, device=target.device)
         rmse_map, crop = rmse_sw_map(preds, target, self.window_size), round(self.window_size / 2)
+        summed = rmse_map.sum(0)
+        if not _fits_in_place(self.rmse_map.shape, summed.shape):
+            # torchmetrics fails here after adding the batch's count and RMSE sum; the same error, nothing written
+            self.rmse_map.clone().add_(summed)
         self.rmse_val_sum += rmse_map[:, :, crop:-crop, crop:-crop].sum(0).mean()
-        self.rmse_map += rmse_map.sum(0)
+        self.rmse_map += summed
         self.total_images += target.shape[0]
+
+
+def _fits_in_place(state: torch.Size, batch: torch.Size) -> bool:
+    """Whether ``state += batch`` broadcasts ``batch`` to ``state``'s shape (else it raises)."""
+    try:
+        return torch.broadcast_shapes(state, batch) == state
+    except RuntimeError:
+        return False
 
 
 class RelativeAverageSpectralError(SyncFreeMixin, tm.RelativeAverageSpectralError):
