@@ -21,6 +21,7 @@ Example:
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -292,13 +293,15 @@ class PeakSignalNoiseRatioWithBlockedEffect(SyncFreeMixin, tm.PeakSignalNoiseRat
         self.total += target.numel()
 
 
-def image_range(preds: Tensor, target: Tensor) -> Tensor:
-    """Torchmetrics' ``data_range=None``: Python's ``max()`` of the two images' ranges, on the device (NaN as Python's).
+def image_range(preds: Tensor, target: Tensor, data_range: Any = None) -> Any:
+    """``data_range``, or for ``None`` torchmetrics' Python ``max()`` of the two images' ranges, on the device.
 
     Example:
-        >>> image_range(torch.tensor([0.0, 2.0]), torch.tensor([1.0, float("nan")]))
+        >>> image_range(torch.tensor([0.0, 2.0]), torch.tensor([1.0, float("nan")]))  # NaN as Python's max()
         tensor(2.)
     """
+    if data_range is not None:
+        return data_range
     first, second = preds.max() - preds.min(), target.max() - target.min()
     return torch.where(second > first, second, first)
 
@@ -309,7 +312,7 @@ class StructuralSimilarityIndexMeasure(SyncFreeMixin, tm.StructuralSimilarityInd
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Torchmetrics' ``update`` with :func:`image_range` for ``data_range=None``."""
         preds, target = _ssim_check_inputs(preds, target)
-        data_range = image_range(preds, target) if self.data_range is None else self.data_range
+        data_range = image_range(preds, target, self.data_range)
         similarity = _ssim_update(
             preds,
             target,
@@ -360,7 +363,7 @@ class MultiScaleStructuralSimilarityIndexMeasure(SyncFreeMixin, tm.MultiScaleStr
         pool = F.avg_pool2d if len(kernel) == 2 else F.avg_pool3d
         values = []
         for _ in range(scales):
-            data_range = image_range(preds, target) if self.data_range is None else self.data_range
+            data_range = image_range(preds, target, self.data_range)
             sim, contrast = _get_normalized_sim_and_cs(
                 preds, target, self.gaussian_kernel, sigma, kernel, data_range, self.k1, self.k2, self.normalize
             )
