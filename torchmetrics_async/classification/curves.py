@@ -98,6 +98,8 @@ SOFTMAX_LOGITS_MESSAGE = (
 )
 # The target an ignored row gets in the one-hot targets of the unbinned micro-averaged multiclass curves.
 _IGNORED_ONE_HOT = -1
+# A task's scores (N, C), positives, weights (None: all 1) for the binned kernel, and the unbinned list states' values.
+_CurveInputs = tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]
 
 
 def _zero_one_targets(
@@ -151,11 +153,6 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         state = self.__dict__
         confmat = binned_confmat(scores, positive, weight, state["_sorted_thresholds"], state["_threshold_rank"])
         return BatchStats((self._binned_state(confmat),), violations)
-
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
-        raise NotImplementedError
 
     def _binned_state(self, confmat: Tensor) -> Tensor:
         """What torchmetrics adds to its ``confmat`` state for the batch's ``(T, C, 2, 2)`` counts."""
@@ -220,9 +217,7 @@ class _BinaryCurve(_SyncFreeCurve):
             checks[SOFTMAX_LOGITS] = SOFTMAX_LOGITS_MESSAGE
         return checks
 
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+    def _curve_inputs(self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]) -> _CurveInputs:
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
         elif not paired_shapes(preds.shape, target.shape):
@@ -263,9 +258,7 @@ class _MulticlassCurve(_SyncFreeCurve):
             checks[TARGET_OUT_OF_RANGE] = ONE_HOT_RANGE_MESSAGE
         return checks
 
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+    def _curve_inputs(self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]) -> _CurveInputs:
         num_classes = self.num_classes
         if self.validate_args:
             multiclass_curve_tensor_validation(preds, target, num_classes)
@@ -315,9 +308,7 @@ class _MulticlassCurve(_SyncFreeCurve):
 class _MultilabelCurve(_SyncFreeCurve):
     """Multilabel inputs ``(N, C, ...)``: per label; ignored entries stay listed (torchmetrics' compute drops them)."""
 
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+    def _curve_inputs(self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]) -> _CurveInputs:
         num_labels = self.num_labels
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
