@@ -55,13 +55,7 @@ def lexicographic_max(columns: tuple[Tensor, ...], mask: Tensor) -> tuple[Tensor
 def recall_at_precision(
     precision: Tensor, recall: Tensor, thresholds: Tensor, min_precision: float
 ) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_recall_at_precision`` over the last dimension, without host reads.
-
-    Example:
-        >>> precision, recall = torch.tensor([0.5, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.0])
-        >>> recall_at_precision(precision, recall, torch.tensor([0.0, 0.5]), 0.8)
-        (tensor(0.5000), tensor(0.5000))
-    """
+    """Torchmetrics' ``_recall_at_precision`` over the last dimension, without host reads."""
     points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
     dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
     recall, precision = recall[..., :points].to(dtype), precision[..., :points].to(dtype)
@@ -76,13 +70,7 @@ def recall_at_precision(
 def precision_at_recall(
     precision: Tensor, recall: Tensor, thresholds: Tensor, min_recall: float
 ) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_precision_at_recall`` over the last dimension, Python's ``max`` NaN behaviour included.
-
-    Example:
-        >>> precision, recall = torch.tensor([0.5, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.0])
-        >>> precision_at_recall(precision, recall, torch.tensor([0.0, 0.5]), 0.4)
-        (tensor(1.), tensor(0.5000))
-    """
+    """Torchmetrics' ``_precision_at_recall`` over the last dimension, Python's ``max`` NaN behaviour included."""
     points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
     precision, recall = precision[..., :points], recall[..., :points]
     thresholds = thresholds[..., :points].expand_as(precision)

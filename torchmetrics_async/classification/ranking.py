@@ -1,13 +1,9 @@
 """Sync-free multilabel ranking metrics: coverage error, ranking average precision, ranking loss.
 
-torchmetrics' ``update`` reads the host to validate targets (``torch.unique``), to decide whether the scores are logits,
-to write ignored entries and the coverage offset through boolean indices, to keep the rows the ranking loss counts
-(boolean indexing, ``len``) and, for the ranking average precision, in a Python loop over the rows with
-``torch.unique`` ranks per row; ``compute`` reads the count (``int(total.item())``). Here the logit decision is a
-``torch.where``, ignored entries and the offset are ``masked_fill``/``where``, rows the ranking loss skips add 0 (its
-count is chosen on the device), and the ranks of every row come from one stable sort: an entry's rank is the end of its
-group of ties (NaNs each their own group, as ``torch.unique`` counts them), and among the relevant entries a cumulative
-count at that end. Sums run over the whole batch, in another order than torchmetrics' (the last bits may differ).
+torchmetrics reads the host for its target check, logit decision, boolean-index writes, the rows the ranking loss keeps,
+a Python loop of per-row ``torch.unique`` ranks and ``compute``'s count. Here: ``where``/``masked_fill``, skipped rows
+add 0, and every row's ranks come from one stable sort (an entry's rank is the end of its group of ties, NaNs each
+their own group as ``torch.unique`` counts them). Sums run in another order (the last bits may differ).
 
 Example:
     >>> import torch
@@ -103,11 +99,7 @@ class _SyncFreeRanking(SyncFreeBatchStats):
         return measure.to(self._defaults["measure"].dtype) / total
 
     def compute(self) -> Tensor:
-        """Raise deferred value errors, then torchmetrics' ``measure / total``, without reading ``total``.
-
-        Returns:
-            The metric value.
-        """
+        """Raise deferred value errors, then torchmetrics' ``measure / total``, without reading ``total``."""
         self._raise_deferred_checks()
         return self.measure / self.total
 
