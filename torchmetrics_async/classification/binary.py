@@ -257,8 +257,7 @@ class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
         validate = self.validate_args
         check_binary_shapes(preds, target, samplewise=False, validate_args=validate)
         if preds.is_floating_point() and self.ignore_index is None and coded_fast_path(preds, target):
-            # Float preds give 0/1 labels and no entry is ignored: the bins are the four outcome counts, and an
-            # entry whose target is neither 0 nor 1 counts nowhere (torchmetrics drops it).
+            # The bins are the four outcome counts; a target neither 0 nor 1 counts nowhere (torchmetrics drops it).
             labels = probs_to_labels(preds, self.threshold)
             bins = self.__dict__[CODE_BINS][preds.ndim, True]
             exact = not validate or target.dtype != torch.int64

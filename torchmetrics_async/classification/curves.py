@@ -141,9 +141,7 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         return self.validate_args
 
     def _deferred_checks(self) -> dict[str, str]:
-        if not self._checks_values():
-            return {}
-        return {INVALID_TARGET: binary_target_values_message(self.ignore_index)}
+        return {INVALID_TARGET: binary_target_values_message(self.ignore_index)} if self._checks_values() else {}
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         violations: dict[str, Tensor] = {}
@@ -184,9 +182,8 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         try:
             return self._torchmetrics_compute(*self._kept(*stats.values))
         except Exception:
-            # torchmetrics' computation can fail on a batch its update would have rejected (an empty label once
-            # ignored entries are dropped, a negative label in bincount). Such a batch's value is NaN and its error is
-            # compute()'s: whether it is one is a host read, on this failure path only (unbinned values read anyway).
+            # torchmetrics can fail on a batch its update would have rejected (a label empty once ignored entries are
+            # dropped, a negative one in bincount): such a batch's value is NaN, its error compute()'s (a host read).
             violated = self._batch_violation(stats)
             if violated is None or not bool(violated):
                 raise
@@ -245,8 +242,7 @@ class _MulticlassCurve(_SyncFreeCurve):
     def _checks_range(self) -> bool:
         """Whether labels outside [0, num_classes) are errors."""
         # torchmetrics one-hot encodes the target of binned and micro-averaged curves whatever validate_args says;
-        # validated, an out-of-range label is an error for every average here (torchmetrics' count of distinct values
-        # lets [0, 1, 3] through with 3 classes and computes a curve from it).
+        # validated, an out-of-range label is an error for every average (torchmetrics lets [0, 1, 3] of 3 classes by).
         return self.validate_args or self.thresholds is not None or self.average == "micro"
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -378,8 +374,7 @@ class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
         super().__init__(max_fpr, thresholds, ignore_index, validate_args, **kwargs)
 
     def _add_extra_states(self) -> None:
-        # torchmetrics' own BinaryAUROC keeps no trace of its validate_args: an instance accelerate() adopts gets the
-        # default, True.
+        # torchmetrics' BinaryAUROC keeps no trace of its validate_args: one accelerate() adopts gets the default.
         self.__dict__.setdefault("_validate_values", True)
         super()._add_extra_states()
 

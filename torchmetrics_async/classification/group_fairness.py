@@ -22,6 +22,7 @@ from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.binary import (
     INVALID_PREDS,
     INVALID_TARGET,
+    mask_ignored,
     not_binary,
     probs_to_labels,
     zero_one_checks,
@@ -71,9 +72,7 @@ def group_stat_scores(metric: tm.BinaryGroupStatRates, preds: Tensor, target: Te
         preds = probs_to_labels(preds, metric.threshold)
     elif validate and preds.dtype != torch.bool:
         violations[INVALID_PREDS] = not_binary(preds).any()
-    ignored = None if metric.ignore_index is None else target == metric.ignore_index
-    if ignored is not None:
-        target = target.masked_fill(ignored, -1)
+    target, ignored = mask_ignored(target, metric.ignore_index)
     hit, positive, negative = target == preds, target == 1, target == 0
     groups = groups.reshape(-1, 1)
     in_range = (groups >= 0) & (groups < num_groups)

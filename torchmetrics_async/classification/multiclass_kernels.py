@@ -1,7 +1,4 @@
-"""The kernels of the sync-free multiclass metrics: plain functions on tensors, no host read.
-
-Per-class counts come from ``index_add_`` over labels clamped into range (:func:`as_index`): never out of bounds.
-"""
+"""The kernels of the sync-free multiclass metrics: functions on tensors, no host read, no index out of bounds."""
 
 from typing import Literal, Optional
 
@@ -25,8 +22,6 @@ __all__ = [
 
 Normalize = Optional[Literal["true", "pred", "all", "none"]]
 _NORMALIZED_DIMS = {"true": -1, "pred": -2, "all": [-2, -1]}
-
-
 # Class indices are exact in float32 up to 2**24, so the float form of first_max_index serves any realistic C.
 _EXACT_FLOAT_INDEX = 2**24
 

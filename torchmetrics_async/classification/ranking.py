@@ -67,7 +67,7 @@ def _ranking_loss(preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class _SyncFreeRanking(SyncFreeBatchStats):
-    """The three classes' ``update``: torchmetrics' validation and format without host reads, then a kernel."""
+    """The three classes' ``update``: torchmetrics' validation and format without host reads, then ``_kernel``."""
 
     _stat_states = ("measure", "total")
 
@@ -89,10 +89,6 @@ class _SyncFreeRanking(SyncFreeBatchStats):
             preds, target = preds.masked_fill(ignored, -4 * labels), target.masked_fill(ignored, -4 * labels)
         preds, target = (x.movedim(1, -1).reshape(-1, labels) for x in (preds, target))
         return BatchStats(self._kernel(preds, target), violations)
-
-    @staticmethod
-    def _kernel(preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor | int]:
-        raise NotImplementedError
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         measure, total = stats.values  # torchmetrics adds them to fresh states: the measure takes their dtype
