@@ -7,6 +7,7 @@ Example:
     True
 """
 
+from torchmetrics_async.classification import hinge, multiclass, multilabel, ranking, roc_scores, tasks
 from torchmetrics_async.classification.binary import (
     BinaryAccuracy,
     BinaryConfusionMatrix,
@@ -58,94 +59,27 @@ from torchmetrics_async.classification.fixed_point import (
     MultilabelSensitivityAtSpecificity,
     MultilabelSpecificityAtSensitivity,
 )
-from torchmetrics_async.classification.hinge import BinaryHingeLoss, MulticlassHingeLoss
-from torchmetrics_async.classification.multiclass import (
-    MulticlassAccuracy,
-    MulticlassConfusionMatrix,
-    MulticlassExactMatch,
-    MulticlassF1Score,
-    MulticlassFBetaScore,
-    MulticlassHammingDistance,
-    MulticlassNegativePredictiveValue,
-    MulticlassPrecision,
-    MulticlassRecall,
-    MulticlassSpecificity,
-    MulticlassStatScores,
-)
-from torchmetrics_async.classification.multilabel import (
-    MultilabelAccuracy,
-    MultilabelConfusionMatrix,
-    MultilabelExactMatch,
-    MultilabelF1Score,
-    MultilabelFBetaScore,
-    MultilabelHammingDistance,
-    MultilabelNegativePredictiveValue,
-    MultilabelPrecision,
-    MultilabelRecall,
-    MultilabelSpecificity,
-    MultilabelStatScores,
-)
-from torchmetrics_async.classification.ranking import (
-    MultilabelCoverageError,
-    MultilabelRankingAveragePrecision,
-    MultilabelRankingLoss,
-)
-from torchmetrics_async.classification.roc_scores import (
-    BinaryEER,
-    BinaryLogAUC,
-    MulticlassEER,
-    MulticlassLogAUC,
-    MultilabelEER,
-    MultilabelLogAUC,
-)
-from torchmetrics_async.classification.tasks import (
-    AUROC,
-    EER,
-    ROC,
-    Accuracy,
-    AveragePrecision,
-    CalibrationError,
-    CohenKappa,
-    ConfusionMatrix,
-    ExactMatch,
-    F1Score,
-    FBetaScore,
-    HammingDistance,
-    HingeLoss,
-    JaccardIndex,
-    LogAUC,
-    MatthewsCorrCoef,
-    NegativePredictiveValue,
-    Precision,
-    PrecisionAtFixedRecall,
-    PrecisionRecallCurve,
-    Recall,
-    RecallAtFixedPrecision,
-    SensitivityAtSpecificity,
-    Specificity,
-    SpecificityAtSensitivity,
-    StatScores,
-)
+from torchmetrics_async.classification.group_fairness import BinaryFairness, BinaryGroupStatRates
+from torchmetrics_async.classification.hinge import *  # noqa: F403
+from torchmetrics_async.classification.multiclass import *  # noqa: F403
+from torchmetrics_async.classification.multilabel import *  # noqa: F403
+from torchmetrics_async.classification.ranking import *  # noqa: F403
+from torchmetrics_async.classification.roc_scores import *  # noqa: F403
+from torchmetrics_async.classification.tasks import *  # noqa: F403
 
 __all__ = [
-    "AUROC",
-    "EER",
-    "ROC",
-    "Accuracy",
-    "AveragePrecision",
     "BinaryAUROC",
     "BinaryAccuracy",
     "BinaryAveragePrecision",
     "BinaryCalibrationError",
     "BinaryCohenKappa",
     "BinaryConfusionMatrix",
-    "BinaryEER",
     "BinaryF1Score",
     "BinaryFBetaScore",
+    "BinaryFairness",
+    "BinaryGroupStatRates",
     "BinaryHammingDistance",
-    "BinaryHingeLoss",
     "BinaryJaccardIndex",
-    "BinaryLogAUC",
     "BinaryMatthewsCorrCoef",
     "BinaryNegativePredictiveValue",
     "BinaryPrecision",
@@ -158,81 +92,32 @@ __all__ = [
     "BinarySpecificity",
     "BinarySpecificityAtSensitivity",
     "BinaryStatScores",
-    "CalibrationError",
-    "CohenKappa",
-    "ConfusionMatrix",
-    "ExactMatch",
-    "F1Score",
-    "FBetaScore",
-    "HammingDistance",
-    "HingeLoss",
-    "JaccardIndex",
-    "LogAUC",
-    "MatthewsCorrCoef",
     "MulticlassAUROC",
-    "MulticlassAccuracy",
     "MulticlassAveragePrecision",
     "MulticlassCalibrationError",
     "MulticlassCohenKappa",
-    "MulticlassConfusionMatrix",
-    "MulticlassEER",
-    "MulticlassExactMatch",
-    "MulticlassF1Score",
-    "MulticlassFBetaScore",
-    "MulticlassHammingDistance",
-    "MulticlassHingeLoss",
     "MulticlassJaccardIndex",
-    "MulticlassLogAUC",
     "MulticlassMatthewsCorrCoef",
-    "MulticlassNegativePredictiveValue",
-    "MulticlassPrecision",
     "MulticlassPrecisionAtFixedRecall",
     "MulticlassPrecisionRecallCurve",
     "MulticlassROC",
-    "MulticlassRecall",
     "MulticlassRecallAtFixedPrecision",
     "MulticlassSensitivityAtSpecificity",
-    "MulticlassSpecificity",
     "MulticlassSpecificityAtSensitivity",
-    "MulticlassStatScores",
     "MultilabelAUROC",
-    "MultilabelAccuracy",
     "MultilabelAveragePrecision",
-    "MultilabelConfusionMatrix",
-    "MultilabelCoverageError",
-    "MultilabelEER",
-    "MultilabelExactMatch",
-    "MultilabelF1Score",
-    "MultilabelFBetaScore",
-    "MultilabelHammingDistance",
     "MultilabelJaccardIndex",
-    "MultilabelLogAUC",
     "MultilabelMatthewsCorrCoef",
-    "MultilabelNegativePredictiveValue",
-    "MultilabelPrecision",
     "MultilabelPrecisionAtFixedRecall",
     "MultilabelPrecisionRecallCurve",
     "MultilabelROC",
-    "MultilabelRankingAveragePrecision",
-    "MultilabelRankingLoss",
-    "MultilabelRecall",
     "MultilabelRecallAtFixedPrecision",
     "MultilabelSensitivityAtSpecificity",
-    "MultilabelSpecificity",
     "MultilabelSpecificityAtSensitivity",
-    "MultilabelStatScores",
-    "NegativePredictiveValue",
-    "Precision",
-    "PrecisionAtFixedRecall",
-    "PrecisionRecallCurve",
-    "Recall",
-    "RecallAtFixedPrecision",
-    "SensitivityAtSpecificity",
-    "Specificity",
-    "SpecificityAtSensitivity",
-    "StatScores",
 ]
-
-from torchmetrics_async.classification.group_fairness import BinaryFairness, BinaryGroupStatRates
-
-__all__ += ["BinaryFairness", "BinaryGroupStatRates"]
+__all__ += hinge.__all__
+__all__ += multiclass.__all__
+__all__ += multilabel.__all__
+__all__ += ranking.__all__
+__all__ += roc_scores.__all__
+__all__ += tasks.__all__

@@ -1,8 +1,7 @@
 """Sync-free binary classification metrics with torchmetrics' names, arguments and values.
 
-torchmetrics' binary ``update`` reads the host for ``torch.unique`` value checks, the logit decision, ``ignore_index``
-masks and ``bincount``. Here counts are sums of conditions, the logit decision a ``torch.where``, ignored targets
-``masked_fill`` -1 and bins ``scatter_add_``; value checks are deferred (:mod:`~torchmetrics_async.deferred`).
+Instead of torchmetrics' host reads (``torch.unique`` checks, the logit decision, ``ignore_index`` masks, ``bincount``):
+sums of conditions, a ``torch.where``, ``masked_fill`` -1 and ``scatter_add_``; value checks are deferred.
 """
 
 from typing import Any, ClassVar
@@ -43,14 +42,18 @@ INVALID_PREDS = "invalid_preds"
 
 
 def probs_to_labels(preds: Tensor, threshold: float, keep: Tensor | None = None) -> Tensor:
-    """``preds > threshold``, after a sigmoid iff any (kept) one is outside [0, 1] (NaN too), decided on the device.
-
-    Example:
-        >>> probs_to_labels(torch.tensor([0.2, 0.7]), 0.5), probs_to_labels(torch.tensor([-1.0, 0.2]), 0.5)
-        (tensor([False,  True]), tensor([False,  True]))
-    """
+    """``preds > threshold``, after a sigmoid iff any (kept) one is outside [0, 1] (NaN too), decided on the device."""
     logits = outside_unit_interval(preds, keep).any()
     return torch.where(logits, preds.sigmoid(), preds) > threshold
+
+
+def to_labels(metric: Any, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
+    """Float ``preds`` thresholded (:func:`probs_to_labels`); non-binary integer ``preds`` recorded as a violation."""
+    if preds.is_floating_point():
+        return probs_to_labels(preds, metric.threshold)
+    if metric.validate_args and preds.dtype != torch.bool:
+        violations[INVALID_PREDS] = not_binary(preds)
+    return preds
 
 
 def mask_ignored(target: Tensor, ignore_index: int | None) -> tuple[Tensor, Tensor | None]:
@@ -101,12 +104,7 @@ def code_bins(device: torch.device) -> dict[tuple[int, bool], Tensor]:
 
 
 def coded_counts(
-    preds: Tensor,
-    target: Tensor,
-    bins: Tensor,
-    exact: bool,
-    dims: tuple[int, ...] | None = None,
-    keepdim: bool = False,
+    preds: Tensor, target: Tensor, bins: Tensor, exact: bool, dims: tuple[int, ...] | None = None, keepdim: bool = False
 ) -> Tensor:
     """How many entries have each outcome (codes 0-3 of ``2 * target + label``), from one compare-and-sum.
 
@@ -140,14 +138,7 @@ def outcomes(counts: Tensor, bool_preds: bool) -> tuple[Tensor, Tensor, Tensor, 
 
 
 def targets_outside(binary_count: Tensor, target: Tensor, ignored: Tensor | None) -> Tensor:
-    """0-dim flag: some target is neither 0, 1 nor ignored, from the count of 0/1 targets (a bool one counts ignored).
-
-    Example:
-        >>> target = torch.tensor([False, True])
-        >>> counts = coded_counts(torch.tensor([True, True]), target, code_bins(torch.device("cpu"))[1, False], True)
-        >>> bool(targets_outside(counts, target, torch.tensor([True, False])))
-        False
-    """
+    """0-dim flag: a target is neither 0, 1 nor ignored, from the count of 0/1 targets (a bool one counts ignored)."""
     counted = binary_count.sum() if binary_count.dim() else binary_count
     if ignored is not None and target.dtype != torch.bool:
         counted = counted + ignored.sum()
@@ -193,10 +184,7 @@ class _SyncFreeBinaryStatScores(CodedCounts):
         samplewise = self.multidim_average == "samplewise"
         violations: dict[str, Tensor] = {}
         check_binary_shapes(preds, target, samplewise, validate)
-        if preds.is_floating_point():
-            preds = probs_to_labels(preds, self.threshold)
-        elif validate and preds.dtype != torch.bool:
-            violations[INVALID_PREDS] = not_binary(preds)
+        preds = to_labels(self, preds, violations)
         target, ignored = mask_ignored(target, self.ignore_index)
         if not samplewise and coded_fast_path(preds, target):
             # The global counts of any layout: torchmetrics' (N, -1) reshapes change nothing a full sum sees.
@@ -269,8 +257,7 @@ class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
         validate = self.validate_args
         check_binary_shapes(preds, target, samplewise=False, validate_args=validate)
         if preds.is_floating_point() and self.ignore_index is None and coded_fast_path(preds, target):
-            # Float preds give 0/1 labels and no entry is ignored: the bins are the four outcome counts, and an
-            # entry whose target is neither 0 nor 1 counts nowhere (torchmetrics drops it).
+            # The bins are the four outcome counts; a target neither 0 nor 1 counts nowhere (torchmetrics drops it).
             labels = probs_to_labels(preds, self.threshold)
             bins = self.__dict__[CODE_BINS][preds.ndim, True]
             exact = not validate or target.dtype != torch.int64

@@ -61,9 +61,6 @@ class _SyncFreeCalibrationError:
 
     _stat_states = ("confidences", "accuracies")
 
-    def _kept(self, accuracies: Tensor) -> Tensor | None:
-        raise NotImplementedError
-
     def _error(self, confidences: Tensor, accuracies: Tensor) -> Tensor:
         return calibration_error(confidences, accuracies, self._kept(accuracies), self.n_bins, self.norm)
 

@@ -157,33 +157,25 @@ class MulticlassCohenKappa(MulticlassConfusionMatrix, tm.MulticlassCohenKappa):
     """No host sync in ``update()`` or ``forward()``."""
 
     compute = _reduced_confmat
-
-    def _reduce(self, confmat: Tensor) -> Tensor:
-        return _cohen_kappa_reduce(confmat, self.weights)
+    _reduce = BinaryCohenKappa._reduce
 
 
 class BinaryMatthewsCorrCoef(BinaryConfusionMatrix, tm.BinaryMatthewsCorrCoef):
     """No host sync in ``update()`` or ``forward()``; all right or all wrong: a float 1/-1 (torchmetrics: int64)."""
 
     compute = _reduced_confmat
-
-    def _reduce(self, confmat: Tensor) -> Tensor:
-        return matthews_corrcoef_reduce(confmat)
+    _reduce = staticmethod(matthews_corrcoef_reduce)
 
 
 class MulticlassMatthewsCorrCoef(MulticlassConfusionMatrix, tm.MulticlassMatthewsCorrCoef):
     """No host sync in ``update()`` or ``forward()``; one sum of the marginals: last bits may differ past 2**12."""
 
     compute = _reduced_confmat
-
-    def _reduce(self, confmat: Tensor) -> Tensor:
-        return matthews_corrcoef_reduce(confmat)
+    _reduce = staticmethod(matthews_corrcoef_reduce)
 
 
 class MultilabelMatthewsCorrCoef(MultilabelConfusionMatrix, tm.MultilabelMatthewsCorrCoef):
     """No host sync in ``update()`` or ``forward()``; all right or all wrong: a float 1/-1 (torchmetrics: int64)."""
 
     compute = _reduced_confmat
-
-    def _reduce(self, confmat: Tensor) -> Tensor:
-        return matthews_corrcoef_reduce(confmat)
+    _reduce = staticmethod(matthews_corrcoef_reduce)

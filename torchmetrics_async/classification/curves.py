@@ -98,6 +98,8 @@ SOFTMAX_LOGITS_MESSAGE = (
 )
 # The target an ignored row gets in the one-hot targets of the unbinned micro-averaged multiclass curves.
 _IGNORED_ONE_HOT = -1
+# A task's scores (N, C), positives, weights (None: all 1) for the binned kernel, and the unbinned list states' values.
+_CurveInputs = tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]
 
 
 def _zero_one_targets(
@@ -139,9 +141,7 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         return self.validate_args
 
     def _deferred_checks(self) -> dict[str, str]:
-        if not self._checks_values():
-            return {}
-        return {INVALID_TARGET: binary_target_values_message(self.ignore_index)}
+        return {INVALID_TARGET: binary_target_values_message(self.ignore_index)} if self._checks_values() else {}
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         violations: dict[str, Tensor] = {}
@@ -151,11 +151,6 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         state = self.__dict__
         confmat = binned_confmat(scores, positive, weight, state["_sorted_thresholds"], state["_threshold_rank"])
         return BatchStats((self._binned_state(confmat),), violations)
-
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
-        raise NotImplementedError
 
     def _binned_state(self, confmat: Tensor) -> Tensor:
         """What torchmetrics adds to its ``confmat`` state for the batch's ``(T, C, 2, 2)`` counts."""
@@ -187,9 +182,8 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         try:
             return self._torchmetrics_compute(*self._kept(*stats.values))
         except Exception:
-            # torchmetrics' computation can fail on a batch its update would have rejected (an empty label once
-            # ignored entries are dropped, a negative label in bincount). Such a batch's value is NaN and its error is
-            # compute()'s: whether it is one is a host read, on this failure path only (unbinned values read anyway).
+            # torchmetrics can fail on a batch its update would have rejected (a label empty once ignored entries are
+            # dropped, a negative one in bincount): such a batch's value is NaN, its error compute()'s (a host read).
             violated = self._batch_violation(stats)
             if violated is None or not bool(violated):
                 raise
@@ -220,9 +214,7 @@ class _BinaryCurve(_SyncFreeCurve):
             checks[SOFTMAX_LOGITS] = SOFTMAX_LOGITS_MESSAGE
         return checks
 
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+    def _curve_inputs(self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]) -> _CurveInputs:
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
         elif not paired_shapes(preds.shape, target.shape):
@@ -250,8 +242,7 @@ class _MulticlassCurve(_SyncFreeCurve):
     def _checks_range(self) -> bool:
         """Whether labels outside [0, num_classes) are errors."""
         # torchmetrics one-hot encodes the target of binned and micro-averaged curves whatever validate_args says;
-        # validated, an out-of-range label is an error for every average here (torchmetrics' count of distinct values
-        # lets [0, 1, 3] through with 3 classes and computes a curve from it).
+        # validated, an out-of-range label is an error for every average (torchmetrics lets [0, 1, 3] of 3 classes by).
         return self.validate_args or self.thresholds is not None or self.average == "micro"
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -263,9 +254,7 @@ class _MulticlassCurve(_SyncFreeCurve):
             checks[TARGET_OUT_OF_RANGE] = ONE_HOT_RANGE_MESSAGE
         return checks
 
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+    def _curve_inputs(self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]) -> _CurveInputs:
         num_classes = self.num_classes
         if self.validate_args:
             multiclass_curve_tensor_validation(preds, target, num_classes)
@@ -315,9 +304,7 @@ class _MulticlassCurve(_SyncFreeCurve):
 class _MultilabelCurve(_SyncFreeCurve):
     """Multilabel inputs ``(N, C, ...)``: per label; ignored entries stay listed (torchmetrics' compute drops them)."""
 
-    def _curve_inputs(
-        self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+    def _curve_inputs(self, preds: Tensor, target: Tensor, violations: dict[str, Tensor]) -> _CurveInputs:
         num_labels = self.num_labels
         if self.validate_args:
             binary_curve_tensor_validation(preds, target)
@@ -387,8 +374,7 @@ class BinaryAUROC(_BinaryCurve, tm.BinaryAUROC):
         super().__init__(max_fpr, thresholds, ignore_index, validate_args, **kwargs)
 
     def _add_extra_states(self) -> None:
-        # torchmetrics' own BinaryAUROC keeps no trace of its validate_args: an instance accelerate() adopts gets the
-        # default, True.
+        # torchmetrics' BinaryAUROC keeps no trace of its validate_args: one accelerate() adopts gets the default.
         self.__dict__.setdefault("_validate_values", True)
         super()._add_extra_states()
 

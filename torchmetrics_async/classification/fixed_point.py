@@ -55,13 +55,7 @@ def lexicographic_max(columns: tuple[Tensor, ...], mask: Tensor) -> tuple[Tensor
 def recall_at_precision(
     precision: Tensor, recall: Tensor, thresholds: Tensor, min_precision: float
 ) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_recall_at_precision`` over the last dimension, without host reads.
-
-    Example:
-        >>> precision, recall = torch.tensor([0.5, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.0])
-        >>> recall_at_precision(precision, recall, torch.tensor([0.0, 0.5]), 0.8)
-        (tensor(0.5000), tensor(0.5000))
-    """
+    """Torchmetrics' ``_recall_at_precision`` over the last dimension, without host reads."""
     points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
     dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
     recall, precision = recall[..., :points].to(dtype), precision[..., :points].to(dtype)
@@ -76,13 +70,7 @@ def recall_at_precision(
 def precision_at_recall(
     precision: Tensor, recall: Tensor, thresholds: Tensor, min_recall: float
 ) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_precision_at_recall`` over the last dimension, Python's ``max`` NaN behaviour included.
-
-    Example:
-        >>> precision, recall = torch.tensor([0.5, 1.0, 1.0]), torch.tensor([1.0, 0.5, 0.0])
-        >>> precision_at_recall(precision, recall, torch.tensor([0.0, 0.5]), 0.4)
-        (tensor(1.), tensor(0.5000))
-    """
+    """Torchmetrics' ``_precision_at_recall`` over the last dimension, Python's ``max`` NaN behaviour included."""
     points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
     precision, recall = precision[..., :points], recall[..., :points]
     thresholds = thresholds[..., :points].expand_as(precision)
@@ -119,42 +107,35 @@ def best_under_constraint(
     return best, torch.where(found, thresholds.gather(-1, index).squeeze(-1), 1e6)
 
 
-def _precision_recall(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The precision-recall curve of the metric's task from its binned confusion matrices."""
+def _curve(metric: _SyncFreeCurve, confmat: Tensor, roc: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """The ROC (else precision-recall) curve of the metric's task from its binned confusion matrices."""
     if isinstance(metric, _BinaryCurve):
-        return _binary_precision_recall_curve_compute(confmat, metric.thresholds)
+        return (_binary_roc_compute if roc else _binary_precision_recall_curve_compute)(confmat, metric.thresholds)
     if isinstance(metric, _MulticlassCurve):
-        return _multiclass_precision_recall_curve_compute(confmat, metric.num_classes, metric.thresholds)
-    return _multilabel_precision_recall_curve_compute(confmat, metric.num_labels, metric.thresholds)
-
-
-def _roc(metric: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The ROC curve of the metric's task from its binned confusion matrices."""
-    if isinstance(metric, _BinaryCurve):
-        return _binary_roc_compute(confmat, metric.thresholds)
-    if isinstance(metric, _MulticlassCurve):
-        return _multiclass_roc_compute(confmat, metric.num_classes, metric.thresholds)
-    return _multilabel_roc_compute(confmat, metric.num_labels, metric.thresholds)
+        compute = _multiclass_roc_compute if roc else _multiclass_precision_recall_curve_compute
+        return compute(confmat, metric.num_classes, metric.thresholds)
+    compute = _multilabel_roc_compute if roc else _multilabel_precision_recall_curve_compute
+    return compute(confmat, metric.num_labels, metric.thresholds)
 
 
 # The binned batch value of each kind (a class attribute `_binned_value`: a method, not one more base class).
 def _recall_at_fixed_precision(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    precision, recall, thresholds = _precision_recall(self, confmat)
+    precision, recall, thresholds = _curve(self, confmat, roc=False)
     return recall_at_precision(precision, recall, thresholds, self.min_precision)
 
 
 def _precision_at_fixed_recall(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    precision, recall, thresholds = _precision_recall(self, confmat)
+    precision, recall, thresholds = _curve(self, confmat, roc=False)
     return precision_at_recall(precision, recall, thresholds, self.min_recall)
 
 
 def _sensitivity_at_specificity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    fpr, sensitivity, thresholds = _roc(self, confmat)
+    fpr, sensitivity, thresholds = _curve(self, confmat, roc=True)
     return best_under_constraint(sensitivity, 1 - fpr, thresholds, self.min_specificity)
 
 
 def _specificity_at_sensitivity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    fpr, sensitivity, thresholds = _roc(self, confmat)
+    fpr, sensitivity, thresholds = _curve(self, confmat, roc=True)
     return best_under_constraint(1 - fpr, sensitivity, thresholds, self.min_sensitivity)
 
 

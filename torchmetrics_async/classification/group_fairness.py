@@ -1,10 +1,8 @@
 """Sync-free group fairness: ``BinaryGroupStatRates`` and ``BinaryFairness``, torchmetrics' names and arguments.
 
-torchmetrics sorts the batch by group, counts the groups with ``unique``/``bincount`` and reads the counts on the host
-to split it. Here each entry's outcome (tp, fp, tn, fn) is added into its group's row of a ``(num_groups, 4)`` table
-with ``index_add_``: group ``g`` counts in row ``g``. (torchmetrics numbers the groups present in the batch
-``0, 1, ...``, so a batch without some group counts the later groups in the wrong rows.) Target, label-preds and group
-values are checked on the device and raised by ``compute()``/``reset()``.
+torchmetrics splits the batch by group with ``unique``/``bincount`` and host reads; here each entry's outcome is added
+into row ``g`` of a ``(num_groups, 4)`` table with ``index_add_`` (torchmetrics numbers the groups present in the batch
+``0, 1, ...``: a batch without some group counts the later ones in the wrong rows). Value checks are deferred.
 
 Example:
     >>> import torch
@@ -24,6 +22,7 @@ from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.binary import (
     INVALID_PREDS,
     INVALID_TARGET,
+    mask_ignored,
     not_binary,
     probs_to_labels,
     zero_one_checks,
@@ -73,9 +72,7 @@ def group_stat_scores(metric: tm.BinaryGroupStatRates, preds: Tensor, target: Te
         preds = probs_to_labels(preds, metric.threshold)
     elif validate and preds.dtype != torch.bool:
         violations[INVALID_PREDS] = not_binary(preds).any()
-    ignored = None if metric.ignore_index is None else target == metric.ignore_index
-    if ignored is not None:
-        target = target.masked_fill(ignored, -1)
+    target, ignored = mask_ignored(target, metric.ignore_index)
     hit, positive, negative = target == preds, target == 1, target == 0
     groups = groups.reshape(-1, 1)
     in_range = (groups >= 0) & (groups < num_groups)
@@ -104,15 +101,7 @@ class _GroupStatScores(SyncFreeBatchStats):
         return {**zero_one_checks(self, quoted_preds=True), INVALID_GROUP: group}
 
     def update(self, preds: Tensor, target: Tensor, groups: Tensor) -> None:
-        """Accumulate a batch's per-group counts without a host sync.
-
-        Example:
-            >>> import torch
-            >>> metric = BinaryGroupStatRates(num_groups=2)
-            >>> metric.update(torch.tensor([1, 0]), torch.tensor([1, 0]), torch.tensor([1, 1]))
-            >>> metric.tp, metric.tn
-            (tensor([0, 1]), tensor([0, 1]))
-        """
+        """Accumulate a batch's per-group counts without a host sync."""
         self._merge_stats(self._batch_stats(preds, target, groups))
 
     def _batch_stats(self, preds: Tensor, target: Tensor, groups: Tensor) -> BatchStats:

@@ -1,8 +1,7 @@
 """Sync-free multiclass classification metrics with torchmetrics' names, arguments and values.
 
-Per-class counts come from ``index_add_`` on ``num_classes`` bins (``num_classes**2`` for the confusion matrix) over
-indices clamped into range, ignored entries weighted 0, instead of ``torch.unique`` checks, boolean masks and
-``bincount``. ``top_k > 1`` counts the label torchmetrics' one-hot form counts; samplewise offsets the bins per sample.
+Per-class counts come from ``index_add_`` over indices clamped into range, ignored entries weighted 0, instead of
+``torch.unique`` checks, boolean masks and ``bincount``; ``top_k > 1`` counts the label torchmetrics' one-hot form does.
 """
 
 from typing import Any, NamedTuple
@@ -25,7 +24,7 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_state_dtypes
-from torchmetrics_async.classification.binary import INVALID_PREDS, INVALID_TARGET
+from torchmetrics_async.classification.binary import INVALID_PREDS, INVALID_TARGET, BinaryConfusionMatrix
 from torchmetrics_async.classification.multiclass_kernels import (
     as_index,
     class_counts,
@@ -83,11 +82,11 @@ class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
     """Sync-free ``update`` of torchmetrics' ``MulticlassStatScores`` family (states ``tp, fp, tn, fn``)."""
 
     def _checked_classes(self) -> int | None:
-        """How many classes the labels index for the value checks (``None``: torchmetrics accepts any value)."""
+        """How many classes the value checks allow (``None``: any value, as torchmetrics accepts)."""
         if self.num_classes is not None:
             return self.num_classes
-        # num_classes=None counts as one class; only the one-hot (samplewise) form fails on other labels, and it takes
-        # label 1 too where that is its sentinel class (see _sentinel_class).
+        # num_classes=None counts as one class; only the one-hot (samplewise) form fails on other labels (and takes 1
+        # where that is its sentinel class).
         return 1 + self._sentinel_class() if self.multidim_average == "samplewise" else None
 
     def _deferred_checks(self) -> dict[str, str]:
@@ -101,7 +100,7 @@ class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
 
     def _set_constants(self) -> None:
         super()._set_constants()
-        # A device-resident 1 (int64), expanded to a batch of ones without allocating it (see _merge_stats).
+        # Expanded to a batch of ones without allocating it (see _merge_stats).
         self.__dict__["_one_long"] = torch.ones((), dtype=torch.long, device=self.device)
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
@@ -182,9 +181,8 @@ class _SyncFreeMulticlassStatScores(SyncFreeBatchStats):
             super()._merge_stats(BatchStats(hits.dense(self.num_classes), violations))
             return
         preds, target, hit = hits
-        # Written into the states in place, without per-class batch tensors (6 kernels instead of 3 index_add_
-        # into temporaries, 4 subtractions and the adds): tp at the target of each hit, fn at the target and fp at
-        # the prediction of each miss, and tn = N - predicted - fn.
+        # In place, without per-class batch tensors (6 kernels instead of 3 index_add_, 4 subtractions and the adds):
+        # tp at the target of each hit, fn at the target and fp at the prediction of each miss, tn = N - predicted - fn.
         hit = hit.long()
         miss = torch.rsub(hit, 1)  # 1 - hit, without Tensor.__rsub__'s Python wrapper
         tp.index_add_(0, target, hit)
@@ -220,9 +218,6 @@ class _SyncFreeMacroAverage:
     """``compute`` of the macro average torchmetrics takes via a mask write; ``_class_scores``: its "none" reduction."""
 
     _macro_top_k = False
-
-    def _class_scores(self, tp: Tensor, fp: Tensor, tn: Tensor, fn: Tensor) -> Tensor:
-        raise NotImplementedError
 
     def compute(self) -> Tensor:
         if self.average != "macro":
@@ -344,8 +339,7 @@ class MulticlassExactMatch(SyncFreeBatchStats, tm.MulticlassExactMatch):
         (correct, _), violations = stats
         self.correct.append(correct)
         self.total.fill_(1)
-        for name, violated in violations.items():
-            self._record_violation(name, violated)
+        self._add_with_violations([], [], violations)
 
 
 def merge_confmat_bins(metric: Any, stats: BatchStats) -> None:
@@ -355,8 +349,7 @@ def merge_confmat_bins(metric: Any, stats: BatchStats) -> None:
         metric.confmat = metric.confmat.contiguous()
     confmat = metric.confmat
     confmat.view(-1).index_add_(0, bins, weight if weight.dtype == confmat.dtype else weight.to(confmat.dtype))
-    for name, violated in violations.items():
-        metric._record_violation(name, violated)
+    metric._add_with_violations([], [], violations)
 
 
 class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix):
@@ -398,9 +391,7 @@ class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix
         confmat.index_add_(0, bins, weight if weight.dtype == dtype else weight.to(dtype))
         return self._reduce(confmat.view(num_classes, num_classes))
 
-    def _reduce(self, confmat: Tensor) -> Tensor:
-        """A matrix's value (the metrics derived from the confusion matrix reduce it their way)."""
-        return normalize_confmat(confmat, self.normalize)[0]
+    _reduce = BinaryConfusionMatrix._reduce
 
     def compute(self) -> Tensor:
         """Raise deferred value errors, then normalize as torchmetrics does, warning about 0/0 entries set to 0."""

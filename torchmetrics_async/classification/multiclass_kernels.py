@@ -1,7 +1,4 @@
-"""The kernels of the sync-free multiclass metrics: plain functions on tensors, no host read.
-
-Per-class counts come from ``index_add_`` over labels clamped into range (:func:`as_index`): never out of bounds.
-"""
+"""The kernels of the sync-free multiclass metrics: functions on tensors, no host read, no index out of bounds."""
 
 from typing import Literal, Optional
 
@@ -24,8 +21,7 @@ __all__ = [
 ]
 
 Normalize = Optional[Literal["true", "pred", "all", "none"]]
-
-
+_NORMALIZED_DIMS = {"true": -1, "pred": -2, "all": [-2, -1]}
 # Class indices are exact in float32 up to 2**24, so the float form of first_max_index serves any realistic C.
 _EXACT_FLOAT_INDEX = 2**24
 
@@ -187,14 +183,9 @@ def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Te
     """
     if normalize is None or normalize == "none":
         return confmat, None
-    confmat = confmat if confmat.is_floating_point() else confmat.float()
-    if normalize == "true":
-        confmat = confmat / confmat.sum(dim=-1, keepdim=True)
-    elif normalize == "pred":
-        confmat = confmat / confmat.sum(dim=-2, keepdim=True)
-    elif normalize == "all":
-        confmat = confmat / confmat.sum(dim=[-2, -1], keepdim=True)
-    else:
+    if normalize not in _NORMALIZED_DIMS:
         _confusion_matrix_reduce(confmat, normalize)  # raises torchmetrics' error for a value it does not know
+    confmat = confmat if confmat.is_floating_point() else confmat.float()
+    confmat = confmat / confmat.sum(dim=_NORMALIZED_DIMS[normalize], keepdim=True)
     nans = torch.isnan(confmat)
     return confmat.masked_fill(nans, 0), nans

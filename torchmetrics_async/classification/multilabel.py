@@ -1,7 +1,4 @@
-"""Sync-free multilabel classification metrics with torchmetrics' names, arguments and values.
-
-The kernels of :mod:`torchmetrics_async.classification.binary`, per label.
-"""
+"""Sync-free multilabel classification metrics: the kernels of :mod:`~torchmetrics_async.classification.binary`."""
 
 from typing import Any
 
@@ -14,18 +11,18 @@ from torchmetrics_async.classification.binary import (
     CODE_BINS,
     INVALID_PREDS,
     INVALID_TARGET,
+    BinaryConfusionMatrix,
     CodedCounts,
     coded_counts,
     coded_fast_path,
     mask_ignored,
     not_binary,
     outcomes,
-    probs_to_labels,
     stat_counts,
     targets_outside,
+    to_labels,
     zero_one_checks,
 )
-from torchmetrics_async.classification.multiclass_kernels import normalize_confmat
 from torchmetrics_async.classification.shapes import check_multilabel_shapes
 
 __all__ = [
@@ -48,19 +45,10 @@ def _multilabel_checks(metric: Any) -> dict[str, str]:
     return zero_one_checks(metric, quoted_preds=False)
 
 
-def _labels(metric: Any, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:
-    """Threshold float ``preds`` (sigmoid first if any is outside [0, 1]); record non-binary integer ``preds``."""
-    if preds.is_floating_point():
-        return probs_to_labels(preds, metric.threshold)
-    if metric.validate_args and preds.dtype != torch.bool:
-        violations[INVALID_PREDS] = not_binary(preds)
-    return preds
-
-
-def _format(metric: Any, preds: Tensor, target: Tensor, samplewise: bool) -> tuple[Tensor, Tensor, Tensor | None, dict]:
+def _format(metric: Any, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor | None, dict]:
     """Input format as in torchmetrics, without syncs: labels, ``(N, C, -1)``, ignored targets -1."""
     violations: dict[str, Tensor] = {}
-    preds = _labels(metric, preds, violations)
+    preds = to_labels(metric, preds, violations)
     preds = preds.reshape(*preds.shape[:2], -1)
     target = target.reshape(*target.shape[:2], -1)
     target, ignored = mask_ignored(target, metric.ignore_index)
@@ -77,7 +65,7 @@ class _SyncFreeMultilabelStatScores(CodedCounts):
         check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
         if not samplewise and coded_fast_path(preds, target):
             return self._coded_batch_stats(preds, target)
-        preds, target, ignored, violations = _format(self, preds, target, samplewise)
+        preds, target, ignored, violations = _format(self, preds, target)
         dim: int | tuple[int, int] = -1 if samplewise else (0, -1)
         if not samplewise and preds.ndim == target.ndim == 3 and preds.shape[-1] == target.shape[-1] == 1:
             # (N, C) inputs: a reduction over one dimension is faster than over (0, -1) with a trailing 1.
@@ -93,7 +81,7 @@ class _SyncFreeMultilabelStatScores(CodedCounts):
         """Global counts of well-formed ``(N, C[, M])`` input: one code per entry, counted per label (3 ops)."""
         violations: dict[str, Tensor] = {}
         validate = self.validate_args
-        preds = _labels(self, preds, violations)
+        preds = to_labels(self, preds, violations)
         target, ignored = mask_ignored(target, self.ignore_index)
         bins = self.__dict__[CODE_BINS][preds.ndim, False]
         exact = not validate or target.dtype != torch.int64
@@ -148,7 +136,7 @@ class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
         check_multilabel_shapes(preds, target, self.num_labels, samplewise, self.validate_args)
-        preds, target, ignored, violations = _format(self, preds, target, samplewise)
+        preds, target, ignored, violations = _format(self, preds, target)
         if self.validate_args:
             violations[INVALID_TARGET] = not_binary(target, ignored)
         if ignored is not None:
@@ -183,8 +171,7 @@ class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
             count = self._update_count
             total = ((count - 1) * self.total + total).float() / count
         self.total = total
-        for name, violated in violations.items():
-            self._record_violation(name, violated)
+        self._add_with_violations([], [], violations)
 
 
 class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
@@ -202,7 +189,7 @@ class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
             preds_bad = not_binary(preds)
             if self.validate_args:
                 violations[INVALID_PREDS] = preds_bad
-        preds = _labels(self, preds, {})
+        preds = to_labels(self, preds, {})
         preds = torch.movedim(preds, 1, -1).reshape(-1, num_labels)
         target = torch.movedim(target, 1, -1).reshape(-1, num_labels)
         target_bad = not_binary(target)
@@ -228,9 +215,5 @@ class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
         confmat.scatter_add_(0, bins, valid.flatten().long())
         return BatchStats((confmat.view(num_labels, 2, 2),), violations)
 
-    def _batch_value(self, stats: BatchStats) -> Tensor:
-        return self._reduce(stats[0][0].to(self.confmat.dtype))  # the state dtype, as torchmetrics
-
-    def _reduce(self, confmat: Tensor) -> Tensor:
-        """A matrix's value (the metrics derived from the confusion matrix reduce it their way)."""
-        return normalize_confmat(confmat, self.normalize)[0]
+    _batch_value = BinaryConfusionMatrix._batch_value
+    _reduce = BinaryConfusionMatrix._reduce

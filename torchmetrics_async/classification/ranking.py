@@ -1,13 +1,9 @@
 """Sync-free multilabel ranking metrics: coverage error, ranking average precision, ranking loss.
 
-torchmetrics' ``update`` reads the host to validate targets (``torch.unique``), to decide whether the scores are logits,
-to write ignored entries and the coverage offset through boolean indices, to keep the rows the ranking loss counts
-(boolean indexing, ``len``) and, for the ranking average precision, in a Python loop over the rows with
-``torch.unique`` ranks per row; ``compute`` reads the count (``int(total.item())``). Here the logit decision is a
-``torch.where``, ignored entries and the offset are ``masked_fill``/``where``, rows the ranking loss skips add 0 (its
-count is chosen on the device), and the ranks of every row come from one stable sort: an entry's rank is the end of its
-group of ties (NaNs each their own group, as ``torch.unique`` counts them), and among the relevant entries a cumulative
-count at that end. Sums run over the whole batch, in another order than torchmetrics' (the last bits may differ).
+torchmetrics reads the host for its target check, logit decision, boolean-index writes, the rows the ranking loss keeps,
+a Python loop of per-row ``torch.unique`` ranks and ``compute``'s count. Here: ``where``/``masked_fill``, skipped rows
+add 0, and every row's ranks come from one stable sort (an entry's rank is the end of its group of ties, NaNs each
+their own group as ``torch.unique`` counts them). Sums run in another order (the last bits may differ).
 
 Example:
     >>> import torch
@@ -71,7 +67,7 @@ def _ranking_loss(preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class _SyncFreeRanking(SyncFreeBatchStats):
-    """The three classes' ``update``: torchmetrics' validation and format without host reads, then a kernel."""
+    """The three classes' ``update``: torchmetrics' validation and format without host reads, then ``_kernel``."""
 
     _stat_states = ("measure", "total")
 
@@ -94,20 +90,12 @@ class _SyncFreeRanking(SyncFreeBatchStats):
         preds, target = (x.movedim(1, -1).reshape(-1, labels) for x in (preds, target))
         return BatchStats(self._kernel(preds, target), violations)
 
-    @staticmethod
-    def _kernel(preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor | int]:
-        raise NotImplementedError
-
     def _batch_value(self, stats: BatchStats) -> Tensor:
         measure, total = stats.values  # torchmetrics adds them to fresh states: the measure takes their dtype
         return measure.to(self._defaults["measure"].dtype) / total
 
     def compute(self) -> Tensor:
-        """Raise deferred value errors, then torchmetrics' ``measure / total``, without reading ``total``.
-
-        Returns:
-            The metric value.
-        """
+        """Raise deferred value errors, then torchmetrics' ``measure / total``, without reading ``total``."""
         self._raise_deferred_checks()
         return self.measure / self.total
 

@@ -1,10 +1,7 @@
 """Sync-free equal error rate (EER) and LogAUC: the accelerated ROC curves with torchmetrics' ``compute``.
 
-``update`` is the ROC's (:mod:`~torchmetrics_async.classification.curves`). A binned ``forward()`` scores the batch's
-curve on the device: the EER point with ``argmin`` and ``gather`` (torchmetrics indexes with a 0-dim tensor, a host
-read), the LogAUC with ``fpr_range`` made by fill kernels (not copied from the host), the last positions of its bounds
-as a masked ``amax`` (not ``torch.where(...)[0]``), the trimmed area as a masked sum and the NaN-ignoring ``macro``
-mean with masks. ``compute()`` is torchmetrics' own.
+A binned ``forward()`` scores the batch's curve on the device where torchmetrics reads the host: the EER point by
+``argmin``/``gather``, the LogAUC's bounds by fill kernels and a masked ``amax``, its trimmed area by a masked sum.
 
 Example:
     >>> import torch

@@ -1,8 +1,7 @@
 """Sync-free input format of the classification metrics that keep scores, not labels (calibration error, hinge loss).
 
-torchmetrics drops ``ignore_index`` entries with a boolean mask (a data-dependent shape) and decides logits on the
-host; here ignored entries stay beside a ``keep`` mask (weighted out), the logit decision is a ``torch.where`` over the
-kept entries, and the target check is deferred. Shape and dtype errors stay eager, with torchmetrics' messages.
+Ignored entries stay beside a ``keep`` mask (torchmetrics drops them: a data-dependent shape), the logit decision is a
+``torch.where``, the target check deferred; shape and dtype errors stay eager, with torchmetrics' messages.
 """
 
 import torch

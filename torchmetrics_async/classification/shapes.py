@@ -1,8 +1,7 @@
-"""The shape checks of the classification metrics, one per task, run by every ``update`` and ``forward``.
+"""The shape checks of the classification metrics, one per task, with torchmetrics' messages and exception types.
 
-Shapes are metadata, so how ``preds`` and ``target`` fit together (batch size included, which torchmetrics' multiclass
-validation never compares: mismatches broadcast into wrong numbers) is checked always; checks against the metric's
-arguments stay behind ``validate_args``. Messages and exception types are torchmetrics' own.
+How ``preds`` and ``target`` fit together is checked always (torchmetrics' multiclass validation never compares batch
+sizes: mismatches broadcast into wrong numbers); checks against the metric's arguments stay behind ``validate_args``.
 """
 
 from torch import Tensor

@@ -7,7 +7,6 @@ would lose what its constructors drop, e.g. ``BinaryAUROC``'s ``validate_args``)
 
 import inspect
 import types
-from collections.abc import Callable
 from typing import Any
 
 import torchmetrics
@@ -45,30 +44,21 @@ __all__ = [
 ]
 
 
-def _building_accelerated(new: Callable) -> Callable:
-    """The torchmetrics wrapper's ``__new__``, its registered task classes resolved to ours (at each call)."""
-    names = {
-        name: _REGISTRY.get(value, value) if isinstance(value, type) else value
-        for name, value in new.__globals__.items()
-    }
-    built = types.FunctionType(new.__code__, names, new.__name__, new.__defaults__, new.__closure__)
-    built.__kwdefaults__ = new.__kwdefaults__
-    return built
-
-
-_NOTE = (
-    "The task metric it returns is the accelerated ``Binary...``/``Multiclass...``/``Multilabel...`` class, built by"
-    " torchmetrics' own wrapper code with every argument."
-)
-
-
 class _AcceleratedTaskWrapper(AutoRegistered):
     """``__new__``: torchmetrics' wrapper code, constructing the accelerated task class directly."""
 
     _torchmetrics_wrapper: type
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Metric:
-        return _building_accelerated(cls._torchmetrics_wrapper.__new__)(cls, *args, **kwargs)
+        # The wrapper's __new__ with its registered task classes resolved to ours (at each call).
+        new = cls._torchmetrics_wrapper.__new__
+        names = {
+            name: _REGISTRY.get(value, value) if isinstance(value, type) else value
+            for name, value in new.__globals__.items()
+        }
+        built = types.FunctionType(new.__code__, names, new.__name__, new.__defaults__, new.__closure__)
+        built.__kwdefaults__ = new.__kwdefaults__
+        return built(cls, *args, **kwargs)
 
 
 def _task_wrapper(wrapper: type) -> type:
@@ -76,7 +66,10 @@ def _task_wrapper(wrapper: type) -> type:
     namespace = {
         "__module__": __name__,
         "__qualname__": wrapper.__name__,
-        "__doc__": _NOTE,
+        "__doc__": (
+            "The task metric it returns is the accelerated ``Binary...``/``Multiclass...``/``Multilabel...`` class,"
+            " built by torchmetrics' own wrapper code with every argument."
+        ),
         "_torchmetrics_wrapper": wrapper,
         # Same constructor arguments as the torchmetrics wrapper, for help() and inspect.signature().
         "__signature__": inspect.signature(wrapper),
