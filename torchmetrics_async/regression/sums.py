@@ -1,8 +1,7 @@
 """The base of regression metrics whose states are sums: batch sums folded in place, the batch value from them.
 
-torchmetrics adds some states in place (``self.total += n``: the dtype stays) and reassigns others (``self.sum_error =
-self.sum_error + x``: promoted dtype, broadcast shape); a class names the latter in ``_reassigned_states`` and both
-are reproduced exactly.
+torchmetrics adds some states in place (``+=``: the dtype stays) and reassigns others (promoted dtype, broadcast
+shape); a class names the latter in ``_reassigned_states``.
 """
 
 from typing import Any
