@@ -13,7 +13,7 @@ from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_st
 
 __all__ = ["Perplexity", "perplexity_stats"]
 
-# torchmetrics fails in update (IndexError with a message naming the value: a host read).
+# torchmetrics raises an IndexError naming the value in update (a host read).
 INVALID_TARGET = "invalid_target"
 TARGET_OUTSIDE_VOCABULARY_MESSAGE = (
     "Detected `target` values outside the vocabulary: expected class indices in [0, vocab_size), vocab_size being"
