@@ -205,9 +205,8 @@ class FowlkesMallowsIndex(_Extrinsic, tm.FowlkesMallowsIndex):
     """Labels are checked for dtype and shape in ``update()`` (torchmetrics: in ``compute()``)."""
 
     def _score(self, preds: Tensor, target: Tensor) -> Tensor:
-        _, _, _, n, a, b, c, _, _ = _mutual_info(preds, target)
-        tk, pk, qk = c.sum() - n, b.sum() - n, a.sum() - n
-        return torch.where(tk == 0, 0.0, torch.sqrt(tk / pk) * torch.sqrt(tk / qk))
+        _, fp, fn, tp = _pairs(preds, target)
+        return torch.where(tp == 0, 0.0, torch.sqrt(tp / (tp + fn)) * torch.sqrt(tp / (tp + fp)))
 
 
 class HomogeneityScore(_Extrinsic, tm.HomogeneityScore):

@@ -227,8 +227,6 @@ class _SyncFreeNominal(SyncFreeBatchStats):
 class _BiasCorrected(_SyncFreeNominal):
     """Cramér's V and Tschuprow's T: torchmetrics warns, and returns a float32 NaN, where bias correction fails."""
 
-    _display_name = ""
-
     def _flagged(self, value: Tensor) -> Tensor:
         rank_zero_warn(
             f"Unable to compute {self._display_name} using bias correction. Please consider to set"

@@ -59,7 +59,7 @@ def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tenso
 
 
 class _SyncFreeDivergence(SyncFreeSums):
-    """A divergence per observation: summed (``"mean"``/``"sum"``) or kept in a list (``"none"``), as torchmetrics."""
+    """A divergence per observation (``_measures``): summed or kept in a list (``"none"``), as torchmetrics."""
 
     # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
     __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
@@ -68,9 +68,6 @@ class _SyncFreeDivergence(SyncFreeSums):
     @property
     def _stat_states(self) -> tuple[str, ...]:  # type: ignore[override]
         return ("measures",) if self.reduction in ("none", None) else ("measures", "total")
-
-    def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:
-        raise NotImplementedError
 
     def _batch_stats(self, p: Tensor, q: Tensor) -> BatchStats:
         measures, total = self._measures(p, q)

@@ -69,36 +69,28 @@ class MeanAbsolutePercentageError(SyncFreeSums, tm.MeanAbsolutePercentageError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_per_error", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_mean_absolute_percentage_error_update(preds, target), {})
+    _sums_update = staticmethod(_mean_absolute_percentage_error_update)
 
 
 class SymmetricMeanAbsolutePercentageError(SyncFreeSums, tm.SymmetricMeanAbsolutePercentageError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_per_error", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_symmetric_mean_absolute_percentage_error_update(preds, target), {})
+    _sums_update = staticmethod(_symmetric_mean_absolute_percentage_error_update)
 
 
 class WeightedMeanAbsolutePercentageError(SyncFreeSums, tm.WeightedMeanAbsolutePercentageError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_error", "sum_scale")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_weighted_mean_absolute_percentage_error_update(preds, target), {})
+    _sums_update = staticmethod(_weighted_mean_absolute_percentage_error_update)
 
 
 class MeanSquaredLogError(SyncFreeSums, tm.MeanSquaredLogError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_log_error", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_mean_squared_log_error_update(preds, target), {})
+    _sums_update = staticmethod(_mean_squared_log_error_update)
 
 
 class LogCoshError(SyncFreeSums, tm.LogCoshError):
@@ -133,9 +125,7 @@ class RelativeSquaredError(SyncFreeSums, tm.RelativeSquaredError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_r2_score_update(preds, target), {})
+    _sums_update = staticmethod(_r2_score_update)
 
 
 class CriticalSuccessIndex(SyncFreeSums, tm.CriticalSuccessIndex):

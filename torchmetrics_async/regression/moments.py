@@ -172,9 +172,7 @@ class R2Score(SyncFreeSums, tm.R2Score):
 
     _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
     _reassigned_states = frozenset(_stat_states)
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_r2_score_update(preds, target), {})
+    _sums_update = staticmethod(_r2_score_update)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         sum_squared_obs, sum_obs, rss, _ = self._batch_states(stats[0])
@@ -192,9 +190,7 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
 
     _stat_states = ("num_obs", "sum_error", "sum_squared_error", "sum_target", "sum_squared_target")
     _reassigned_states = frozenset(_stat_states)
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_explained_variance_update(preds, target), {})
+    _sums_update = staticmethod(_explained_variance_update)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         return explained_variance_value(*self._batch_states(stats[0]), self.multioutput)
@@ -207,7 +203,7 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
 
 
 class _SyncFreeMoments(SyncFreeBatchStats):
-    """Torchmetrics' running moments updated in place; the batch value from the batch's own moments, no host read."""
+    """Running moments updated in place; the batch value (``_from_moments``) from the batch's own, no host read."""
 
     _stat_states = MOMENTS
 
@@ -237,9 +233,6 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         if (self.num_outputs == 1 and mean_x.numel() > 1) or (self.num_outputs > 1 and mean_x.ndim > 1):
             moments = _final_aggregation(*moments)
         return self._from_moments(*moments)
-
-    def _from_moments(self, *moments: Tensor) -> Tensor:
-        raise NotImplementedError
 
     def compute(self) -> Tensor:
         """Torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read)."""
