@@ -1,11 +1,8 @@
-"""Sync-free clustering metrics: same names, arguments, list states and ``compute()`` as ``torchmetrics.clustering``.
+"""Sync-free clustering metrics: torchmetrics' names, arguments, list states and ``compute()``.
 
-torchmetrics' ``update`` only appends; its ``compute`` (and so ``forward``'s batch value) relabels with
-``torch.unique``, builds the contingency table and branches on device values. Here the batch value counts on the
-device: :func:`groups` gives each entry the dense rank, size and first-entry flag of its label (a sort and a cumsum);
-the scores sum over the first entry of each cluster or cell, masked with ``torch.where``, with tables padded to the
-batch size (the number of clusters is data; the batch size is not). ``compute()`` is torchmetrics' own. Label dtypes
-and shapes are checked at the door; the cluster-count checks of a ``forward()`` batch are deferred to ``compute()``.
+torchmetrics' batch value relabels with ``torch.unique`` and branches on device values; here it counts on the device
+(:func:`groups`: a sort and a cumsum), tables padded to the batch size. A ``forward()`` batch's cluster-count checks
+are deferred to ``compute()``.
 
 Example:
     >>> import torch
@@ -116,8 +113,7 @@ def _homogeneity(preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
 def expected_mutual_info(rank_t: Tensor, rank_p: Tensor, n: Tensor) -> Tensor:
     """Torchmetrics' ``expected_mutual_info_score`` over every (row, column, n_ij) its loops visit, padded to the batch.
 
-    The pairs (row i, n_ij <= a_i) are the batch's entries sorted by target; columns are taken in blocks of about a
-    million grid cells, so memory stays bounded and the number of launches depends on the batch size only.
+    The (row, n_ij) pairs are the entries sorted by target; columns go in blocks of ~2**20 cells (bounded memory).
     """
     size = rank_t.numel()
     ones = torch.ones_like(rank_t)
@@ -209,9 +205,8 @@ class FowlkesMallowsIndex(_Extrinsic, tm.FowlkesMallowsIndex):
     """Labels are checked for dtype and shape in ``update()`` (torchmetrics: in ``compute()``)."""
 
     def _score(self, preds: Tensor, target: Tensor) -> Tensor:
-        _, _, _, n, a, b, c, _, _ = _mutual_info(preds, target)
-        tk, pk, qk = c.sum() - n, b.sum() - n, a.sum() - n
-        return torch.where(tk == 0, 0.0, torch.sqrt(tk / pk) * torch.sqrt(tk / qk))
+        _, fp, fn, tp = _pairs(preds, target)
+        return torch.where(tp == 0, 0.0, torch.sqrt(tp / (tp + fn)) * torch.sqrt(tp / (tp + fp)))
 
 
 class HomogeneityScore(_Extrinsic, tm.HomogeneityScore):
@@ -277,7 +272,7 @@ class _Intrinsic(SyncFreeBatchStats):
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         data, labels = stats.values[0], _one_d(stats.values[1])
-        value, stats.violations[CLUSTER_COUNT] = self._score(data, labels, *_centroids(data, labels))
+        value, stats.violations[CLUSTER_COUNT] = self._score(data, *_centroids(data, labels))
         return value
 
 
@@ -289,7 +284,7 @@ def _too_few(count: Tensor, data: Tensor) -> Tensor:
 class CalinskiHarabaszScore(_Intrinsic, tm.CalinskiHarabaszScore):
     """A ``forward()`` batch of too few or too many clusters gives NaN, raised by ``compute()``."""
 
-    def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
+    def _score(self, data: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
         # Per-cluster terms rounded to the data's dtype, then summed in the default dtype, as torchmetrics' loop does.
         dtype = torch.get_default_dtype()
         spread = (((means - data.mean(dim=0)) ** 2).sum(1) * sizes).to(data.dtype).to(dtype)
@@ -303,7 +298,7 @@ class CalinskiHarabaszScore(_Intrinsic, tm.CalinskiHarabaszScore):
 class DaviesBouldinScore(_Intrinsic, tm.DaviesBouldinScore):
     """As CalinskiHarabaszScore; above 25 clusters ``forward()`` takes exact centroid distances (see the README)."""
 
-    def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
+    def _score(self, data: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
         dtype = torch.get_default_dtype()
         centroids = means.to(dtype)
         spread = (data - centroids[rank]).pow(2.0).sum(dim=1).sqrt()
@@ -324,8 +319,7 @@ class DunnIndex(_Intrinsic, tm.DunnIndex):
 
     _count_message = DUNN_MESSAGE
 
-    def _score(self, data: Tensor, labels: Tensor, rank: Tensor, sizes: Tensor, means: Tensor, k: Tensor) -> tuple:
-        centroids = means
+    def _score(self, data: Tensor, rank: Tensor, sizes: Tensor, centroids: Tensor, k: Tensor) -> tuple:
         if self.p >= 0 and centroids.dtype in (torch.float32, torch.float64):
             distances = torch.cdist(centroids, centroids, p=self.p, compute_mode="donot_use_mm_for_euclid_dist")
         else:  # cdist takes no negative p nor half precision

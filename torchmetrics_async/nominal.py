@@ -1,9 +1,8 @@
 """Sync-free nominal metrics: Cramér's V, Tschuprow's T, Pearson's contingency coefficient, Theil's U, Fleiss' kappa.
 
-The contingency table is counted with ``index_add_`` over clamped bins (a row dropped for a NaN weighs 0), categories
-out of range are deferred checks, and the statistics run on the whole table with empty rows and columns masked and
-degrees of freedom counted on the device. ``compute()`` reads one flag where torchmetrics' result depends on one (the
-bias-correction warning and NaN, Theil's integer 0), except under ``AsyncMetricCollector``.
+Tables are counted with ``index_add_`` (a row dropped for a NaN weighs 0), out-of-range categories are deferred
+checks, and the statistics mask empty rows and columns. ``compute()`` reads one flag where torchmetrics' result
+depends on one (bias-correction NaN and warning, Theil's integer 0), except under ``AsyncMetricCollector``.
 """
 
 from collections.abc import Callable
@@ -195,7 +194,7 @@ def theils_u(confmat: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class _SyncFreeNominal(SyncFreeBatchStats):
-    """What the nominal metrics share: the contingency-table update, its checks, and the flag ``compute()`` reads."""
+    """Tables and checks; ``_statistic`` gives the value, and the flag under which ``compute`` returns ``_flagged``."""
 
     _stat_states = ("confmat",)
 
@@ -216,14 +215,6 @@ class _SyncFreeNominal(SyncFreeBatchStats):
         # torchmetrics computes the batch value from a fresh state, of the state's dtype (set_dtype follows).
         return self._statistic(contingency_table(bins, weight, self.num_classes, self.confmat.dtype))[0]
 
-    def _statistic(self, confmat: Tensor) -> tuple[Tensor, Tensor | None]:
-        """The statistic on a table, and the flag under which torchmetrics' ``compute`` does something else."""
-        raise NotImplementedError
-
-    def _flagged(self, value: Tensor) -> Tensor:
-        """What torchmetrics' ``compute`` returns (and warns) where the flag is set."""
-        raise NotImplementedError
-
     def compute(self) -> Tensor:
         """Raise deferred value errors, then the statistic as torchmetrics computes it (one flag read)."""
         self._raise_deferred_checks()
@@ -235,8 +226,6 @@ class _SyncFreeNominal(SyncFreeBatchStats):
 
 class _BiasCorrected(_SyncFreeNominal):
     """Cramér's V and Tschuprow's T: torchmetrics warns, and returns a float32 NaN, where bias correction fails."""
-
-    _display_name = ""
 
     def _flagged(self, value: Tensor) -> Tensor:
         rank_zero_warn(
@@ -285,14 +274,6 @@ class TheilsU(_SyncFreeNominal, tm.TheilsU):
 # FleissKappa(mode="probs") one-hot encodes with num_classes = n_raters: torch's one_hot rejects a larger category.
 RATER_CATEGORY = "invalid_rater_category"
 RATER_CATEGORY_MESSAGE = "Class values must be smaller than num_classes."
-_PROBS_MESSAGE = (
-    "If argument ``mode`` is 'probs', ratings must have 3 dimensions with the format"
-    " [n_samples, n_categories, n_raters] and be floating point."
-)
-_COUNTS_MESSAGE = (
-    "If argument ``mode`` is `counts`, ratings must have 2 dimensions with the format"
-    " [n_samples, n_categories] and be none floating point."
-)
 
 
 def fleiss_counts(ratings: Tensor, mode: str) -> tuple[Tensor, dict[str, Tensor]]:
@@ -306,13 +287,19 @@ def fleiss_counts(ratings: Tensor, mode: str) -> tuple[Tensor, dict[str, Tensor]
     """
     if mode == "probs":
         if ratings.ndim != 3 or not ratings.is_floating_point():
-            raise ValueError(_PROBS_MESSAGE)
+            raise ValueError(
+                "If argument ``mode`` is 'probs', ratings must have 3 dimensions with the format"
+                " [n_samples, n_categories, n_raters] and be floating point."
+            )
         labels = ratings.argmax(dim=1)  # (n_samples, n_raters)
         classes = labels.shape[1]
         one_hot = labels.unsqueeze(-1) == torch.arange(classes, device=labels.device)
         return one_hot.long().sum(dim=1), {RATER_CATEGORY: labels >= classes}
     if mode == "counts" and (ratings.ndim != 2 or ratings.is_floating_point()):
-        raise ValueError(_COUNTS_MESSAGE)
+        raise ValueError(
+            "If argument ``mode`` is `counts`, ratings must have 2 dimensions with the format"
+            " [n_samples, n_categories] and be none floating point."
+        )
     return ratings, {}
 
 

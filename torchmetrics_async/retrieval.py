@@ -1,8 +1,7 @@
-"""Retrieval metrics with torchmetrics' names, arguments and values, and a sync-free ``update()``.
+"""Retrieval metrics with a sync-free ``update()``: every entry stored, with a keep-mask under ``ignore_index``.
 
-``update()`` stores every entry, with a keep-mask list state (``retrieval_kept``) under ``ignore_index`` instead of a
-boolean-mask drop; non-binary targets and a batch left empty are deferred checks. ``compute()`` and ``forward()``'s
-batch value drop the ignored entries and group per query on the host, as torchmetrics' ``compute`` does.
+Non-binary targets and a batch left empty are deferred checks; ``compute()`` and ``forward()`` drop the ignored
+entries and group per query on the host, as torchmetrics' ``compute`` does.
 """
 
 from typing import Any
@@ -150,7 +149,7 @@ class _SyncFreeRetrieval(SyncFreeBatchStats):
         return self._compute_on(*(dim_zero_cat(getattr(self, name)) for name in names))
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """Entries whose target is ``ignore_index`` dropped (a host read), as a plain torchmetrics metric holds them.
+        """Entries whose target is ``ignore_index`` dropped (a host read), as torchmetrics holds them.
 
         Example:
             >>> metric = RetrievalMRR(ignore_index=-1)

@@ -1,10 +1,7 @@
-"""Sync-free segmentation metrics (``MeanIoU``, ``GeneralizedDiceScore``, ``DiceScore``) with torchmetrics' values.
+"""Sync-free ``MeanIoU``, ``GeneralizedDiceScore`` and ``DiceScore``.
 
-torchmetrics one-hot encodes with ``F.one_hot``, which reads the labels' range on the host (on CUDA a label out of
-range fails a device assert that kills the CUDA context). :func:`one_hot` compares with ``arange(num_classes)``
-instead and records labels out of range for ``compute()`` (torch's message); boolean-mask writes become
-``torch.where``/``masked_fill``. ``MeanIoU(num_classes=None)`` sizes its states from the first batch and keeps what it
-held before (a resume or merge), as torchmetrics' ``forward`` keeps it.
+torchmetrics' ``F.one_hot`` reads the labels' range on the host (on CUDA a bad label kills the context);
+:func:`one_hot` compares with ``arange`` and defers labels out of range to ``compute()``.
 """
 
 from typing import Any, Literal
@@ -173,8 +170,7 @@ class MeanIoU(_SyncFreeSegmentation, tm.MeanIoU):
         if self.num_classes == 0:
             raise ValueError(f"Expected argument `num_classes` to be a positive integer, but got {self.num_classes}.")
         classes = self.num_classes - 1 if not self.include_background else self.num_classes
-        # What it holds already (a resume or a merge) is added to the sized states, as torchmetrics' forward adds it;
-        # shapes only, so checked before anything changes.
+        # What it holds (a resume or a merge) is added to the sized states, as torchmetrics' forward adds it.
         held = {name: getattr(self, name) for name in self._stat_states}
         for value in held.values():
             if value.ndim > 1 or value.numel() not in (1, classes):

@@ -13,7 +13,7 @@ from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_st
 
 __all__ = ["Perplexity", "perplexity_stats"]
 
-# torchmetrics fails in update (IndexError with a message naming the value: a host read).
+# torchmetrics raises an IndexError naming the value in update (a host read).
 INVALID_TARGET = "invalid_target"
 TARGET_OUTSIDE_VOCABULARY_MESSAGE = (
     "Detected `target` values outside the vocabulary: expected class indices in [0, vocab_size), vocab_size being"
@@ -33,16 +33,14 @@ def perplexity_stats(preds: Tensor, target: Tensor, ignore_index: int | None) ->
     vocab = preds.shape[-1]
     probs = torch.nn.functional.softmax(preds.reshape(-1, vocab), dim=1)
     target = target.reshape(-1)
-    keep = None if ignore_index is None else target != ignore_index
     outside = (target < 0) | (target >= vocab)
-    if keep is not None:
-        outside = outside & keep
     # Clamped: an ignored or invalid target never indexes out of bounds (the latter is reported by the check).
     picked = probs.gather(1, target.clamp(0, max(vocab - 1, 0)).unsqueeze(1)).squeeze(1)
-    if keep is None:
+    if ignore_index is None:
         return -picked.log().sum(), torch.full((), target.numel(), device=target.device), outside.any()
+    keep = target != ignore_index
     # An ignored token contributes log(1) = 0, with no gradient (a log of an underflowed 0 would give NaN ones).
-    return -torch.where(keep, picked, 1.0).log().sum(), keep.sum(), outside.any()
+    return -torch.where(keep, picked, 1.0).log().sum(), keep.sum(), (outside & keep).any()
 
 
 class Perplexity(SyncFreeBatchStats, tm.Perplexity):

@@ -16,12 +16,15 @@ __all__ = ["JensenShannonDivergence", "KLDivergence", "kl_divergence_measures", 
 _LOG_2 = torch.log(torch.tensor(2.0))
 
 
-def _checked_count(p: Tensor, q: Tensor) -> int:
-    """Torchmetrics' shape checks of two ``[N, d]`` distributions; ``N``."""
+def _checked(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, Tensor, int]:
+    """Torchmetrics' checks of two ``[N, d]`` distributions; them normalized (unless ``log_prob``) and ``N``."""
     _check_same_shape(p, q)
     if p.ndim != 2 or q.ndim != 2:
         raise ValueError(f"Expected both p and q distribution to be 2D but got {p.ndim} and {q.ndim} respectively")
-    return p.shape[0]
+    if not log_prob:
+        p = p / p.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
+        q = q / q.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
+    return p, q, p.shape[0]
 
 
 def safe_xlogy(x: Tensor, y: Tensor) -> Tensor:
@@ -41,31 +44,22 @@ def kl_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor
         >>> kl_divergence_measures(torch.tensor([[0.5, 0.5]]), torch.tensor([[0.5, 0.5]]), log_prob=False)
         (tensor([0.]), 1)
     """
-    total = _checked_count(p, q)
+    p, q, total = _checked(p, q, log_prob)
     if log_prob:
-        measures = torch.sum(p.exp() * (p - q), axis=-1)  # type: ignore[call-overload]
-    else:
-        p = p / p.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
-        q = q / q.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
-        measures = safe_xlogy(p, p / q).sum(axis=-1)  # type: ignore[call-overload]
-    return measures, total
+        return torch.sum(p.exp() * (p - q), axis=-1), total  # type: ignore[call-overload]
+    return safe_xlogy(p, p / q).sum(axis=-1), total  # type: ignore[call-overload]
 
 
 def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tensor, int]:
     """Torchmetrics' ``_jsd_update`` on :func:`kl_divergence_measures`."""
-    total = _checked_count(p, q)
-    if log_prob:
-        mean = torch.logsumexp(torch.stack([p, q]), dim=0) - _LOG_2
-    else:
-        p = p / p.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
-        q = q / q.sum(axis=-1, keepdim=True)  # type: ignore[call-overload]
-        mean = (p + q) / 2
+    p, q, total = _checked(p, q, log_prob)
+    mean = torch.logsumexp(torch.stack([p, q]), dim=0) - _LOG_2 if log_prob else (p + q) / 2
     measures = 0.5 * kl_divergence_measures(p, mean, log_prob)[0] + 0.5 * kl_divergence_measures(q, mean, log_prob)[0]
     return measures, total
 
 
 class _SyncFreeDivergence(SyncFreeSums):
-    """A divergence per observation: summed (``"mean"``/``"sum"``) or kept in a list (``"none"``), as torchmetrics."""
+    """A divergence per observation (``_measures``): summed or kept in a list (``"none"``), as torchmetrics."""
 
     # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
     __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
@@ -74,9 +68,6 @@ class _SyncFreeDivergence(SyncFreeSums):
     @property
     def _stat_states(self) -> tuple[str, ...]:  # type: ignore[override]
         return ("measures",) if self.reduction in ("none", None) else ("measures", "total")
-
-    def _measures(self, p: Tensor, q: Tensor) -> tuple[Tensor, int]:
-        raise NotImplementedError
 
     def _batch_stats(self, p: Tensor, q: Tensor) -> BatchStats:
         measures, total = self._measures(p, q)

@@ -1,8 +1,4 @@
-"""Sync-free mean-error regression metrics: one-pass ``forward`` on :mod:`~torchmetrics_async.regression.sums`.
-
-Their torchmetrics ``update`` is sync-free except ``LogCoshError``'s ``torch.tensor(n, device=...)`` count, here a
-Python number added as a kernel argument.
-"""
+"""Sync-free mean-error regression metrics: one-pass ``forward`` on :mod:`~torchmetrics_async.regression.sums`."""
 
 from typing import ClassVar
 
@@ -61,10 +57,7 @@ class MeanAbsoluteError(SyncFreeSums, tm.MeanAbsoluteError):
 
 
 def _mean_absolute_error_stats(preds: Tensor, target: Tensor, num_outputs: int) -> tuple[Tensor, int]:
-    """Torchmetrics' ``_mean_absolute_error_update`` without ``x if x.is_floating_point else x.float()``.
-
-    That test reads a bound method (always true: never converts), which Dynamo cannot take the truth of.
-    """
+    """Torchmetrics' ``_mean_absolute_error_update`` minus ``if x.is_floating_point`` (always true; Dynamo fails)."""
     _check_same_shape(preds, target)
     if num_outputs == 1:
         preds = preds.view(-1)
@@ -76,36 +69,28 @@ class MeanAbsolutePercentageError(SyncFreeSums, tm.MeanAbsolutePercentageError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_per_error", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_mean_absolute_percentage_error_update(preds, target), {})
+    _sums_update = staticmethod(_mean_absolute_percentage_error_update)
 
 
 class SymmetricMeanAbsolutePercentageError(SyncFreeSums, tm.SymmetricMeanAbsolutePercentageError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_per_error", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_symmetric_mean_absolute_percentage_error_update(preds, target), {})
+    _sums_update = staticmethod(_symmetric_mean_absolute_percentage_error_update)
 
 
 class WeightedMeanAbsolutePercentageError(SyncFreeSums, tm.WeightedMeanAbsolutePercentageError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_abs_error", "sum_scale")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_weighted_mean_absolute_percentage_error_update(preds, target), {})
+    _sums_update = staticmethod(_weighted_mean_absolute_percentage_error_update)
 
 
 class MeanSquaredLogError(SyncFreeSums, tm.MeanSquaredLogError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_log_error", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_mean_squared_log_error_update(preds, target), {})
+    _sums_update = staticmethod(_mean_squared_log_error_update)
 
 
 class LogCoshError(SyncFreeSums, tm.LogCoshError):
@@ -114,7 +99,7 @@ class LogCoshError(SyncFreeSums, tm.LogCoshError):
     _stat_states = ("sum_log_cosh_error", "total")
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        # torchmetrics' _log_cosh_error_update, with the count a Python int instead of torch.tensor(n, device=...).
+        # torchmetrics' _log_cosh_error_update, the count a Python int (there: torch.tensor(n, device=...), a copy)
         _check_same_shape(preds, target)
         _check_data_shape_to_num_outputs(preds, target, self.num_outputs)
         preds, target = _unsqueeze_tensors(preds, target)
@@ -140,9 +125,7 @@ class RelativeSquaredError(SyncFreeSums, tm.RelativeSquaredError):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_r2_score_update(preds, target), {})
+    _sums_update = staticmethod(_r2_score_update)
 
 
 class CriticalSuccessIndex(SyncFreeSums, tm.CriticalSuccessIndex):

@@ -1,8 +1,7 @@
 """Sync-free R2Score, ExplainedVariance, PearsonCorrCoef, ConcordanceCorrCoef, NormalizedRootMeanSquaredError.
 
-torchmetrics' ``forward`` runs ``compute`` on every batch, with 4 to 10 host reads (count checks, masked assignments,
-Pearson's near-zero-variance warning). Here the batch value is the same arithmetic with ``torch.where`` and the count
-a Python int; ``compute()`` keeps torchmetrics' code, reads and warning.
+torchmetrics' ``forward`` runs ``compute`` per batch, with 4 to 10 host reads; here the batch value is the same
+arithmetic with ``torch.where`` and a Python count. ``compute()`` keeps torchmetrics' code, reads and warning.
 """
 
 import math
@@ -25,7 +24,7 @@ from torchmetrics_async._torchmetrics import (
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, assign_state
 from torchmetrics_async.deferred import FORWARD_BATCH
-from torchmetrics_async.regression.lean import SyncFreeLean
+from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.regression.sums import SyncFreeSums
 
 __all__ = [
@@ -46,6 +45,10 @@ MOMENTS = ("mean_x", "mean_y", "max_abs_dev_x", "max_abs_dev_y", "var_x", "var_y
 def _in_batch_forward(metric: Any) -> bool:
     """Whether ``compute()`` runs inside the generic ``forward`` (an overriding subclass), where it must not read."""
     return metric.__dict__.get(FORWARD_BATCH) is not None
+
+
+def _states(metric: Any) -> tuple[Tensor, ...]:
+    return tuple(getattr(metric, name) for name in metric._stat_states)
 
 
 def _average(scores: Tensor, weights: Tensor, multioutput: str) -> Tensor:
@@ -149,24 +152,16 @@ def pearson_value(
     return torch.clamp(corrcoef.masked_fill(invalid, math.nan), -1.0, 1.0).squeeze()
 
 
-def concordance_value(
-    max_abs_dev_x: Tensor,
-    max_abs_dev_y: Tensor,
-    mean_x: Tensor,
-    mean_y: Tensor,
-    var_x: Tensor,
-    var_y: Tensor,
-    corr_xy: Tensor,
-    nb: Tensor,
-) -> Tensor:
-    """Torchmetrics' ``_concordance_corrcoef_compute`` on :func:`pearson_value`: no host read.
+def concordance_value(mean_x: Tensor, mean_y: Tensor, *moments: Tensor) -> Tensor:
+    """Torchmetrics' ``_concordance_corrcoef_compute`` on :func:`pearson_value` (its ``moments``): no host read.
 
     Example:
         >>> ones = torch.ones(1)
-        >>> concordance_value(ones, ones, 0 * ones, 0 * ones, ones, ones, ones, 2 * ones)
+        >>> concordance_value(0 * ones, 0 * ones, ones, ones, ones, ones, ones, 2 * ones)
         tensor([1.])
     """
-    pearson = pearson_value(max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, nb)
+    pearson = pearson_value(*moments)
+    _, _, var_x, var_y, _, nb = moments
     var_x = var_x / (nb - 1)
     var_y = var_y / (nb - 1)
     return 2.0 * pearson * var_x.sqrt() * var_y.sqrt() / (var_x + var_y + (mean_x - mean_y) ** 2)
@@ -177,9 +172,7 @@ class R2Score(SyncFreeSums, tm.R2Score):
 
     _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
     _reassigned_states = frozenset(_stat_states)
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_r2_score_update(preds, target), {})
+    _sums_update = staticmethod(_r2_score_update)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         sum_squared_obs, sum_obs, rss, _ = self._batch_states(stats[0])
@@ -188,8 +181,7 @@ class R2Score(SyncFreeSums, tm.R2Score):
     def compute(self) -> Tensor:
         """Torchmetrics' R2 score of the states (inside an overriding subclass's ``forward``: without host reads)."""
         if _in_batch_forward(self):
-            states = (self.sum_squared_error, self.sum_error, self.residual, self.total)
-            return r2_value(*states, self.adjusted, self.multioutput)
+            return r2_value(*_states(self), self.adjusted, self.multioutput)
         return super().compute()
 
 
@@ -198,9 +190,7 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
 
     _stat_states = ("num_obs", "sum_error", "sum_squared_error", "sum_target", "sum_squared_target")
     _reassigned_states = frozenset(_stat_states)
-
-    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_explained_variance_update(preds, target), {})
+    _sums_update = staticmethod(_explained_variance_update)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         return explained_variance_value(*self._batch_states(stats[0]), self.multioutput)
@@ -208,13 +198,12 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
     def compute(self) -> Tensor:
         """Torchmetrics' explained variance (inside an overriding subclass's ``forward``: no host read)."""
         if _in_batch_forward(self):
-            states = (self.num_obs, self.sum_error, self.sum_squared_error, self.sum_target, self.sum_squared_target)
-            return explained_variance_value(*states, self.multioutput)
+            return explained_variance_value(*_states(self), self.multioutput)
         return super().compute()
 
 
 class _SyncFreeMoments(SyncFreeBatchStats):
-    """Torchmetrics' running moments updated in place; the batch value from the batch's own moments, no host read."""
+    """Running moments updated in place; the batch value (``_from_moments``) from the batch's own, no host read."""
 
     _stat_states = MOMENTS
 
@@ -223,15 +212,13 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         self._fold(preds, target)
 
     def _fold(self, preds: Tensor, target: Tensor) -> None:
-        states = [getattr(self, name) for name in MOMENTS]
-        moments = _pearson_corrcoef_update(preds, target, *states[:-1], states[-1], self.num_outputs)
+        moments = _pearson_corrcoef_update(preds, target, *_states(self), self.num_outputs)
         for name, value in zip(MOMENTS, moments, strict=True):
             assign_state(self, name, value)
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        defaults = [self._defaults[name] for name in MOMENTS]
-        moments = _pearson_corrcoef_update(preds, target, *defaults[:-1], defaults[-1], self.num_outputs)
-        return BatchStats((preds, target, moments), {})
+        defaults = (self._defaults[name] for name in MOMENTS)
+        return BatchStats((preds, target, _pearson_corrcoef_update(preds, target, *defaults, self.num_outputs)), {})
 
     def _merge_stats(self, stats: BatchStats) -> None:
         preds, target, _ = stats[0]
@@ -247,13 +234,10 @@ class _SyncFreeMoments(SyncFreeBatchStats):
             moments = _final_aggregation(*moments)
         return self._from_moments(*moments)
 
-    def _from_moments(self, *moments: Tensor) -> Tensor:
-        raise NotImplementedError
-
     def compute(self) -> Tensor:
         """Torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read)."""
         if _in_batch_forward(self):
-            return self._value(tuple(getattr(self, name) for name in MOMENTS))
+            return self._value(_states(self))
         return super().compute()
 
 
@@ -261,19 +245,17 @@ class PearsonCorrCoef(_SyncFreeMoments, tm.PearsonCorrCoef):
     """No host sync in ``update()`` or ``forward()``, which omits the zero-variance warning."""
 
     def _from_moments(self, *moments: Tensor) -> Tensor:
-        _, _, max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, n_total = moments
-        return pearson_value(max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, n_total)
+        return pearson_value(*moments[2:])
 
 
 class ConcordanceCorrCoef(_SyncFreeMoments, tm.ConcordanceCorrCoef):
     """No host sync in ``update()`` or ``forward()``, which omits the zero-variance warning."""
 
     def _from_moments(self, *moments: Tensor) -> Tensor:
-        mean_x, mean_y, max_abs_dev_x, max_abs_dev_y, var_x, var_y, corr_xy, n_total = moments
-        return concordance_value(max_abs_dev_x, max_abs_dev_y, mean_x, mean_y, var_x, var_y, corr_xy, n_total)
+        return concordance_value(*moments)
 
 
-class NormalizedRootMeanSquaredError(SyncFreeLean, tm.NormalizedRootMeanSquaredError):
+class NormalizedRootMeanSquaredError(SyncFreeMixin, tm.NormalizedRootMeanSquaredError):
     """No host sync in ``update()`` or ``forward()``."""
 
     def update(self, preds: Tensor, target: Tensor) -> None:

@@ -1,13 +1,14 @@
 """The base of regression metrics whose states are sums: batch sums folded in place, the batch value from them.
 
-torchmetrics adds some states in place (``self.total += n``: the dtype stays) and reassigns others (``self.sum_error =
-self.sum_error + x``: promoted dtype, broadcast shape); a class names the latter in ``_reassigned_states`` and both
-are reproduced exactly.
+torchmetrics adds some states in place (``+=``: the dtype stays) and reassigns others (promoted dtype, broadcast
+shape); a class names the latter in ``_reassigned_states``.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 
@@ -18,6 +19,11 @@ class SyncFreeSums(SyncFreeBatchStats):
     """Batch sums (``_batch_stats``: torchmetrics' functional update) added into states; batch value from them alone."""
 
     _stat_states: tuple[str, ...] = ()
+    #: torchmetrics' functional update, where it gives the batch sums of ``(preds, target)`` in ``_stat_states`` order.
+    _sums_update: Callable[[Tensor, Tensor], tuple] | None = None
+
+    def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
+        return BatchStats(self._sums_update(preds, target), {})  # type: ignore[misc]
 
     def _batch_states(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """What torchmetrics' states hold after ``reset()`` and an ``update`` of the batch alone."""
