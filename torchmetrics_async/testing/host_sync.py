@@ -45,8 +45,6 @@ _CUDA_SYNC_TEXT = "called a synchronizing CUDA operation"
 _CUDA_SYNC_OP = "cuda (sync debug mode)"
 
 
-# Source locations
-
 _TORCH_DIR = os.path.normcase(os.path.dirname(os.path.abspath(torch.__file__))) + os.sep
 # This package's own frames (the detector, the counters) are never the user's line.
 _TESTING_DIR = os.path.normcase(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -75,9 +73,6 @@ def _user_frame() -> tuple[str, int, str, str]:
             return code.co_filename, frame.f_lineno, code.co_name, line
         frame = frame.f_back
     return "<unknown>", 0, "<unknown>", ""
-
-
-# Shared state: one dispatch mode and one set of patches however deeply the contexts nest.
 
 
 @dataclasses.dataclass(eq=False)  # frames are removed by identity
@@ -183,22 +178,12 @@ def _c10d_barrier(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
 
 
 def _build_rules() -> dict[Any, tuple[str, _Check]]:
+    host_reads = ("_local_scalar_dense", "item", "equal", "allclose", "is_nonzero")
+    shaped = ("nonzero", "nonzero_numpy", "masked_select", "_unique", "_unique2", "unique_dim", "unique_consecutive")
+    shaped += ("unique_dim_consecutive", "bincount", "histc")
     table: list[tuple[str, str, _Check, tuple[str, ...] | None]] = [
-        ("aten", "_local_scalar_dense", _always(HOST_READ), None),
-        ("aten", "item", _always(HOST_READ), None),
-        ("aten", "equal", _always(HOST_READ), None),
-        ("aten", "allclose", _always(HOST_READ), None),
-        ("aten", "is_nonzero", _always(HOST_READ), None),
-        ("aten", "nonzero", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "nonzero_numpy", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "masked_select", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "_unique", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "_unique2", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "unique_dim", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "unique_consecutive", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "unique_dim_consecutive", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "bincount", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "histc", _always(DATA_DEPENDENT_SHAPE), None),
+        *(("aten", name, _always(HOST_READ), None) for name in host_reads),
+        *(("aten", name, _always(DATA_DEPENDENT_SHAPE), None) for name in shaped),
         ("aten", "repeat_interleave", _repeat_interleave, ("Tensor", "self_Tensor")),
         ("aten", "index", _mask_index, ("Tensor", "Tensor_out", "Tensor_hacked_twin")),
         ("aten", "index_put_", _mask_index, None),
@@ -252,8 +237,7 @@ class _HostSyncMode(TorchDispatchMode):
             _state.suppress -= 1
 
 
-# Entry points the dispatcher never sees
-
+# Entry points the dispatcher never sees.
 _Classify = Callable[..., tuple[str, str] | None]
 
 
@@ -389,9 +373,6 @@ def _restore_patches() -> None:
             delattr(owner, attr)
 
 
-# CUDA
-
-
 def _use_cuda_sync_debug_mode() -> bool:
     """Whether torch.cuda's own sync debug mode backs the detector (CUDA build with a visible device)."""
     return torch.cuda.is_available()
@@ -423,9 +404,6 @@ def _release_warning_hook() -> None:
     if _state.warning_hook_users == 0 and _state.warning_hook is not None:
         hook, _state.warning_hook = _state.warning_hook, None
         hook.__exit__(None, None, None)
-
-
-# Contexts
 
 
 def _push(frame: _Frame) -> None:
@@ -479,14 +457,11 @@ def no_host_sync() -> Iterator[None]:
     """Raise :class:`HostSyncError` (naming the op, the reason and the user's line) at the first host sync inside.
 
     On CUDA this also sets ``torch.cuda.set_sync_debug_mode("error")`` for the block, so syncs without a rule here still
-    fail. Everything patched is restored exactly on exit, also when the block raises.
+    fail. Everything patched is restored on exit.
 
     Example:
         >>> import torch
         >>> from torchmetrics_async.testing import HostSyncError, no_host_sync
-        >>> state = torch.zeros(())
-        >>> with no_host_sync():
-        ...     state += torch.tensor([1.0, 2.0]).sum()  # device math only
         >>> try:
         ...     with no_host_sync():
         ...         torch.tensor([1.0, 2.0]).nonzero()
