@@ -70,7 +70,7 @@ from torchmetrics.functional.segmentation.dice import _dice_score_compute, _dice
 from torchmetrics.functional.segmentation.generalized_dice import _generalized_dice_compute
 from torchmetrics.functional.segmentation.mean_iou import _mean_iou_reshape_args, _mean_iou_update
 from torchmetrics.functional.segmentation.utils import _check_mixed_shape, _ignore_background
-from torchmetrics.functional.text.perplexity import _check_shape_and_type_consistency, _perplexity_compute
+from torchmetrics.functional.text.perplexity import _check_shape_and_type_consistency
 from torchmetrics.metric import CompositionalMetric, Metric, jit_distributed_available
 from torchmetrics.regression.pearson import _final_aggregation
 from torchmetrics.utilities import rank_zero_warn
@@ -182,8 +182,6 @@ def binary_target_values_message(ignore_index: int | None) -> str:
     keeps the rest of its wording, including the ``expected only`` list it prints (``[ignore_index]`` when one is set).
 
     Example:
-        >>> binary_target_values_message(None).split(": ")[1]
-        'values outside {0, 1} but expected only the following values [0, 1].'
         >>> binary_target_values_message(1).split(": ")[1]
         'values outside {0, 1} but expected only the following values [1].'
     """
@@ -250,17 +248,8 @@ def float_preds_message(dtype: object) -> str:
     )
 
 
-# Restated from the curves' tensor validations: shape and dtype checks eager, value checks deferred (worded below).
-
-
 def check_same_shape(preds: Tensor, target: Tensor) -> None:
-    """Torchmetrics' ``_check_same_shape``, raising :class:`~torchmetrics_async.errors.ShapeMismatchError` instead.
-
-    The same message, and an exception that is torchmetrics' ``RuntimeError`` and a ``ValueError`` (bad input).
-
-    Raises:
-        ShapeMismatchError: for different shapes.
-    """
+    """Torchmetrics' ``_check_same_shape``, raising :class:`~torchmetrics_async.errors.ShapeMismatchError` instead."""
     try:
         _check_same_shape(preds, target)
     except RuntimeError as err:
@@ -269,9 +258,6 @@ def check_same_shape(preds: Tensor, target: Tensor) -> None:
 
 def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
     """Run torchmetrics' binary (and multilabel) curve tensor validation without its value check.
-
-    Raises:
-        ValueError: where torchmetrics raises it, with its message.
 
     Example:
         >>> import torch
@@ -298,9 +284,6 @@ def multiclass_curve_tensor_validation(
     preds: Tensor, target: Tensor, num_classes: int, check_dtypes: bool = True
 ) -> None:
     """Run torchmetrics' multiclass curve tensor validation without its value check (same errors, same order).
-
-    Raises:
-        ValueError: where torchmetrics raises it, with its message.
 
     Example:
         >>> import torch
@@ -374,8 +357,6 @@ def tweedie_domain_message(power: float) -> str | None:
         return None
     if power == 1:
         return f"For power={power}, 'preds' has to be strictly positive and 'targets' cannot be negative."
-    if power == 2:
-        return f"For power={power}, both 'preds' and 'targets' have to be strictly positive."
     if power < 0:
         return f"For power={power}, 'preds' has to be strictly positive."
     if 1 < power < 2:

@@ -150,18 +150,11 @@ def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
     return home, modules[home]
 
 
-def _accelerated(cls: type) -> type | None:
-    """The registered class, or for a deprecated alias (``torchmetrics.RetrievalMAP``) the class it is rebased on."""
-    if is_deprecated_alias(cls):
-        return accelerated_class_for(cls)
-    return registry().get(cls)
-
-
 def accelerated_coverage() -> list[CoverageRow]:
     """Every ``Metric`` class torchmetrics' public modules export, with whether it is accelerated and why not.
 
     Reads the registry, so a newly registered class is listed as accelerated. Modules whose optional dependencies are
-    missing are skipped. Sorted by module, then name. Each row's :attr:`CoverageRow.status` is one of three.
+    missing are skipped. Sorted by module, then name.
 
     Example:
         >>> rows = accelerated_coverage()
@@ -173,7 +166,8 @@ def accelerated_coverage() -> list[CoverageRow]:
     """
     rows = []
     for cls, (module, name) in _public_metric_classes().items():
-        accelerated = _accelerated(cls)
+        # A deprecated alias (torchmetrics.RetrievalMAP) is accelerated by the class it is rebased on.
+        accelerated = accelerated_class_for(cls) if is_deprecated_alias(cls) else registry().get(cls)
         caveat = FORWARD_CAVEATS.get(cls.__base__ if is_deprecated_alias(cls) else cls, "") if accelerated else ""
         reason = "" if accelerated else why_not_accelerated(cls)
         rows.append(CoverageRow(module, name, cls, accelerated, reason, caveat))

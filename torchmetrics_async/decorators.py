@@ -62,16 +62,8 @@ def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tens
 def suppress_nan_check(cls: M) -> M:
     """A ``BaseAggregator`` subclass that does no NaN handling at all (the profiling article's fix).
 
-    User weights are kept, and Python numbers become device tensors through a fill kernel.
-
-    Args:
-        cls: a subclass of ``torchmetrics.aggregation.BaseAggregator``.
-
-    Returns:
-        A subclass of ``cls`` with the same name.
-
-    Raises:
-        TypeError: if ``cls`` is not a ``BaseAggregator`` subclass.
+    User weights are kept, and Python numbers become device tensors through a fill kernel. Returns a subclass of
+    ``cls`` with the same name.
 
     Example:
         >>> import torch
@@ -89,16 +81,7 @@ def suppress_nan_check(cls: M) -> M:
 
 
 def scalar_to_tensor_updates(cls: M) -> M:
-    """Make Python numbers (and 0-dim CPU tensors) reach ``update``/``forward`` as device tensors without a copy.
-
-    Args:
-        cls: a subclass of ``torchmetrics.Metric``.
-
-    Returns:
-        A subclass of ``cls`` with the same name.
-
-    Raises:
-        TypeError: if ``cls`` is not a ``Metric`` subclass.
+    """A subclass of ``cls`` whose Python numbers (and 0-dim CPU tensors) reach ``update`` as device tensors, no copy.
 
     Example:
         >>> from torchmetrics import MaxMetric
@@ -170,18 +153,10 @@ def _sync_free_init(cls: type) -> Callable:
 
 
 def sync_free(cls: M) -> M:
-    """Apply every acceleration that fits ``cls``.
+    """Apply every acceleration that fits the ``Metric`` subclass ``cls``.
 
-    Args:
-        cls: a torchmetrics class (its accelerated class is returned), a user's subclass of an accelerated torchmetrics
-            class (rebased on the accelerated class) or any other ``Metric`` subclass (a generic class).
-
-    Returns:
-        The accelerated class, or the generic class: not accelerated (``update()`` may still sync), which its
-        ``repr()`` says.
-
-    Raises:
-        TypeError: if ``cls`` is not a ``Metric`` subclass.
+    A torchmetrics class gives its accelerated class, a user's subclass of one is rebased on it, any other class gets
+    a generic class: not accelerated (``update()`` may still sync), which its ``repr()`` says.
 
     Example:
         >>> import torch

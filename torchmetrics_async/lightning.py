@@ -3,14 +3,6 @@
 The module keeps updating its metrics in ``training_step``; the callback syncs, computes, logs and resets them every
 ``every_n_steps`` batches without blocking at the boundary. When, where and the constraints: ``docs/lightning.md``.
 ``lightning`` is imported only when the callback is constructed.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import MeanMetric
-    >>> callback = AsyncMetricLogging(metrics=["train_loss"], every_n_steps=10)  # doctest: +SKIP
-    >>> trainer = lightning.Trainer(callbacks=[callback])  # doctest: +SKIP
-    >>> sorted(_discover(torch.nn.ModuleDict({"train_loss": MeanMetric(), "val_loss": MeanMetric()})))
-    ['train_loss']
 """
 
 from __future__ import annotations
@@ -89,7 +81,6 @@ class AsyncMetricLogging:
     Example:
         >>> import lightning
         >>> callback = AsyncMetricLogging(prefix="train/", every_n_steps=10)
-        >>> trainer = lightning.Trainer(callbacks=[callback], logger=False)  # doctest: +SKIP
         >>> isinstance(callback, lightning.pytorch.Callback), callback.state_key
         (True, "AsyncMetricLogging{'prefix': 'train/'}")
     """
@@ -131,21 +122,11 @@ class AsyncMetricLogging:
 
     @property
     def state_key(self) -> str:
-        """The key of this callback in checkpoints (the mixed class's own name would be an implementation detail).
-
-        Example:
-            >>> AsyncMetricLogging(prefix="val/").state_key
-            "AsyncMetricLogging{'prefix': 'val/'}"
-        """
+        """The key of this callback in checkpoints (the mixed class's own name would be an implementation detail)."""
         return f"AsyncMetricLogging{{'prefix': {self.prefix!r}}}"
 
     def state_dict(self) -> dict[str, Any]:
-        """Nothing is checkpointed: a window in flight is not in a checkpoint, and after a resume windows count afresh.
-
-        Example:
-            >>> AsyncMetricLogging().state_dict()
-            {}
-        """
+        """Nothing is checkpointed: a window in flight is not saved, and after a resume windows count afresh."""
         return {}
 
     def setup(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
