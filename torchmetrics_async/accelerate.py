@@ -163,9 +163,8 @@ class _PatchHandle:
 def patch() -> _PatchHandle:
     """Rebind torchmetrics' public names (``torchmetrics.MeanMetric``, ...) to the accelerated classes.
 
-    Code that looks the names up after this call gets the accelerated classes; names imported before keep the original
-    class (call ``patch()`` first, or use :func:`accelerate`). Calling it again while patched does nothing. The handle
-    it returns unpatches on exit from ``with patch():`` (if this call did the patching).
+    Names imported before keep the original class (call ``patch()`` first, or use :func:`accelerate`). Calling it again
+    while patched does nothing; ``with patch():`` unpatches on exit.
 
     Example:
         >>> import torchmetrics

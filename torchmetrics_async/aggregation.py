@@ -349,14 +349,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         return _drop_unkept(values, kept)
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """``value`` without the NaNs torchmetrics' ``update()`` drops, for a plain ``CatMetric`` merging or loading it.
-
-        Example:
-            >>> metric = CatMetric(nan_strategy="ignore")
-            >>> metric.update(torch.tensor([1.0, float("nan")]))
-            >>> metric.metric_state["value"]
-            [tensor([1.])]
-        """
+        """``value`` without the NaNs torchmetrics' ``update()`` drops, for a plain ``CatMetric`` to merge or load."""
         value_key, kept_key = prefix + "value", prefix + NAN_KEPT_STATE
         if self._masks_nans and value_key in states and kept_key in states:
             states[value_key] = self._nan_free(states[value_key], states[kept_key])

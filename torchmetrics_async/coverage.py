@@ -151,18 +151,12 @@ def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:
 
 
 def accelerated_coverage() -> list[CoverageRow]:
-    """Every ``Metric`` class torchmetrics' public modules export, with whether it is accelerated and why not.
-
-    Reads the registry, so a newly registered class is listed as accelerated. Modules whose optional dependencies are
-    missing are skipped. Sorted by module, then name.
+    """Every ``Metric`` class torchmetrics' public modules export (by module, then name), from the registry.
 
     Example:
-        >>> rows = accelerated_coverage()
-        >>> accelerated = [row.name for row in rows if row.accelerated]
-        >>> "MulticlassAccuracy" in accelerated, "WordErrorRate" in accelerated
-        (True, False)
-        >>> next(row.reason for row in rows if row.name == "WordErrorRate").startswith("takes strings")
-        True
+        >>> rows = {row.name: row for row in accelerated_coverage()}
+        >>> rows["MulticlassAccuracy"].status, rows["WordErrorRate"].status
+        ('accelerated', 'not sync-free')
     """
     rows = []
     for cls, (module, name) in _public_metric_classes().items():

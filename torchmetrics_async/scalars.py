@@ -39,9 +39,7 @@ def _round_with(fmt: str, x: float) -> float:
 def round_to_dtype(x: float, dtype: torch.dtype) -> float:
     """Round a number to the nearest value of a floating ``dtype`` (others: ``float(x)``), as ``as_tensor`` would.
 
-    Sums, products and quotients of two such values computed in double precision and rounded once more are the
-    correctly rounded results in ``dtype`` (double carries more than ``2p + 2`` bits), so host arithmetic on rounded
-    numbers matches the device bit for bit.
+    Double carries more than ``2p + 2`` bits, so host arithmetic on rounded numbers, rounded again, matches the device.
 
     Example:
         >>> import torch

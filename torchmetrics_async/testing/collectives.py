@@ -32,13 +32,7 @@ COLLECTIVES = (
 
 
 class CollectiveCounter:
-    """Collectives called inside :func:`count_collectives` (outermost calls): ``counts`` and ``groups`` (name, group).
-
-    Example:
-        >>> counter = CollectiveCounter()
-        >>> counter.total, counter.as_dict()
-        (0, {})
-    """
+    """Outermost collectives called inside :func:`count_collectives`: ``counts`` and ``groups`` (name, group)."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
@@ -71,16 +65,15 @@ class CollectiveCounter:
 
 @contextlib.contextmanager
 def count_collectives() -> Iterator[CollectiveCounter]:
-    """Count the ``torch.distributed`` collectives called inside the block (for tests and benchmarks).
+    """Count the ``torch.distributed`` collectives of :data:`COLLECTIVES` called inside the block.
 
-    The functions of :data:`COLLECTIVES` are wrapped on the module and restored on exit; DDP's gradient reductions go to
-    the process group directly and are not seen.
+    DDP's gradient reductions go to the process group directly and are not seen.
 
     Example:
         >>> with count_collectives() as counter:
         ...     pass  # no process group needed to count nothing
-        >>> counter.total
-        0
+        >>> counter.as_dict()
+        {}
     """
     import torch.distributed as dist
 

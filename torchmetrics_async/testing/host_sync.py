@@ -461,7 +461,6 @@ def no_host_sync() -> Iterator[None]:
 
     Example:
         >>> import torch
-        >>> from torchmetrics_async.testing import HostSyncError, no_host_sync
         >>> try:
         ...     with no_host_sync():
         ...         torch.tensor([1.0, 2.0]).nonzero()
@@ -482,14 +481,10 @@ def count_host_syncs(*, record_events: bool = True) -> Iterator[HostSyncCounter]
 
     Example:
         >>> import torch
-        >>> from torchmetrics_async.testing import count_host_syncs
-        >>> preds = torch.tensor([0.2, 0.9, 0.7])
         >>> with count_host_syncs() as syncs:
-        ...     hits = (preds > 0.5).sum()  # no sync
-        ...     if hits > 1:  # host read
-        ...         hits = hits.float()
-        >>> syncs.total, syncs.by_op["Tensor.__bool__"]
-        (1, 1)
+        ...     values = torch.tensor([3.0, 1.0, 3.0]).unique()
+        >>> syncs.total, dict(syncs.by_reason)
+        (1, {'data-dependent shape': 1})
     """
     counter = HostSyncCounter(record_events=record_events)
     with _detect(_Frame(strict=False, counter=counter)):
