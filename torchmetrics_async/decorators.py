@@ -34,12 +34,10 @@ def _require_subclass(decorator: str, cls: Any, base: type, why: str) -> None:
 
 
 def _number_to_tensor(metric: Metric, x: Any) -> Any:
-    if isinstance(x, Tensor):
-        if x.dim() == 0 and x.device.type == "cpu" and metric.device.type != "cpu":
-            return x.to(metric.device, non_blocking=True)
-        return x
-    if is_number(x):
-        return torch.full((), x, dtype=metric.dtype, device=metric.device)
+    if not isinstance(x, Tensor):
+        return torch.full((), x, dtype=metric.dtype, device=metric.device) if is_number(x) else x
+    if x.dim() == 0 and x.device.type == "cpu" and metric.device.type != "cpu":
+        return x.to(metric.device, non_blocking=True)
     return x
 
 

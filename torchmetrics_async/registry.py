@@ -105,8 +105,7 @@ class AutoRegistered:
         register_on_definition(cls)
 
 
-# The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
-# metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
+# The update/compute functions of this package's one-pass classes (see uses_one_pass_forward).
 _ONE_PASS_METHODS: set[Callable] = set()
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -114,10 +113,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 def note_one_pass_methods(cls: type) -> None:
     """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source."""
     for name in ("update", "compute"):
-        # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
+        # As resolved on cls (a package mixin may define it), and in this package's source (not merely a module name).
         method = getattr(cls, name, None)
         code = getattr(method, "__code__", None)
-        # Defined in this package's source (not merely in a class that claims one of its module names).
         if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
             _ONE_PASS_METHODS.add(method)
 
@@ -171,11 +169,6 @@ def derive(decorator: Callable[[type], type], cls: type, bases: tuple, namespace
     return _DERIVED[key]
 
 
-def _is_accelerated(cls: type) -> bool:
-    """Whether ``cls`` is, or subclasses, a registered accelerated class (a rebased user subclass included)."""
-    return bool(set(_REGISTRY.values()).intersection(cls.__mro__))
-
-
 def _rebased(cls: type) -> type | None:
     """A user subclass (or deprecated alias) of a registered torchmetrics class, rebased on its accelerated class."""
     if (is_torchmetrics_class(cls) and not is_deprecated_alias(cls)) or _DERIVED_BY in vars(cls):
@@ -218,7 +211,7 @@ def accelerated_class_for(cls: type) -> type | None:
     """
     if cls in _REGISTRY:
         return _REGISTRY[cls]
-    if _is_accelerated(cls):
+    if set(_REGISTRY.values()).intersection(cls.__mro__):  # an accelerated class or a subclass (a rebased one too)
         return cls
     return _rebased(cls)
 

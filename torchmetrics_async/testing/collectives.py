@@ -10,8 +10,7 @@ from typing import Any
 
 __all__ = ["COLLECTIVES", "CollectiveCounter", "count_collectives"]
 
-#: Every ``torch.distributed`` collective :func:`count_collectives` watches (torch's deprecated names included: one
-#: may call another, and only the outermost call counts).
+#: Every collective :func:`count_collectives` watches (deprecated names too: only the outermost call counts).
 COLLECTIVES = (
     "all_reduce",
     "all_gather",

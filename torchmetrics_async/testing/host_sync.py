@@ -96,26 +96,17 @@ class _State:
 _state = _State()
 
 
-def _format(event: HostSyncEvent) -> str:
-    return (
-        f"host sync inside no_host_sync(): {event.op} ({event.reason})\n"
-        f"  at {event.location}\n"
-        f"  hint: {_HINTS.get(event.reason, '')}"
-    )
-
-
 def _report(op: str, reason: str, *, may_raise: bool = True) -> None:
     frames = _state.frames
     strict = may_raise and frames[-1].strict
-    if strict or any(f.counter is not None and f.counter.record_events for f in frames):
-        event = HostSyncEvent(op, reason, *_user_frame())
-    else:
-        event = HostSyncEvent(op, reason)
+    record = strict or any(f.counter is not None and f.counter.record_events for f in frames)
+    event = HostSyncEvent(op, reason, *(_user_frame() if record else ()))
     for frame in frames:
         if frame.counter is not None:
             frame.counter._add(event)
     if strict:
-        raise HostSyncError(_format(event), event)
+        message = f"host sync inside no_host_sync(): {event.op} ({event.reason})\n  at {event.location}"
+        raise HostSyncError(f"{message}\n  hint: {_HINTS.get(event.reason, '')}", event)
 
 
 def _active() -> bool:
@@ -165,8 +156,7 @@ def _copy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     target, source = args[0], args[1]
     if not non_blocking:
         return _transfer(source.device, target.device)
-    # non_blocking=True into pageable host memory is synchronous; the other direction is not (CUDA stages the
-    # source at once), and ``.to("cpu", non_blocking=True)`` allocates pinned memory itself.
+    # non_blocking=True into pageable host memory is synchronous (not the other way: CUDA stages the source at once).
     if _transfer(source.device, target.device) == DEVICE_TO_HOST and not target.is_pinned():
         return PAGEABLE_COPY
     return None
@@ -270,8 +260,7 @@ def _always_classify(op: str, reason: str) -> _Classify:
 
 
 def _host_read(op: str) -> _Classify:
-    # Pinned host memory is where asynchronous device-to-host copies land: reading it does not wait for the device
-    # (the wait is the event or stream synchronize before it, which is counted). Any other tensor is a device here.
+    # Reading pinned memory (where async copies land) does not wait: the synchronize before it is what is counted.
     def classify(self: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[str, str] | None:
         if self.device.type == "cpu" and self.is_pinned():
             return None
@@ -338,8 +327,7 @@ def _patch_plan() -> list[tuple[Any, str, _Classify]]:
 
 
 def _warm_identity_caches() -> None:
-    # These lru_caches hold torch.tensor & co by identity; filled while patched they would keep our wrappers forever
-    # (and `with torch.device(...)` would stop applying to torch.tensor), so fill them with the originals first.
+    # These lru_caches hold torch.tensor & co by identity: filled while patched, they would keep our wrappers forever.
     with contextlib.suppress(Exception):
         from torch.utils._device import _device_constructors
 
