@@ -78,7 +78,7 @@ class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
 
     def compute(self) -> Any:
         """Raise or warn for deferred NaNs with torchmetrics' message, then compute as torchmetrics does."""
-        self._raise_deferred_nan()
+        self._raise_deferred_checks()
         return super().compute()
 
 
@@ -366,7 +366,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
 
     def compute(self) -> Tensor | list:
         """Concatenate the values, NaNs dropped under ``"ignore"``/``"warn"`` (``[]`` if none kept, as torchmetrics)."""
-        self._raise_deferred_nan()
+        self._raise_deferred_checks()
         values = self.value
         if self._masks_nans:
             values = self._nan_free(values, getattr(self, NAN_KEPT_STATE))

@@ -123,7 +123,7 @@ class _SyncFreeNanAggregator(DeferredNanFlag):
         return x.to(self.dtype), weight.to(self.dtype)
 
     def compute(self) -> Any:
-        self._raise_deferred_nan()
+        self._raise_deferred_checks()
         return super().compute()
 
 

@@ -83,9 +83,7 @@ def apply_nan_strategy_to_numbers(
         >>> apply_nan_strategy_to_numbers("ignore", float("nan"), None)
         (None, None, False)
     """
-    if strategy == "disable":
-        return value, weight, False
-    nan = math.isnan(value) or (weight is not None and math.isnan(weight))
+    nan = strategy != "disable" and (math.isnan(value) or (weight is not None and math.isnan(weight)))
     if not nan:
         return value, weight, False
     if strategy == "error":
@@ -99,18 +97,11 @@ class DeferredNanFlag:
     """Mixin deferring ``"error"``/``"warn"`` NaNs to a check (:data:`NAN_FLAG_STATE`) that ``compute()`` reports."""
 
     def _add_nan_flag_state(self) -> None:
-        strategy = self.nan_strategy
-        if strategy == "error":
-            self._add_deferred_check(NAN_FLAG_STATE, NAN_ERROR_MESSAGE, "error")
-        elif strategy == "warn":
-            self._add_deferred_check(NAN_FLAG_STATE, NAN_WARN_MESSAGE, "warn")
+        message = {"error": NAN_ERROR_MESSAGE, "warn": NAN_WARN_MESSAGE}.get(self.nan_strategy)
+        if message is not None:
+            self._add_deferred_check(NAN_FLAG_STATE, message, self.nan_strategy)
 
     def _record_nan(self, seen: Tensor | bool | None) -> None:
         """Fold a per-element NaN mask (or a host-known bool) into the flag, without reading it."""
-        if seen is None or seen is False:
-            return
-        self._record_violation(NAN_FLAG_STATE, seen)
-
-    def _raise_deferred_nan(self) -> None:
-        """Raise or warn, with torchmetrics' message, if a NaN was recorded (one host read of the flags)."""
-        self._raise_deferred_checks()
+        if seen is not None and seen is not False:
+            self._record_violation(NAN_FLAG_STATE, seen)

@@ -4,6 +4,12 @@ A host sync is any point where the CPU waits for the accelerator (host reads, da
 barriers, ``synchronize()``). On CUDA the contexts also drive ``torch.cuda.set_sync_debug_mode``; elsewhere any device
 but the CPU (``meta`` in tests) stands for the accelerator. Contexts nest: every active counter counts, and the
 innermost context decides whether a sync raises.
+
+Example:
+    >>> import torch
+    >>> x = torch.tensor([1.0, float("nan"), 3.0])
+    >>> with no_host_sync():
+    ...     total = torch.where(x.isnan(), 0.0, x).sum()  # stays on the device
 """
 
 from torchmetrics_async.testing.collectives import COLLECTIVES, CollectiveCounter, count_collectives
