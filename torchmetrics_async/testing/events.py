@@ -103,8 +103,7 @@ class HostSyncCounter:
             first.setdefault(event.op, event)
         for op, count in self.by_op.most_common():
             event = first.get(op)
-            where = f"  at {event.location}" if event is not None else ""
-            reason = event.reason if event is not None else ""
+            reason, where = (event.reason, f"  at {event.location}") if event is not None else ("", "")
             lines.append(f"{count:6d}  {op} ({reason}){where}")
         return "\n".join(lines)
 
