@@ -1,18 +1,6 @@
-r"""The docstring of an accelerated class: torchmetrics' own, with one paragraph on what differs.
+"""The docstring of an accelerated class: torchmetrics' own, with one paragraph on what differs.
 
-The class's own docstring (one sentence) follows torchmetrics' summary line, then :data:`DEFERRED_CHECKS` and the rest
-of torchmetrics' docstring, whose examples import the accelerated class: the doctests check each accelerated class
-against the values torchmetrics documents.
-
-Example:
-    >>> import torchmetrics
-    >>> class SumMetric(torchmetrics.SumMetric):
-    ...     '''Sums on the device.'''
-    >>> doc = accelerated_doc(SumMetric, torchmetrics.SumMetric)
-    >>> print(doc.split("\n\n")[1].splitlines()[0])
-    Accelerated: Sums on the device. Value checks and NaN warnings that need device data are recorded on the device and
-    >>> [line for line in doc.splitlines() if "import SumMetric" in line]
-    ['    >>> from torchmetrics_async.aggregation import SumMetric']
+Its examples import the accelerated class, so the doctests check each one against the values torchmetrics documents.
 """
 
 import inspect

@@ -1,13 +1,7 @@
 """The one seam to torchmetrics internals.
 
 Everything torchmetrics-async needs from torchmetrics beyond its public classes is imported (and re-exported: F401 is
-off for this module) or restated here, so a torchmetrics upgrade breaks one place. ``tests/test_torchmetrics_seam.py``
-checks every name and every restated message against the installed torchmetrics.
-
-Example:
-    >>> from torchmetrics_async._torchmetrics import NAN_ERROR_MESSAGE
-    >>> NAN_ERROR_MESSAGE
-    'Encountered `nan` values in tensor'
+off for this module) or restated here, so a torchmetrics upgrade breaks one place (the seam tests check each).
 """
 
 from torch import Tensor
@@ -70,7 +64,7 @@ from torchmetrics.functional.segmentation.dice import _dice_score_compute, _dice
 from torchmetrics.functional.segmentation.generalized_dice import _generalized_dice_compute
 from torchmetrics.functional.segmentation.mean_iou import _mean_iou_reshape_args, _mean_iou_update
 from torchmetrics.functional.segmentation.utils import _check_mixed_shape, _ignore_background
-from torchmetrics.functional.text.perplexity import _check_shape_and_type_consistency, _perplexity_compute
+from torchmetrics.functional.text.perplexity import _check_shape_and_type_consistency
 from torchmetrics.metric import CompositionalMetric, Metric, jit_distributed_available
 from torchmetrics.regression.pearson import _final_aggregation
 from torchmetrics.utilities import rank_zero_warn
@@ -93,8 +87,7 @@ from torchmetrics.wrappers.tracker import MetricTracker
 
 from torchmetrics_async.errors import ShapeMismatchError
 
-# The private torchmetrics names this package reads, sets or overrides: tests/test_torchmetrics_seam.py checks that
-# each exists and that the package uses no other, so an upgrade that renames one fails there, naming it.
+# The private torchmetrics names this package reads, sets or overrides (the seam tests check each, and no other).
 METRIC_INTERNALS = frozenset(
     {
         "_cache",  # the local states kept while synced (sync/unsync)
@@ -161,8 +154,7 @@ def device_mismatch_message(class_name: str) -> str:
     )
 
 
-# Restated from torchmetrics.functional.classification.stat_scores (binary/multilabel tensor validation): the shape
-# checks, which stay eager (ValueError) because they read only metadata.
+# Restated from torchmetrics' binary/multilabel stat_scores validation: shape checks stay eager (metadata only).
 BINARY_SAMPLEWISE_NDIM_MESSAGE = "Expected input to be at least 2D when multidim_average is set to `samplewise`"
 MULTILABEL_SAMPLEWISE_NDIM_MESSAGE = "Expected input to be at least 3D when multidim_average is set to `samplewise`"
 
@@ -176,14 +168,9 @@ def num_labels_mismatch_message(got: int, expected: int) -> str:
 
 
 def binary_target_values_message(ignore_index: int | None) -> str:
-    """The binary/multilabel "target values" error, deferred to ``compute()``.
-
-    torchmetrics lists the target's unique values (a host read in ``update``); this names the allowed set instead and
-    keeps the rest of its wording, including the ``expected only`` list it prints (``[ignore_index]`` when one is set).
+    """The binary/multilabel "target values" error, deferred to ``compute()``: the allowed set, not the values found.
 
     Example:
-        >>> binary_target_values_message(None).split(": ")[1]
-        'values outside {0, 1} but expected only the following values [0, 1].'
         >>> binary_target_values_message(1).split(": ")[1]
         'values outside {0, 1} but expected only the following values [1].'
     """
@@ -204,18 +191,14 @@ def label_preds_values_message(quoted: bool) -> str:
     )
 
 
-# Restated from torchmetrics' multiclass tensor validation: the shape checks stay eager (metadata only); the value
-# checks behind them (unique values: a host read) are deferred, worded by multiclass_values_message.
+# Restated from torchmetrics' multiclass tensor validation: shape checks eager, value checks deferred (see below).
 MULTICLASS_NUM_CLASSES_SHAPE_MESSAGE = (
     "If `preds` have one dimension more than `target`, `preds.shape[1]` should be equal to number of classes."
 )
 
 
 def multiclass_values_message(name: str, num_classes: int, ignore_index: int | None) -> str:
-    """The multiclass "unique values" error, deferred to ``compute()``.
-
-    torchmetrics counts the unique values of ``target`` (and of label ``preds``) and prints them, a host read in
-    ``update``; the deferred check tests the range instead and names it, keeping the rest of the wording.
+    """The multiclass "unique values" error, deferred to ``compute()``: the allowed range, not the values found.
 
     Example:
         >>> multiclass_values_message("target", 3, -1)
@@ -237,30 +220,15 @@ def confusion_matrix_nan_message(count: int) -> str:
     return f"{count} NaN values found in confusion matrix have been replaced with zeros."
 
 
-# --- the confusion-matrix-derived, calibration and hinge family
 def float_preds_message(dtype: object) -> str:
-    """The error (``ValueError``) calibration error and hinge loss raise for ``preds`` that are not floating point.
-
-    Example:
-        >>> float_preds_message("torch.int64").endswith("but got tensor with dtype torch.int64")
-        True
-    """
+    """The error (``ValueError``) calibration error and hinge loss raise for ``preds`` that are not floating point."""
     return (
         f"Expected argument `preds` to be floating tensor with probabilities/logits but got tensor with dtype {dtype}"
     )
 
 
-# Restated from the curves' tensor validations: shape and dtype checks eager, value checks deferred (worded below).
-
-
 def check_same_shape(preds: Tensor, target: Tensor) -> None:
-    """Torchmetrics' ``_check_same_shape``, raising :class:`~torchmetrics_async.errors.ShapeMismatchError` instead.
-
-    The same message, and an exception that is torchmetrics' ``RuntimeError`` and a ``ValueError`` (bad input).
-
-    Raises:
-        ShapeMismatchError: for different shapes.
-    """
+    """Torchmetrics' ``_check_same_shape``, raising :class:`~torchmetrics_async.errors.ShapeMismatchError` instead."""
     try:
         _check_same_shape(preds, target)
     except RuntimeError as err:
@@ -268,19 +236,7 @@ def check_same_shape(preds: Tensor, target: Tensor) -> None:
 
 
 def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
-    """Run torchmetrics' binary (and multilabel) curve tensor validation without its value check.
-
-    Raises:
-        ValueError: where torchmetrics raises it, with its message.
-
-    Example:
-        >>> import torch
-        >>> try:
-        ...     binary_curve_tensor_validation(torch.tensor([1, 0]), torch.tensor([1, 0]))
-        ... except ValueError as err:
-        ...     print(str(err)[:52])
-        Expected argument `preds` to be an floating tensor w
-    """
+    """Run torchmetrics' binary (and multilabel) curve tensor validation without its value check."""
     check_same_shape(preds, target)
     if target.is_floating_point():
         raise ValueError(
@@ -297,19 +253,7 @@ def binary_curve_tensor_validation(preds: Tensor, target: Tensor) -> None:
 def multiclass_curve_tensor_validation(
     preds: Tensor, target: Tensor, num_classes: int, check_dtypes: bool = True
 ) -> None:
-    """Run torchmetrics' multiclass curve tensor validation without its value check (same errors, same order).
-
-    Raises:
-        ValueError: where torchmetrics raises it, with its message.
-
-    Example:
-        >>> import torch
-        >>> try:
-        ...     multiclass_curve_tensor_validation(torch.rand(4, 2), torch.tensor([0, 1, 2, 0]), 3)
-        ... except ValueError as err:
-        ...     print(err)
-        Expected `preds.shape[1]` to be equal to the number of classes but got 2 and 3.
-    """
+    """Run torchmetrics' multiclass curve tensor validation without its value check (same errors, same order)."""
     if not preds.ndim == target.ndim + 1:
         raise ValueError(
             f"Expected `preds` to have one more dimension than `target` but got {preds.ndim} and {target.ndim}"
@@ -333,10 +277,7 @@ def multiclass_curve_tensor_validation(
 
 
 def multiclass_curve_values_message(num_classes: int, ignore_index: int | None) -> str:
-    """The multiclass curves' "too many unique target values" error, deferred to ``compute()``.
-
-    torchmetrics prints how many distinct values it found (a host read in ``update``); the deferred check counts them
-    on the device and says that there were more than allowed, keeping the rest of the wording.
+    """The multiclass curves' "unique target values" error, deferred to ``compute()``: "more", not how many.
 
     Example:
         >>> multiclass_curve_values_message(3, None)
@@ -349,8 +290,7 @@ def multiclass_curve_values_message(num_classes: int, ignore_index: int | None) 
     )
 
 
-# Restated from torch.nn.functional.one_hot, which torchmetrics' binned and micro-averaged multiclass curves call on the
-# targets (it raises for a label outside [0, num_classes), whatever validate_args says; negative labels first).
+# Restated from torch's one_hot, which the binned and micro multiclass curves call on targets (whatever validate_args).
 ONE_HOT_NEGATIVE_MESSAGE = "Class values must be non-negative."
 ONE_HOT_RANGE_MESSAGE = "Class values must be smaller than num_classes."
 
@@ -374,8 +314,6 @@ def tweedie_domain_message(power: float) -> str | None:
         return None
     if power == 1:
         return f"For power={power}, 'preds' has to be strictly positive and 'targets' cannot be negative."
-    if power == 2:
-        return f"For power={power}, both 'preds' and 'targets' have to be strictly positive."
     if power < 0:
         return f"For power={power}, 'preds' has to be strictly positive."
     if 1 < power < 2:

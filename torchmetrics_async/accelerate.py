@@ -11,7 +11,6 @@ Example:
 
 import sys
 import warnings
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -102,11 +101,8 @@ def _plan(obj: Any, steps: list[_Step]) -> None:
             if any(to is None for _, to in steps[planned:]):
                 target = None  # a window over a base that stays torchmetrics' stays torchmetrics' too
         steps.append((obj, target))
-    elif isinstance(obj, dict):
-        for value in obj.values():
-            _plan(value, steps)
-    elif isinstance(obj, (list, tuple)):
-        for value in obj:
+    elif isinstance(obj, (dict, list, tuple)):
+        for value in obj.values() if isinstance(obj, dict) else obj:
             _plan(value, steps)
     else:
         steps.append((obj, None))
@@ -121,20 +117,12 @@ def _convert(obj: Any, target: type) -> None:
 
 
 def accelerate(obj: T, strict: bool = False) -> T:
-    """Make torchmetrics metrics sync-free in place, or map a class to its accelerated class.
+    """Make torchmetrics metrics sync-free in place (and return them), or return a class's accelerated class.
 
-    Args:
-        obj: a ``Metric`` instance (its class is swapped in place, states and options kept), a ``MetricCollection``
-            (every member), a torchmetrics wrapper or composition (the metrics it holds are converted, it stays
-            torchmetrics'), a ``dict``/``list``/``tuple`` of them, or a ``Metric`` subclass.
-        strict: all or nothing: if anything cannot be accelerated, raise ``TypeError`` and convert nothing.
-
-    Returns:
-        The same object (converted), or for a class its accelerated class. Without ``strict``, anything that cannot be
-        accelerated is left unchanged after one ``UserWarning`` naming it.
-
-    Raises:
-        TypeError: with ``strict=True``, naming everything that cannot be accelerated (nothing was converted).
+    ``obj``: a ``Metric`` (its class swapped, states and options kept), a ``MetricCollection`` (every member), a
+    torchmetrics wrapper or composition (the metrics it holds; it stays torchmetrics'), a ``dict``/``list``/``tuple`` of
+    them, or a ``Metric`` subclass. What cannot be accelerated is left unchanged after a ``UserWarning`` naming it;
+    with ``strict=True`` a ``TypeError`` names all of it and nothing is converted.
     """
     steps: list[_Step] = []
     _plan(obj, steps)
@@ -158,12 +146,6 @@ def accelerate(obj: T, strict: bool = False) -> T:
 _PATCHED: list[tuple[ModuleType, str, Any]] = []
 
 
-def _torchmetrics_modules() -> Iterator[ModuleType]:
-    for name, module in list(sys.modules.items()):
-        if module is not None and (name == "torchmetrics" or name.startswith("torchmetrics.")):
-            yield module
-
-
 class _PatchHandle:
     """What :func:`patch` returns: usable as ``with patch():`` to unpatch on exit."""
 
@@ -181,11 +163,8 @@ class _PatchHandle:
 def patch() -> _PatchHandle:
     """Rebind torchmetrics' public names (``torchmetrics.MeanMetric``, ...) to the accelerated classes.
 
-    Code that looks the names up after this call gets the accelerated classes; names imported before keep the original
-    class (call ``patch()`` first, or use :func:`accelerate`). Calling it again while patched does nothing.
-
-    Returns:
-        A handle; ``with patch():`` unpatches on exit (if this call did the patching).
+    Names imported before keep the original class (call ``patch()`` first, or use :func:`accelerate`). Calling it again
+    while patched does nothing; ``with patch():`` unpatches on exit.
 
     Example:
         >>> import torchmetrics
@@ -198,7 +177,9 @@ def patch() -> _PatchHandle:
     # torchmetrics' own MetricCollection groups accelerated members too (see torchmetrics_async.compute_groups).
     _PATCHED.append((MetricCollection, "_equal_metric_states", MetricCollection.__dict__["_equal_metric_states"]))
     MetricCollection._equal_metric_states = staticmethod(equal_metric_states)
-    for module in _torchmetrics_modules():
+    for module_name, module in list(sys.modules.items()):
+        if module is None or module_name.split(".")[0] != "torchmetrics":
+            continue
         for name, value in list(vars(module).items()):
             if not isinstance(value, type):
                 continue
@@ -218,9 +199,5 @@ def unpatch() -> None:
 
 
 def is_patched() -> bool:
-    """Whether :func:`patch` is in effect.
-
-    Returns:
-        ``True`` between ``patch()`` and ``unpatch()``.
-    """
+    """Whether :func:`patch` is in effect (between ``patch()`` and ``unpatch()``)."""
     return bool(_PATCHED)

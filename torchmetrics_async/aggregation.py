@@ -78,15 +78,12 @@ class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
 
     def compute(self) -> Any:
         """Raise or warn for deferred NaNs with torchmetrics' message, then compute as torchmetrics does."""
-        self._raise_deferred_nan()
+        self._raise_deferred_checks()
         return super().compute()
 
 
 class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
     """No host sync in ``update()`` or ``forward()``."""
-
-    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
-        super().__init__(nan_strategy=nan_strategy, **kwargs)
 
     def _batch_stats(self, value: Number | Tensor) -> tuple | None:
         if not isinstance(value, Tensor):
@@ -98,9 +95,7 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
             return None
         strategy = self.nan_strategy
         if strategy in {"warn", "ignore"}:
-            dtype = self.dtype
-            if value.dtype != dtype:  # NaNs survive a float cast, so masking after it is the same
-                value = value.to(dtype)
+            value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
             return value.nansum(), (_any_nan(value) if strategy == "warn" else None)
         seen = _any_nan(value) if strategy == "error" else None
         if isinstance(strategy, float):
@@ -126,9 +121,6 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
     """No host sync in ``update()`` or ``forward()``; ``nan_strategy="disable"`` keeps weights (torchmetrics #3434)."""
 
-    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
-        super().__init__(nan_strategy=nan_strategy, **kwargs)
-
     def update(self, value: float | Tensor, weight: float | Tensor | None = None) -> None:
         """Add ``value`` with ``weight`` (broadcast to ``value``'s shape; ``None`` means ones)."""
         stats = self._batch_stats(value, weight)  # _update_from_stats, inlined: one frame less on the hot path
@@ -143,12 +135,10 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
             return self._number_stats(value, weight)
         value = self._as_value_tensor(value)
         if weight is not None:
-            if not isinstance(weight, Tensor):
-                weight = (
-                    torch.full((), weight, dtype=self.dtype, device=value.device)
-                    if is_number(weight)
-                    else (torch.as_tensor(weight, dtype=self.dtype, device=value.device))
-                )
+            if is_number(weight):
+                weight = torch.full((), weight, dtype=self.dtype, device=value.device)
+            elif not isinstance(weight, Tensor):
+                weight = torch.as_tensor(weight, dtype=self.dtype, device=value.device)
             # A 0-dim weight on another device (a CPU scalar) stays a scalar operand: a kernel argument, not a copy.
             if weight.dim() or weight.device == value.device:
                 try:
@@ -173,14 +163,11 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         """The hot path (a loss tensor, no weight): as few tensor ops as the strategy allows."""
         if value.numel() == 0:
             return None
-        dtype = self.dtype
-        if value.dtype != dtype:  # NaNs survive a float cast, so masking after it is the same
-            value = value.to(dtype)
+        value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
         if strategy in {"warn", "ignore"}:
             kept = torch.eq(value, value)  # false exactly at the NaNs: one op where isnan + logical_not are two
             if value.dim():
-                # Counted in the state dtype where every count is exact (float32 up to 2**24): the weight then adds
-                # with the sum in one fused kernel on CUDA (same dtype and shape); the integer count otherwise.
+                # Counted in the state dtype where exact (float32 up to 2**24): one fused add with the sum on CUDA.
                 exact = value.dtype == torch.float64 or (value.dtype == torch.float32 and value.numel() <= 1 << 24)
                 kept = kept.sum(dtype=value.dtype) if exact else kept.sum()
                 seen = kept != value.numel() if strategy == "warn" else None
@@ -293,9 +280,6 @@ class MaxMetric(_ExtremumMetric, tm_aggregation.MaxMetric):
     _neutral = -math.inf
     _clamp = "clamp_min_"
 
-    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
-        super().__init__(nan_strategy=nan_strategy, **kwargs)
-
 
 class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
     """No host sync in ``update()`` or ``forward()``."""
@@ -307,9 +291,6 @@ class MinMetric(_ExtremumMetric, tm_aggregation.MinMetric):
     _combine_dropping_nan = staticmethod(torch.fmin)
     _clamp = "clamp_max_"
 
-    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
-        super().__init__(nan_strategy=nan_strategy, **kwargs)
-
 
 class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
     """No host sync in ``update()``.
@@ -317,9 +298,6 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
     With ``nan_strategy="ignore"``/``"warn"``, ``compute()`` and ``forward()`` drop the NaNs with a host read of the
     keep-masks (state ``nan_kept``).
     """
-
-    def __init__(self, nan_strategy: NanStrategy = "warn", **kwargs: Any) -> None:
-        super().__init__(nan_strategy=nan_strategy, **kwargs)
 
     def _add_extra_states(self) -> None:
         if self._masks_nans and NAN_KEPT_STATE not in self._defaults:
@@ -349,14 +327,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
         return _drop_unkept(values, kept)
 
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
-        """``value`` without the NaNs torchmetrics' ``update()`` drops, for a plain ``CatMetric`` merging or loading it.
-
-        Example:
-            >>> metric = CatMetric(nan_strategy="ignore")
-            >>> metric.update(torch.tensor([1.0, float("nan")]))
-            >>> metric.metric_state["value"]
-            [tensor([1.])]
-        """
+        """``value`` without the NaNs torchmetrics' ``update()`` drops, for a plain ``CatMetric`` to merge or load."""
         value_key, kept_key = prefix + "value", prefix + NAN_KEPT_STATE
         if self._masks_nans and value_key in states and kept_key in states:
             states[value_key] = self._nan_free(states[value_key], states[kept_key])
@@ -395,7 +366,7 @@ class CatMetric(SyncFreeAggregator, tm_aggregation.CatMetric):
 
     def compute(self) -> Tensor | list:
         """Concatenate the values, NaNs dropped under ``"ignore"``/``"warn"`` (``[]`` if none kept, as torchmetrics)."""
-        self._raise_deferred_nan()
+        self._raise_deferred_checks()
         values = self.value
         if self._masks_nans:
             values = self._nan_free(values, getattr(self, NAN_KEPT_STATE))

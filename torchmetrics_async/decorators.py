@@ -34,12 +34,10 @@ def _require_subclass(decorator: str, cls: Any, base: type, why: str) -> None:
 
 
 def _number_to_tensor(metric: Metric, x: Any) -> Any:
-    if isinstance(x, Tensor):
-        if x.dim() == 0 and x.device.type == "cpu" and metric.device.type != "cpu":
-            return x.to(metric.device, non_blocking=True)
-        return x
-    if is_number(x):
-        return torch.full((), x, dtype=metric.dtype, device=metric.device)
+    if not isinstance(x, Tensor):
+        return torch.full((), x, dtype=metric.dtype, device=metric.device) if is_number(x) else x
+    if x.dim() == 0 and x.device.type == "cpu" and metric.device.type != "cpu":
+        return x.to(metric.device, non_blocking=True)
     return x
 
 
@@ -60,18 +58,7 @@ def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tens
 
 
 def suppress_nan_check(cls: M) -> M:
-    """A ``BaseAggregator`` subclass that does no NaN handling at all (the profiling article's fix).
-
-    User weights are kept, and Python numbers become device tensors through a fill kernel.
-
-    Args:
-        cls: a subclass of ``torchmetrics.aggregation.BaseAggregator``.
-
-    Returns:
-        A subclass of ``cls`` with the same name.
-
-    Raises:
-        TypeError: if ``cls`` is not a ``BaseAggregator`` subclass.
+    """A subclass of the ``BaseAggregator`` ``cls``, same name, with no NaN handling at all; user weights are kept.
 
     Example:
         >>> import torch
@@ -89,16 +76,7 @@ def suppress_nan_check(cls: M) -> M:
 
 
 def scalar_to_tensor_updates(cls: M) -> M:
-    """Make Python numbers (and 0-dim CPU tensors) reach ``update``/``forward`` as device tensors without a copy.
-
-    Args:
-        cls: a subclass of ``torchmetrics.Metric``.
-
-    Returns:
-        A subclass of ``cls`` with the same name.
-
-    Raises:
-        TypeError: if ``cls`` is not a ``Metric`` subclass.
+    """A subclass of ``cls`` whose Python numbers (and 0-dim CPU tensors) reach ``update`` as device tensors, no copy.
 
     Example:
         >>> from torchmetrics import MaxMetric
@@ -145,7 +123,7 @@ class _SyncFreeNanAggregator(DeferredNanFlag):
         return x.to(self.dtype), weight.to(self.dtype)
 
     def compute(self) -> Any:
-        self._raise_deferred_nan()
+        self._raise_deferred_checks()
         return super().compute()
 
 
@@ -170,36 +148,17 @@ def _sync_free_init(cls: type) -> Callable:
 
 
 def sync_free(cls: M) -> M:
-    """Apply every acceleration that fits ``cls``.
+    """Apply every acceleration that fits the ``Metric`` subclass ``cls``.
 
-    Args:
-        cls: a torchmetrics class (its accelerated class is returned), a user's subclass of an accelerated torchmetrics
-            class (rebased on the accelerated class) or any other ``Metric`` subclass (a generic class).
-
-    Returns:
-        The accelerated class, or the generic class: not accelerated (``update()`` may still sync), which its
-        ``repr()`` says.
-
-    Raises:
-        TypeError: if ``cls`` is not a ``Metric`` subclass.
+    A torchmetrics class gives its accelerated class, a user's subclass of one is rebased on it, any other class gets
+    a generic class: not accelerated (``update()`` may still sync), which its ``repr()`` says.
 
     Example:
-        >>> import torch
-        >>> from torchmetrics.aggregation import BaseAggregator
-        >>> class Total(BaseAggregator):
-        ...     def __init__(self, **kwargs):
-        ...         super().__init__("sum", torch.tensor(0.0), nan_strategy="error", state_name="total", **kwargs)
-        ...     def update(self, value):
-        ...         value, _ = self._cast_and_nan_check_input(value)
-        ...         self.total += value.sum()
-        >>> metric = sync_free(Total)()
-        >>> metric
-        Total[generic: update may sync]()
-        >>> metric.update(torch.tensor([1.0, float("nan")]))  # no host sync: the error waits for compute()
-        >>> metric.compute()
-        Traceback (most recent call last):
-        ...
-        RuntimeError: Encountered `nan` values in tensor
+        >>> import torchmetrics
+        >>> class Total(torchmetrics.SumMetric):
+        ...     pass
+        >>> sync_free(torchmetrics.SumMetric).__module__, sync_free(Total)().update.__module__
+        ('torchmetrics_async.aggregation', 'torchmetrics_async.aggregation')
     """
     _require_subclass("sync_free", cls, Metric, "it accelerates torchmetrics metrics")
     accelerated = accelerated_class_for(cls)

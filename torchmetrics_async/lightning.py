@@ -3,14 +3,6 @@
 The module keeps updating its metrics in ``training_step``; the callback syncs, computes, logs and resets them every
 ``every_n_steps`` batches without blocking at the boundary. When, where and the constraints: ``docs/lightning.md``.
 ``lightning`` is imported only when the callback is constructed.
-
-Example:
-    >>> import torch
-    >>> from torchmetrics_async import MeanMetric
-    >>> callback = AsyncMetricLogging(metrics=["train_loss"], every_n_steps=10)  # doctest: +SKIP
-    >>> trainer = lightning.Trainer(callbacks=[callback])  # doctest: +SKIP
-    >>> sorted(_discover(torch.nn.ModuleDict({"train_loss": MeanMetric(), "val_loss": MeanMetric()})))
-    ['train_loss']
 """
 
 from __future__ import annotations
@@ -81,15 +73,13 @@ class AsyncMetricLogging:
     """A Lightning ``Callback`` that syncs, computes and logs training metrics off the critical path.
 
     Every ``every_n_steps`` training batches (``None``: ``trainer.log_every_n_steps``; ``0``: epoch ends only) it
-    schedules the window that ended and logs the one scheduled before it; with ``on_epoch_end`` it also collects each
-    epoch's last window at once, so monitors see the epoch's own values. ``metrics`` names the module's attributes to
-    manage (default: every direct ``Metric``/``MetricCollection`` child not named ``val*``, ``test*``, ``predict*``).
-    ``history`` holds one dict per logged window (``epoch``, ``first_batch``, ``last_batch``, ``step``, ``values``).
+    schedules the window that ended and logs the one before it; ``on_epoch_end`` collects each epoch's last window at
+    once. ``metrics``: the module's attributes to manage (default: direct metric children not named ``val*``,
+    ``test*``, ``predict*``). ``history``: one dict per logged window.
 
     Example:
         >>> import lightning
         >>> callback = AsyncMetricLogging(prefix="train/", every_n_steps=10)
-        >>> trainer = lightning.Trainer(callbacks=[callback], logger=False)  # doctest: +SKIP
         >>> isinstance(callback, lightning.pytorch.Callback), callback.state_key
         (True, "AsyncMetricLogging{'prefix': 'train/'}")
     """
@@ -131,21 +121,11 @@ class AsyncMetricLogging:
 
     @property
     def state_key(self) -> str:
-        """The key of this callback in checkpoints (the mixed class's own name would be an implementation detail).
-
-        Example:
-            >>> AsyncMetricLogging(prefix="val/").state_key
-            "AsyncMetricLogging{'prefix': 'val/'}"
-        """
+        """The key of this callback in checkpoints (the mixed class's own name would be an implementation detail)."""
         return f"AsyncMetricLogging{{'prefix': {self.prefix!r}}}"
 
     def state_dict(self) -> dict[str, Any]:
-        """Nothing is checkpointed: a window in flight is not in a checkpoint, and after a resume windows count afresh.
-
-        Example:
-            >>> AsyncMetricLogging().state_dict()
-            {}
-        """
+        """Nothing is checkpointed: a window in flight is not saved, and after a resume windows count afresh."""
         return {}
 
     def setup(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
@@ -170,8 +150,7 @@ class AsyncMetricLogging:
     def on_train_batch_end(self, trainer: Any, pl_module: nn.Module, outputs: Any, batch: Any, batch_idx: int) -> None:
         """Count the batch; at a window boundary log the previous window and schedule this one.
 
-        After the epoch's last batch (``on_epoch_end``) also collect it: Lightning validates after this hook and before
-        ``on_train_epoch_end``, so monitors at ``on_validation_end`` see the epoch's last window too.
+        The epoch's last window is collected here (``on_epoch_end``): Lightning validates before ``on_train_epoch_end``.
         """
         self._batches += 1
         if self.on_epoch_end and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:

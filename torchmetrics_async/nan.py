@@ -1,15 +1,8 @@
 """Sync-free NaN strategies: masks, where-fills and deferred error/warn flags.
 
-torchmetrics decides what to do with NaNs with ``if nans.any()``, which makes the host wait for the device, and then
-drops them with boolean-mask indexing, whose output shape depends on the data (a second sync). Here the same decisions
-are made on the device: masked entries are replaced by a neutral element with ``torch.where`` (so they add nothing to a
-sum or a max), and the fact that a NaN was seen is kept in a metric state that ``compute()`` reads once.
-
-Example:
-    >>> import torch
-    >>> value, weight, seen = apply_nan_strategy("ignore", torch.tensor([1.0, float("nan")]), None, neutral=0.0)
-    >>> value, weight, seen
-    (tensor([1., 0.]), tensor([ True, False]), None)
+torchmetrics tests ``if nans.any()`` (a host read) and drops NaNs by boolean-mask indexing (a data-dependent shape).
+Here NaNs are replaced on the device by a neutral element (nothing to a sum or a max), and "a NaN was seen" is kept in
+a metric state that ``compute()`` reads once.
 """
 
 import math
@@ -46,6 +39,10 @@ def apply_nan_strategy(
     happen in the input dtype (torchmetrics fills before it casts). Returns ``(value, weight, seen)``: a dropped pair
     gets ``neutral`` (0 for sums, -inf for a max) and weight 0 (a mask when ``weight`` was ``None``); ``seen`` is the
     NaN mask for ``"error"``/``"warn"``, else ``None``.
+
+    Example:
+        >>> apply_nan_strategy("ignore", torch.tensor([1.0, float("nan")]), None, neutral=0.0)
+        (tensor([1., 0.]), tensor([ True, False]), None)
     """
     if strategy == "disable":
         return value, weight, None
@@ -86,9 +83,7 @@ def apply_nan_strategy_to_numbers(
         >>> apply_nan_strategy_to_numbers("ignore", float("nan"), None)
         (None, None, False)
     """
-    if strategy == "disable":
-        return value, weight, False
-    nan = math.isnan(value) or (weight is not None and math.isnan(weight))
+    nan = strategy != "disable" and (math.isnan(value) or (weight is not None and math.isnan(weight)))
     if not nan:
         return value, weight, False
     if strategy == "error":
@@ -99,26 +94,14 @@ def apply_nan_strategy_to_numbers(
 
 
 class DeferredNanFlag:
-    """Mixin for metrics whose ``"error"``/``"warn"`` NaN strategies are deferred (see :mod:`~.deferred`).
-
-    The flag is a deferred check (:data:`NAN_FLAG_STATE`, a bool metric state reduced with ``max``) that exists only
-    for the two strategies that need it: ``compute()`` (or, failing that, ``reset()``) raises or warns with
-    torchmetrics' message.
-    """
+    """Mixin deferring ``"error"``/``"warn"`` NaNs to a check (:data:`NAN_FLAG_STATE`) that ``compute()`` reports."""
 
     def _add_nan_flag_state(self) -> None:
-        strategy = self.nan_strategy
-        if strategy == "error":
-            self._add_deferred_check(NAN_FLAG_STATE, NAN_ERROR_MESSAGE, "error")
-        elif strategy == "warn":
-            self._add_deferred_check(NAN_FLAG_STATE, NAN_WARN_MESSAGE, "warn")
+        message = {"error": NAN_ERROR_MESSAGE, "warn": NAN_WARN_MESSAGE}.get(self.nan_strategy)
+        if message is not None:
+            self._add_deferred_check(NAN_FLAG_STATE, message, self.nan_strategy)
 
     def _record_nan(self, seen: Tensor | bool | None) -> None:
         """Fold a per-element NaN mask (or a host-known bool) into the flag, without reading it."""
-        if seen is None or seen is False:
-            return
-        self._record_violation(NAN_FLAG_STATE, seen)
-
-    def _raise_deferred_nan(self) -> None:
-        """Raise or warn, with torchmetrics' message, if a NaN was recorded (one host read of the flags)."""
-        self._raise_deferred_checks()
+        if seen is not None and seen is not False:
+            self._record_violation(NAN_FLAG_STATE, seen)

@@ -39,9 +39,7 @@ def fusable(op: str, dtype: torch.dtype) -> bool:
 
 
 def reduction_name(fn: Any) -> str:
-    """A state's reduction as a name that is the same on every rank.
-
-    One of :data:`OPS`, ``"cat"``, ``"none"``, or the qualified name of a custom callable.
+    """A state's reduction named the same on every rank: in :data:`OPS`, ``"cat"``, ``"none"`` or a qualified name.
 
     Example:
         >>> reduction_name(dim_zero_sum), reduction_name(None), reduction_name(math.fsum)

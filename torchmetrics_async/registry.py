@@ -49,61 +49,28 @@ _DERIVED: dict[tuple[Callable, type], type] = {}
 
 
 def torchmetrics_origin(cls: type) -> type | None:
-    """The torchmetrics class of the same name that ``cls`` subclasses (what it stands in for).
-
-    Args:
-        cls: a class.
-
-    Returns:
-        The torchmetrics base class, or ``None``.
-    """
-    return next(
-        (
-            base
-            for base in cls.__mro__[1:]
-            if base.__module__.split(".")[0] == "torchmetrics" and base.__name__ == cls.__name__
-        ),
-        None,
-    )
+    """The torchmetrics class of the same name that ``cls`` subclasses (what it stands in for), or ``None``."""
+    for base in cls.__mro__[1:]:
+        if base.__module__.split(".")[0] == "torchmetrics" and base.__name__ == cls.__name__:
+            return base
+    return None
 
 
 def is_torchmetrics_class(cls: type) -> bool:
-    """Whether ``cls`` is torchmetrics' own (defined in the ``torchmetrics`` package, not derived from one).
-
-    Args:
-        cls: a class.
-
-    Returns:
-        ``True`` for torchmetrics' classes.
-    """
+    """Whether ``cls`` is torchmetrics' own (defined in the ``torchmetrics`` package, not derived from one)."""
     return cls.__module__.split(".")[0] == "torchmetrics" and _DERIVED_BY not in vars(cls)
 
 
 def torchmetrics_base(cls: type) -> type | None:
-    """The nearest torchmetrics class in the MRO of ``cls`` (``cls`` itself if it is one), or ``None``.
-
-    Args:
-        cls: a class.
-
-    Returns:
-        The class or ``None``.
-    """
+    """The nearest torchmetrics class in the MRO of ``cls`` (``cls`` itself if it is one), or ``None``."""
     return next((base for base in cls.__mro__ if is_torchmetrics_class(base)), None)
 
 
 def register(accelerated: type) -> type:
     """Register an accelerated class under the torchmetrics class of the same name it subclasses.
 
-    Package classes register themselves; call this for a class defined elsewhere that ``patch()`` should install.
-
-    Args:
-        accelerated: a class that subclasses a torchmetrics class of the same name.
-
-    Returns:
-        ``accelerated``, so this works as a class decorator.
-
-    Raises:
-        TypeError: if no base class of ``accelerated`` is a torchmetrics class of the same name.
+    Package classes register themselves; call this (or use it as a class decorator) for a class defined elsewhere
+    that ``patch()`` should install. ``TypeError`` if no base class is a torchmetrics class of the same name.
     """
     origin = torchmetrics_origin(accelerated)
     if origin is None:
@@ -113,39 +80,21 @@ def register(accelerated: type) -> type:
 
 
 def registry() -> dict[type, type]:
-    """A copy of the registry: torchmetrics class -> accelerated class.
-
-    Returns:
-        The mapping.
-    """
+    """A copy of the registry: torchmetrics class -> accelerated class."""
     return dict(_REGISTRY)
 
 
 def defined_in_package(cls: type) -> bool:
-    """Whether ``cls`` is one of this package's own classes (not a user's, not a derived one).
-
-    Args:
-        cls: a class.
-
-    Returns:
-        ``True`` for the package's classes.
-    """
+    """Whether ``cls`` is one of this package's own classes (not a user's, not a derived one)."""
     return cls.__module__.split(".")[0] == _PACKAGE and _DERIVED_BY not in vars(cls)
 
 
-def _registers_itself(cls: type) -> bool:
-    return defined_in_package(cls) and not cls.__name__.startswith("_") and torchmetrics_origin(cls) is not None
-
-
 def register_on_definition(cls: type) -> None:
-    """Register ``cls``, with its docstring, if it is a package class subclassing a torchmetrics class by name.
-
-    Args:
-        cls: the class just defined (called from the package bases' ``__init_subclass__``).
-    """
-    if _registers_itself(cls):
+    """Register ``cls``, with its docstring, if it is a package class subclassing a torchmetrics class by name."""
+    origin = torchmetrics_origin(cls)
+    if defined_in_package(cls) and not cls.__name__.startswith("_") and origin is not None:
         register(cls)
-        cls.__doc__ = accelerated_doc(cls, torchmetrics_origin(cls))
+        cls.__doc__ = accelerated_doc(cls, origin)
 
 
 class AutoRegistered:
@@ -156,23 +105,17 @@ class AutoRegistered:
         register_on_definition(cls)
 
 
-# The update/compute functions of this package's one-pass classes: forward() reduces the batch once only where a
-# metric's class resolves both to one of these (a subclass that overrides either gets torchmetrics' forward).
+# The update/compute functions of this package's one-pass classes (see uses_one_pass_forward).
 _ONE_PASS_METHODS: set[Callable] = set()
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def note_one_pass_methods(cls: type) -> None:
-    """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source.
-
-    Args:
-        cls: a class implementing the batch-statistics hooks.
-    """
+    """Note ``cls``'s ``update`` and ``compute`` as one-pass methods where they are defined in this package's source."""
     for name in ("update", "compute"):
-        # As resolved on the new class: a package mixin earlier in its bases may define it (not cls itself).
+        # As resolved on cls (a package mixin may define it), and in this package's source (not merely a module name).
         method = getattr(cls, name, None)
         code = getattr(method, "__code__", None)
-        # Defined in this package's source (not merely in a class that claims one of its module names).
         if code is not None and os.path.dirname(code.co_filename).startswith(_PACKAGE_DIR):
             _ONE_PASS_METHODS.add(method)
 
@@ -180,21 +123,10 @@ def note_one_pass_methods(cls: type) -> None:
 def uses_one_pass_forward(cls: type) -> bool:
     """Whether ``forward`` reduces the batch once for ``cls``: its ``update`` and ``compute`` are ours.
 
-    Decided at every call, so a subclass overriding either method gets torchmetrics' forward semantics.
-
-    Args:
-        cls: a metric class.
-
-    Returns:
-        ``True`` where the one-pass forward applies.
-
     Example:
-        >>> from torchmetrics_async import MeanMetric
-        >>> class Doubled(MeanMetric):
-        ...     def update(self, value, weight=1.0):
-        ...         super().update(value * 2, weight)
-        >>> uses_one_pass_forward(MeanMetric), uses_one_pass_forward(Doubled)
-        (True, False)
+        >>> import torchmetrics_async
+        >>> uses_one_pass_forward(torchmetrics_async.MeanMetric)
+        True
     """
     return getattr(cls, "update", None) in _ONE_PASS_METHODS and getattr(cls, "compute", None) in _ONE_PASS_METHODS
 
@@ -220,16 +152,7 @@ def derive(decorator: Callable[[type], type], cls: type, bases: tuple, namespace
     """The subclass ``decorator`` makes of ``cls`` (created once per decorator and class).
 
     It keeps the name, module and docstring of ``cls``, is neither registered nor taken for torchmetrics' own, and
-    pickles by name: unpickling finds ``cls`` again and applies ``decorator`` to it.
-
-    Args:
-        decorator: the module-level function that returns this class for ``cls`` (pickled by reference).
-        cls: the class it derives from.
-        bases: the new class's bases.
-        namespace: its own attributes.
-
-    Returns:
-        The derived class.
+    pickles by name: unpickling finds ``cls`` again and applies ``decorator`` (a module-level function) to it.
     """
     key = (decorator, cls)
     if key not in _DERIVED:
@@ -246,12 +169,6 @@ def derive(decorator: Callable[[type], type], cls: type, bases: tuple, namespace
     return _DERIVED[key]
 
 
-def _is_accelerated(cls: type) -> bool:
-    """Whether ``cls`` is, or subclasses, a registered accelerated class (a rebased user subclass included)."""
-    accelerated = set(_REGISTRY.values())
-    return any(base in accelerated for base in cls.__mro__)
-
-
 def _rebased(cls: type) -> type | None:
     """A user subclass (or deprecated alias) of a registered torchmetrics class, rebased on its accelerated class."""
     if (is_torchmetrics_class(cls) and not is_deprecated_alias(cls)) or _DERIVED_BY in vars(cls):
@@ -266,9 +183,7 @@ def _rebased(cls: type) -> type | None:
 
 
 def is_deprecated_alias(cls: type) -> bool:
-    """Whether ``cls`` is one of torchmetrics' deprecated top-level aliases (``torchmetrics.RetrievalMAP``).
-
-    They subclass the class they stand for and only warn in ``__init__``, so they are rebased as users' subclasses are.
+    """Whether ``cls`` is one of torchmetrics' deprecated top-level aliases, rebased as users' subclasses are.
 
     Example:
         >>> import torchmetrics
@@ -289,12 +204,6 @@ def _rebase(cls: type) -> type:
 def accelerated_class_for(cls: type) -> type | None:
     """The accelerated class for ``cls``: registered, ``cls`` if accelerated, a rebased user subclass, or ``None``.
 
-    Args:
-        cls: a ``Metric`` subclass.
-
-    Returns:
-        The class or ``None``.
-
     Example:
         >>> import torchmetrics
         >>> accelerated_class_for(torchmetrics.text.WordErrorRate) is None
@@ -302,19 +211,9 @@ def accelerated_class_for(cls: type) -> type | None:
     """
     if cls in _REGISTRY:
         return _REGISTRY[cls]
-    if _is_accelerated(cls):
+    if set(_REGISTRY.values()).intersection(cls.__mro__):  # an accelerated class or a subclass (a rebased one too)
         return cls
     return _rebased(cls)
-
-
-def _listed_reason(cls: type) -> str:
-    """The reason the tables above give for the torchmetrics class ``cls`` (``""``: not listed)."""
-    if cls in VERIFIED_SYNC_FREE:
-        note = VERIFIED_SYNC_FREE[cls]
-        return f"{SYNC_FREE_AS_IS}: torchmetrics' own update() and forward() make no host sync; {note}"
-    if cls in EXPLAINED:
-        return EXPLAINED[cls]
-    return ""
 
 
 NOT_YET = (
@@ -333,13 +232,7 @@ def _is_task_wrapper(cls: type) -> bool:
 
 
 def why_not_accelerated(cls: type) -> str:
-    """A short reason why ``cls`` is not accelerated (``""`` if it is).
-
-    Args:
-        cls: a ``Metric`` subclass (torchmetrics' or a user's).
-
-    Returns:
-        The reason.
+    """A short reason why ``cls`` (torchmetrics' or a user's ``Metric`` subclass) is not accelerated (``""`` if it is).
 
     Example:
         >>> import torchmetrics
@@ -370,9 +263,16 @@ def why_not_accelerated(cls: type) -> str:
     return f"subclasses torchmetrics' {base.__name__}, which is {_torchmetrics_reason(base)}"
 
 
+def _listed_reason(cls: type) -> str:
+    """The reason the tables of :mod:`~torchmetrics_async.unaccelerated` give for ``cls`` (``""``: not listed)."""
+    if cls in VERIFIED_SYNC_FREE:
+        note = VERIFIED_SYNC_FREE[cls]
+        return f"{SYNC_FREE_AS_IS}: torchmetrics' own update() and forward() make no host sync; {note}"
+    return EXPLAINED.get(cls, "")
+
+
 def _torchmetrics_reason(cls: type) -> str:
-    listed = _listed_reason(cls)
-    if listed:
+    if listed := _listed_reason(cls):
         return listed
     if cls is Metric or cls is BaseAggregator or getattr(cls.update, "__isabstractmethod__", False):
         return "a base class: torchmetrics' metrics subclass it; it computes nothing itself"

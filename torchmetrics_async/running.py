@@ -28,21 +28,16 @@ class SyncFreeRunning(SyncFreeMixin):
         """As torchmetrics' wrappers: ``update`` unwrapped (the slots are the wrapper's own from every door on)."""
         return update
 
-    def _take_over_base_checks(self) -> None:
-        """The wrapper reports the base metric's checks (over its whole window); the base never reads them."""
-        base = self.base_metric
-        for name, (message, action) in base._deferred_checks_registered().items():
-            self._add_deferred_check(name, message, action)
-        base.__dict__[DEFERRED_RAISE_OWNED] = True
-
     def _add_extra_states(self) -> None:
-        """Window slots for the base metric's extra states (an adopted ``Running`` lacks them), then its checks."""
+        """Window slots for the base's extra states (an adopted ``Running`` lacks them); we report the base's checks."""
         base = self.base_metric
         for key in base._defaults:
             for slot in range(self.window):
                 if f"{key}_{slot}" not in self._defaults:
                     self.add_state(f"{key}_{slot}", default=base._defaults[key], dist_reduce_fx=base._reductions[key])
-        self._take_over_base_checks()
+        for name, (message, action) in base._deferred_checks_registered().items():
+            self._add_deferred_check(name, message, action)
+        base.__dict__[DEFERRED_RAISE_OWNED] = True
         super()._add_extra_states()
 
     @property
@@ -70,8 +65,7 @@ class SyncFreeRunning(SyncFreeMixin):
     def _store_window_slot(self) -> None:
         state = self.__dict__
         base = self.base_metric
-        # Once compiled code has counted in this window, every update picks its slot on the device until the next
-        # reset (the host does not know the count without a read; the untouched int keeps compiled guards valid).
+        # Once compiled code has counted in this window, the slot is picked on the device until the next reset.
         position = self._unread_window_count()  # before this update is counted: its 0-based position in the window
         if isinstance(position, Tensor):
             position = torch.remainder(position, self.window)
@@ -116,10 +110,9 @@ class SyncFreeRunning(SyncFreeMixin):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Forward to the base metric (one pass) and store its state in the current window slot."""
-        state = self.__dict__
         result = self.base_metric.forward(*args, **kwargs)
         self._store_window_slot()
-        state["_computed"] = None
+        self.__dict__["_computed"] = None
         return result
 
     def compute(self) -> Any:

@@ -1,9 +1,8 @@
 """Python numbers as kernel arguments.
 
-A Python number that meets a device tensor as an operand (``state.add_(one, alpha=x)``, ``t * x``) travels as a
-kernel argument: no host-to-device copy, no host sync. ``torch.as_tensor(x, device=cuda)`` is a copy from pageable
-memory and stalls the stream. The arithmetic torchmetrics does on such numbers after ``as_tensor(x, dtype=d)`` is done
-here on the host, rounded to ``d`` exactly as the device would round it.
+A Python number that meets a device tensor as an operand (``state.add_(one, alpha=x)``) travels as a kernel argument,
+where ``torch.as_tensor(x, device=cuda)`` is a stalling copy. Arithmetic on such numbers is done on the host, rounded
+exactly as the device would round it.
 """
 
 import math
@@ -39,9 +38,7 @@ def _round_with(fmt: str, x: float) -> float:
 def round_to_dtype(x: float, dtype: torch.dtype) -> float:
     """Round a number to the nearest value of a floating ``dtype`` (others: ``float(x)``), as ``as_tensor`` would.
 
-    Sums, products and quotients of two such values computed in double precision and rounded once more are the
-    correctly rounded results in ``dtype`` (double carries more than ``2p + 2`` bits), so host arithmetic on rounded
-    numbers matches the device bit for bit.
+    Double carries more than ``2p + 2`` bits, so host arithmetic on rounded numbers, rounded again, matches the device.
 
     Example:
         >>> import torch

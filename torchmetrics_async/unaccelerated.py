@@ -30,17 +30,11 @@ SYNC_FREE_AS_IS = "sync-free as it is (verified)"
 def _with_aliases(*classes: type) -> tuple[type, ...]:
     """``classes`` and torchmetrics' deprecated top-level aliases of them (``torchmetrics.PeakSignalNoiseRatio``)."""
     aliases = (getattr(torchmetrics, cls.__name__, None) for cls in classes)
-    return (*classes, *(alias for alias in aliases if _is_alias(alias, classes)))
-
-
-def _is_alias(alias: object, classes: tuple[type, ...]) -> bool:
-    return isinstance(alias, type) and alias not in classes and issubclass(alias, classes)
+    return (*classes, *(a for a in aliases if isinstance(a, type) and a not in classes and issubclass(a, classes)))
 
 
 _SCORE_SUMS = "update() adds per-sample scores to sum states"
-# torchmetrics classes whose own update() and forward() make no host sync: class -> a note on the arguments checked.
-# tests/test_verified_sync_free.py runs every entry (with tests/sync_free_examples.py's arguments) under
-# no_host_sync() on CPU and on the meta device, so a wrong entry fails there; nothing is listed here from a guess.
+# class -> the arguments checked. The tests run every entry under no_host_sync() on CPU and meta: none is a guess.
 VERIFIED_SYNC_FREE: dict[type, str] = {
     **dict.fromkeys(
         _with_aliases(
@@ -70,8 +64,7 @@ VERIFIED_SYNC_FREE: dict[type, str] = {
 
 _KEEP_OUT = "keep it out of the training step (update it where host work is affordable, e.g. in validation)"
 _TAKES_STRINGS = f"takes strings: it tokenizes and compares them in Python on the host; {_KEEP_OUT}"
-# torchmetrics classes that are not sync-free for a reason the numbers do not say, and what a user can do: class ->
-# reason.
+# class -> why it is not sync-free and what a user can do.
 EXPLAINED: dict[type, str] = {
     **dict.fromkeys(
         _with_aliases(

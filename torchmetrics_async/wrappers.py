@@ -1,9 +1,7 @@
 """torchmetrics' wrappers over sync-free metrics: ``Running`` around any accelerated base metric.
 
-torchmetrics' ``Running.reset()`` never reaches the base, so around an accelerated base the base's own reset would
-read its deferred flags every step. This ``Running`` copies the base's states into owned window slots and reports the
-base's checks itself over the window since its last reset (as ``RunningMean`` does): no host read per step, no lost
-error.
+torchmetrics' ``Running`` resets its base every step, which around an accelerated base would read the base's deferred
+flags every step; this one reports them itself (see :mod:`torchmetrics_async.running`).
 
 Example:
     >>> import torch
@@ -28,14 +26,10 @@ __all__ = ["Running"]
 
 
 class Running(SyncFreeRunning, _TorchmetricsRunning):
-    """No host read per step over an accelerated ``base_metric``.
-
-    A torchmetrics metric of an accelerated class is converted in place; any other base metric gets torchmetrics'
-    own ``Running``, after one warning.
-    """
+    """No host read per step over an accelerated ``base_metric`` (a torchmetrics one is converted in place)."""
 
     def __new__(cls, base_metric: Any = None, *args: Any, **kwargs: Any) -> Any:
-        """This class around an accelerated base (a torchmetrics one converted), torchmetrics' ``Running`` otherwise."""
+        """This class around an accelerated base, torchmetrics' ``Running`` (after one warning) otherwise."""
         # Anything but a metric (unpickling passes torchmetrics' __getnewargs__) is left to __init__ to judge.
         if not isinstance(base_metric, Metric) or isinstance(base_metric, SyncFreeMixin):
             return super().__new__(cls)

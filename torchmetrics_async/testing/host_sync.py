@@ -45,8 +45,6 @@ _CUDA_SYNC_TEXT = "called a synchronizing CUDA operation"
 _CUDA_SYNC_OP = "cuda (sync debug mode)"
 
 
-# Source locations
-
 _TORCH_DIR = os.path.normcase(os.path.dirname(os.path.abspath(torch.__file__))) + os.sep
 # This package's own frames (the detector, the counters) are never the user's line.
 _TESTING_DIR = os.path.normcase(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -77,9 +75,6 @@ def _user_frame() -> tuple[str, int, str, str]:
     return "<unknown>", 0, "<unknown>", ""
 
 
-# Shared state: one dispatch mode and one set of patches however deeply the contexts nest.
-
-
 @dataclasses.dataclass(eq=False)  # frames are removed by identity
 class _Frame:
     strict: bool
@@ -101,26 +96,17 @@ class _State:
 _state = _State()
 
 
-def _format(event: HostSyncEvent) -> str:
-    return (
-        f"host sync inside no_host_sync(): {event.op} ({event.reason})\n"
-        f"  at {event.location}\n"
-        f"  hint: {_HINTS.get(event.reason, '')}"
-    )
-
-
 def _report(op: str, reason: str, *, may_raise: bool = True) -> None:
     frames = _state.frames
     strict = may_raise and frames[-1].strict
-    if strict or any(f.counter is not None and f.counter.record_events for f in frames):
-        event = HostSyncEvent(op, reason, *_user_frame())
-    else:
-        event = HostSyncEvent(op, reason)
+    record = strict or any(f.counter is not None and f.counter.record_events for f in frames)
+    event = HostSyncEvent(op, reason, *(_user_frame() if record else ()))
     for frame in frames:
         if frame.counter is not None:
             frame.counter._add(event)
     if strict:
-        raise HostSyncError(_format(event), event)
+        message = f"host sync inside no_host_sync(): {event.op} ({event.reason})\n  at {event.location}"
+        raise HostSyncError(f"{message}\n  hint: {_HINTS.get(event.reason, '')}", event)
 
 
 def _active() -> bool:
@@ -170,8 +156,7 @@ def _copy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     target, source = args[0], args[1]
     if not non_blocking:
         return _transfer(source.device, target.device)
-    # non_blocking=True into pageable host memory is synchronous; the other direction is not (CUDA stages the
-    # source at once), and ``.to("cpu", non_blocking=True)`` allocates pinned memory itself.
+    # non_blocking=True into pageable host memory is synchronous (not the other way: CUDA stages the source at once).
     if _transfer(source.device, target.device) == DEVICE_TO_HOST and not target.is_pinned():
         return PAGEABLE_COPY
     return None
@@ -183,22 +168,12 @@ def _c10d_barrier(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
 
 
 def _build_rules() -> dict[Any, tuple[str, _Check]]:
+    host_reads = ("_local_scalar_dense", "item", "equal", "allclose", "is_nonzero")
+    shaped = ("nonzero", "nonzero_numpy", "masked_select", "_unique", "_unique2", "unique_dim", "unique_consecutive")
+    shaped += ("unique_dim_consecutive", "bincount", "histc")
     table: list[tuple[str, str, _Check, tuple[str, ...] | None]] = [
-        ("aten", "_local_scalar_dense", _always(HOST_READ), None),
-        ("aten", "item", _always(HOST_READ), None),
-        ("aten", "equal", _always(HOST_READ), None),
-        ("aten", "allclose", _always(HOST_READ), None),
-        ("aten", "is_nonzero", _always(HOST_READ), None),
-        ("aten", "nonzero", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "nonzero_numpy", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "masked_select", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "_unique", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "_unique2", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "unique_dim", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "unique_consecutive", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "unique_dim_consecutive", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "bincount", _always(DATA_DEPENDENT_SHAPE), None),
-        ("aten", "histc", _always(DATA_DEPENDENT_SHAPE), None),
+        *(("aten", name, _always(HOST_READ), None) for name in host_reads),
+        *(("aten", name, _always(DATA_DEPENDENT_SHAPE), None) for name in shaped),
         ("aten", "repeat_interleave", _repeat_interleave, ("Tensor", "self_Tensor")),
         ("aten", "index", _mask_index, ("Tensor", "Tensor_out", "Tensor_hacked_twin")),
         ("aten", "index_put_", _mask_index, None),
@@ -252,8 +227,7 @@ class _HostSyncMode(TorchDispatchMode):
             _state.suppress -= 1
 
 
-# Entry points the dispatcher never sees
-
+# Entry points the dispatcher never sees.
 _Classify = Callable[..., tuple[str, str] | None]
 
 
@@ -286,8 +260,7 @@ def _always_classify(op: str, reason: str) -> _Classify:
 
 
 def _host_read(op: str) -> _Classify:
-    # Pinned host memory is where asynchronous device-to-host copies land: reading it does not wait for the device
-    # (the wait is the event or stream synchronize before it, which is counted). Any other tensor is a device here.
+    # Reading pinned memory (where async copies land) does not wait: the synchronize before it is what is counted.
     def classify(self: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[str, str] | None:
         if self.device.type == "cpu" and self.is_pinned():
             return None
@@ -354,8 +327,7 @@ def _patch_plan() -> list[tuple[Any, str, _Classify]]:
 
 
 def _warm_identity_caches() -> None:
-    # These lru_caches hold torch.tensor & co by identity; filled while patched they would keep our wrappers forever
-    # (and `with torch.device(...)` would stop applying to torch.tensor), so fill them with the originals first.
+    # These lru_caches hold torch.tensor & co by identity: filled while patched, they would keep our wrappers forever.
     with contextlib.suppress(Exception):
         from torch.utils._device import _device_constructors
 
@@ -389,9 +361,6 @@ def _restore_patches() -> None:
             delattr(owner, attr)
 
 
-# CUDA
-
-
 def _use_cuda_sync_debug_mode() -> bool:
     """Whether torch.cuda's own sync debug mode backs the detector (CUDA build with a visible device)."""
     return torch.cuda.is_available()
@@ -423,9 +392,6 @@ def _release_warning_hook() -> None:
     if _state.warning_hook_users == 0 and _state.warning_hook is not None:
         hook, _state.warning_hook = _state.warning_hook, None
         hook.__exit__(None, None, None)
-
-
-# Contexts
 
 
 def _push(frame: _Frame) -> None:
@@ -479,14 +445,10 @@ def no_host_sync() -> Iterator[None]:
     """Raise :class:`HostSyncError` (naming the op, the reason and the user's line) at the first host sync inside.
 
     On CUDA this also sets ``torch.cuda.set_sync_debug_mode("error")`` for the block, so syncs without a rule here still
-    fail. Everything patched is restored exactly on exit, also when the block raises.
+    fail. Everything patched is restored on exit.
 
     Example:
         >>> import torch
-        >>> from torchmetrics_async.testing import HostSyncError, no_host_sync
-        >>> state = torch.zeros(())
-        >>> with no_host_sync():
-        ...     state += torch.tensor([1.0, 2.0]).sum()  # device math only
         >>> try:
         ...     with no_host_sync():
         ...         torch.tensor([1.0, 2.0]).nonzero()
@@ -507,14 +469,10 @@ def count_host_syncs(*, record_events: bool = True) -> Iterator[HostSyncCounter]
 
     Example:
         >>> import torch
-        >>> from torchmetrics_async.testing import count_host_syncs
-        >>> preds = torch.tensor([0.2, 0.9, 0.7])
         >>> with count_host_syncs() as syncs:
-        ...     hits = (preds > 0.5).sum()  # no sync
-        ...     if hits > 1:  # host read
-        ...         hits = hits.float()
-        >>> syncs.total, syncs.by_op["Tensor.__bool__"]
-        (1, 1)
+        ...     values = torch.tensor([3.0, 1.0, 3.0]).unique()
+        >>> syncs.total, dict(syncs.by_reason)
+        (1, {'data-dependent shape': 1})
     """
     counter = HostSyncCounter(record_events=record_events)
     with _detect(_Frame(strict=False, counter=counter)):
