@@ -1,8 +1,7 @@
 """The byte-packed gather: list states, stacked states and ``all_gather`` values in two collectives.
 
-Every rank first exchanges a fixed-size row per tensor (dtype code, ndim, shape), then all data in one buffer,
-byte-packed with aligned segments and padded to the longest rank. Reading the exchanged shapes is the one host read;
-bool flags without an all_reduce bucket ride in the shape exchange.
+Every rank first exchanges a fixed-size row per tensor (dtype code, ndim, shape; read on the host), then all data in
+one buffer, byte-packed with aligned segments and padded to the longest rank.
 """
 
 from __future__ import annotations
@@ -122,8 +121,7 @@ class _CatPieces:
 class _Gather:
     """Byte-pack tensors and list states, exchange their dtypes and shapes, then their data: two all_gathers.
 
-    Bool max/min segments without a bucket to ride in (``flags``) travel in the shape exchange, which every rank
-    receives whole: they are reduced from it on the device, without a collective of their own.
+    Bool max/min segments without a bucket to ride in (``flags``) travel in the shape exchange, reduced on the device.
     """
 
     def __init__(

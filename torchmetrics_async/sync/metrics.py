@@ -1,8 +1,4 @@
-"""Fused state syncs of many metrics: :func:`sync_states` (``_sync_dist``) and :func:`sync_metrics` (``sync()``).
-
-Plans every state of every metric into all_reduce buckets, the byte-packed gather and torchmetrics fallbacks,
-launches the first phase, and finishes locally; metrics on different process groups sync per group.
-"""
+"""Fused state syncs of many metrics: :func:`sync_states` (``_sync_dist``) and :func:`sync_metrics` (``sync()``)."""
 
 from __future__ import annotations
 
@@ -42,10 +38,7 @@ __all__ = ["sync_metrics", "sync_states"]
 def _plan_states(
     metrics: list[Metric],
 ) -> tuple[list[tuple[int, Tensor, str]], list[_Entry], list[_Entry], dict[int, tuple[Metric, list[str]]], list[tuple]]:
-    """Sort every state into all_reduce items, gathered entries and torchmetrics fallbacks; each member's layout.
-
-    Returns ``(reduces, gathers, entries, fallbacks, layout)``; a reduce item's token is its entry's index.
-    """
+    """Every state as an all_reduce item (token: its entry's index), a gathered entry or a fallback; each layout."""
     reduces: list[tuple[int, Tensor, str]] = []
     gathers: list[_Entry] = []
     entries: list[_Entry] = []
@@ -148,9 +141,7 @@ def _start_state_sync(
 ) -> SyncHandle:
     """Plan and pack a fused ``_sync_dist`` of ``metrics`` over ``group``, and launch its plan check.
 
-    The plan follows only what every rank shares (never local data: compute-group members send each their own states).
-    The second phase reads the check (every rank raises on a mismatch, before any state is set), then launches the
-    all_reduces and the gather.
+    The plan follows only what every rank shares (never local data); the second phase verifies it, then launches.
     """
     labels = labels or {}
     reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
@@ -247,11 +238,7 @@ def _by_group(metrics: Iterable[Metric], process_group: Any) -> list[tuple[Any, 
 
 
 def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
-    """Replace the states of one or many metrics by their reductions across ranks, all states fused.
-
-    ``Metric._sync_dist`` for many metrics at once, with torchmetrics' results; it sets states only
-    (:func:`sync_metrics` also keeps the local states for ``unsync()``). Metrics on different process groups sync per
-    group; ``async_op=True`` returns a :class:`SyncHandle`. Without an initialised process group it does nothing.
+    """``Metric._sync_dist`` for one or many metrics, all states fused; ``async_op=True`` returns a :class:`SyncHandle`.
 
     Example:
         >>> from torchmetrics_async import SumMetric
@@ -359,10 +346,8 @@ def _kept(value: Any) -> Any:
 def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
     """``Metric.sync()`` for one or many metrics, with all their states in one fused round of collectives.
 
-    Each metric ends synced, as after ``metric.sync()`` (``unsync()`` restores it); a metric with its own
-    ``dist_sync_fn`` or ``_sync_dist`` is synced by torchmetrics' ``sync()`` after the fused round. With
-    ``async_op=True`` it returns a :class:`SyncHandle`: do not update the metrics before ``wait()``. Ranks whose plans
-    differ all raise :class:`PlanMismatchError` before any collective whose size depends on the plan.
+    A metric with its own ``dist_sync_fn`` or ``_sync_dist`` is synced by torchmetrics' ``sync()`` after the fused
+    round. ``async_op=True`` returns a :class:`SyncHandle`: do not update the metrics before ``wait()``.
 
     Example:
         >>> import torch
