@@ -72,11 +72,6 @@ def _plan_states(
     return reduces, gathers, entries, fallbacks, layout
 
 
-def _plan_fingerprint(member_hashes: list[int], buckets: list[Any], gathered: int = 0, flags: int = 0) -> int:
-    """The fingerprint of a whole plan: its members, and the sizes of its collectives (buckets, gathered items)."""
-    return _fingerprint((tuple(member_hashes), bucket_layout(buckets), gathered, flags))
-
-
 class _Plan:
     """A bucket plan without tensors or process group (a plan that held the group made gloo abort at exit)."""
 
@@ -94,7 +89,8 @@ class _Plan:
         self.leftovers = [position[segment.token] for segment in leftovers]
         self.member_hashes = [_fingerprint(member) for member in layout]
         flags = sum(segment.numel for segment in leftovers)
-        self.fingerprint = _plan_fingerprint(self.member_hashes, buckets, gathered, flags)
+        # The whole plan: its members, and the sizes of its collectives.
+        self.fingerprint = _fingerprint((tuple(self.member_hashes), bucket_layout(buckets), gathered, flags))
 
     def place(self, items: list[tuple[int, Tensor, str]]) -> tuple[list[_Bucket], list[_Segment]]:
         """The buckets (and leftover bool flags) of ``items``, which have the layout this plan was made for."""
@@ -223,16 +219,12 @@ def _torchmetrics_sync_dist(metric: Metric, attrs: list[str], group: Any) -> Non
         metric._reductions = reductions
 
 
-def _resolve_group(metric: Metric, process_group: Any) -> Any:
-    group = process_group or metric.process_group
-    return dist.group.WORLD if group is None else group
-
-
 def _by_group(metrics: Iterable[Metric], process_group: Any) -> list[tuple[Any, list[Metric]]]:
     """Metrics per process group, groups in first-appearance order (the same order on every rank)."""
     groups: dict[int, tuple[Any, list[Metric]]] = {}
     for metric in metrics:
-        group = _resolve_group(metric, process_group)
+        group = process_group or metric.process_group
+        group = dist.group.WORLD if group is None else group
         groups.setdefault(id(group), (group, []))[1].append(metric)
     return list(groups.values())
 
@@ -318,9 +310,10 @@ def _start_metric_sync(
     fused = [metric for metric in metrics if _fusable_metric(metric)]
     others = [metric for metric in metrics if not _fusable_metric(metric)]
     for metric in fused:
-        # The local states themselves, not copies: the sync replaces states and writes into none of them.
-        state = metric.__dict__
-        metric._cache = {attr: _kept(state[attr]) for attr in metric._defaults}
+        # The local states themselves, not copies: the sync replaces states and writes into none of them (a list state's
+        # list is copied, not its elements).
+        cached = {attr: metric.__dict__[attr] for attr in metric._defaults}
+        metric._cache = {attr: list(value) if isinstance(value, list) else value for attr, value in cached.items()}
     handles = [
         _start_state_sync(members, group, async_op, labels)
         for group, members in _by_group(fused, process_group)
@@ -336,11 +329,6 @@ def _start_metric_sync(
             metric._is_synced = True
 
     return _joined(handles, mark_synced, sync_others if others else None)
-
-
-def _kept(value: Any) -> Any:
-    """A local state kept for ``unsync()``: the tensor itself, a list state's list copied (its elements are not)."""
-    return list(value) if isinstance(value, list) else value
 
 
 def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
