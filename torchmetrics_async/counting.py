@@ -36,8 +36,7 @@ __all__ = [
 
 #: Instance attribute: a 0-dim int64 device tensor counting this window's updates made inside compiled code.
 COMPILED_UPDATES = "_compiled_updates"
-# Instance attribute beside it: its value as last read on the host (an int), or None once compiled code counted
-# since (a constant store: no guard, no host read).
+# Instance attribute: its value as last read on the host, or None once compiled code counted since (no guard).
 COMPILED_SEEN = "_compiled_seen"
 # Instance attribute: while true (torchmetrics' forward inside compiled code), updates count in the Python int.
 COUNTS_ON_HOST = "_counts_on_host"

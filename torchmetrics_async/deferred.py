@@ -6,24 +6,13 @@ not reported since the states were last written.
 
 Example:
     >>> import torch
-    >>> from torchmetrics_async import SumMetric
-    >>> class PositiveSum(SumMetric):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self._add_deferred_check("invalid_value", "Expected only positive values.")
-    ...     def update(self, x):
-    ...         self._record_violation("invalid_value", x <= 0)  # no host sync: recorded on the device
-    ...         super().update(x)
-    ...     def compute(self):
-    ...         self._raise_deferred_checks()
-    ...         return super().compute()
-    >>> metric = PositiveSum()
-    >>> metric.update(torch.tensor([1.0]))
-    >>> metric.update(torch.tensor([1.0, -1.0]))
+    >>> from torchmetrics_async import MeanMetric
+    >>> metric = MeanMetric(nan_strategy="error")
+    >>> metric.update(torch.tensor([1.0, float("nan")]))  # no host sync: recorded on the device
     >>> metric.compute()
     Traceback (most recent call last):
     ...
-    RuntimeError: Expected only positive values.
+    RuntimeError: Encountered `nan` values in tensor
 """
 
 from typing import Any

@@ -175,8 +175,7 @@ class SyncFreeMixin:
     @_update_count.setter
     def _update_count(self, value: int) -> None:
         set_update_count(self, value)
-        # A door: torchmetrics links a compute-group follower by assigning it the leader's states, then this count
-        # (not torchmetrics' own forward restoring ours: FORWARD_BATCH).
+        # A door: torchmetrics links a compute-group follower by assigning it the leader's states, then this count.
         if OWNED_STATES in self.__dict__ and self.__dict__[FORWARD_BATCH] is None:
             self._own_states(in_place=True)
 

@@ -191,8 +191,7 @@ class AsyncMetricCollector:
         ops = self._ops
         if ops is None:
             handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
-            # Every collective of the window is issued here, on every rank: list states' data exchange needs the
-            # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
+            # Every collective of the window is issued here, on every rank, so that collect_results() is local.
             handle.launch_remaining()
             if shadow.own_sync and jit_distributed_available():
                 # Members that sync inside their own compute() (wrappers) communicate there: compute now.

@@ -162,8 +162,7 @@ class _Shadow:
         self.own_sync = len(self.checked_units) < len(units)  # some member syncs inside its own compute()
         for unit in units:
             if has_stock_compute(unit):
-                # Synced explicitly (fused, early); compute leaves it synced until the release restores it; the
-                # deferred flags are read by the collector, with the results, in one transfer.
+                # Synced explicitly (fused, early) and unsynced by the release; the collector reads the deferred flags.
                 unit._to_sync = False
                 unit._should_unsync = False
                 unit.__dict__[DEFERRED_RAISE_OWNED] = True

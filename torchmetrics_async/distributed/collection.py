@@ -26,8 +26,7 @@ def _syncs_in_compute(metric: Metric) -> bool:
     """Whether ``metric.compute()`` would sync now through the stock ``_sync_dist`` (then it can be pre-synced)."""
     return (
         has_stock_compute(metric)  # wrappers and compositions sync inside, or not at all
-        # Not "no cached value": whether this rank updated since the last compute() is local data; a member with a
-        # cached value takes part in the sync (its compute() returns the cache) so that every rank plans alike.
+        # A member with a cached value takes part too (whether this rank updated is local data): every rank plans alike.
         and metric._to_sync
         and not metric._is_synced  # compute() raises "already synced": let it
         and _fusable_metric(metric)
@@ -118,8 +117,7 @@ class _FusedSyncCollection:
     def compute(self) -> dict[str, Any]:
         """Sync all members together, compute each, restore their local states."""
         with sync_context(self):
-            # sync_context linked the groups' states before the sync; linking again would hand the leader's *synced*
-            # states to members whose group formed from this rank's data: another rank's values.
+            # Linking the groups again would hand the leader's *synced* states to members grouped on this rank's data.
             groups, self._groups = self._groups, {}
             # Every member's deferred flags in one host read, not one per member.
             read = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])

@@ -65,8 +65,7 @@ class _Bucket:
 
     @property
     def masks_nan(self) -> bool:
-        # gloo's max/min drop a NaN or keep it depending on rank order; torch.max over a stack keeps it. The buffer
-        # carries a NaN mask (reduced with the same op) so NaNs survive exactly where torchmetrics keeps them.
+        # gloo's max/min may drop a NaN (torch.max over a stack keeps it): the buffer carries a NaN mask.
         return self.op in ("max", "min") and self.dtype.is_floating_point
 
     def pack(self) -> Tensor:

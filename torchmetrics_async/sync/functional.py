@@ -23,11 +23,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Number) and not isinstance(value, Tensor)
 
 
-def _number_dtype(value: numbers.Number) -> torch.dtype:
-    """The dtype ``torch.full((), value)`` gives (bool, int64, the default float or complex dtype)."""
-    return torch.full((), value, device="meta").dtype
-
-
 def _check_op(key: Any, op: Any, dtype: torch.dtype) -> str:
     if op not in OPS:
         raise ValueError(f"Unknown reduction {op!r} for key {key!r}: expected one of {', '.join(map(repr, OPS))}.")
@@ -51,7 +46,7 @@ def _reduce_dict(
         if isinstance(value, Tensor):
             numeric[key] = _check_op(key, ops(key), value.dtype)
         elif _is_number(value):
-            numeric[key] = _check_op(key, ops(key), _number_dtype(value))
+            numeric[key] = _check_op(key, ops(key), torch.full((), value, device="meta").dtype)  # the dtype it becomes
     if not numeric or not jit_distributed_available() or not _member(group):
         result = dict(tensors)
         return SyncHandle.completed(result) if async_op else result

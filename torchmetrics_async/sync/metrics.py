@@ -109,8 +109,7 @@ def _segment(item: tuple[int, Tensor, str], ride: str | None) -> _Segment:
     return segment
 
 
-#: Bucket plans by everything the fingerprint hashes, plus where each item's collective runs: a sync of the same
-#: metrics plans nothing again. Bounded: the oldest plan goes first.
+#: Bucket plans by layout and collective devices: a sync of the same metrics plans nothing again (oldest dropped first).
 _PLANS: dict[tuple, _Plan] = {}
 _MAX_PLANS = 64
 
@@ -310,8 +309,7 @@ def _start_metric_sync(
     fused = [metric for metric in metrics if _fusable_metric(metric)]
     others = [metric for metric in metrics if not _fusable_metric(metric)]
     for metric in fused:
-        # The local states themselves, not copies: the sync replaces states and writes into none of them (a list state's
-        # list is copied, not its elements).
+        # The local states themselves, not copies (a list state's list is copied): the sync writes into none of them.
         cached = {attr: metric.__dict__[attr] for attr in metric._defaults}
         metric._cache = {attr: list(value) if isinstance(value, list) else value for attr, value in cached.items()}
     handles = [
