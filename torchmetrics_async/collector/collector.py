@@ -161,7 +161,6 @@ class AsyncMetricCollector:
             return _to_python(tree, iter(values[:leaves]))
         finally:
             self._release()
-            self._scheduled = False
 
     def _require_bound(self, what: str) -> None:
         if not self._bound:
@@ -181,7 +180,6 @@ class AsyncMetricCollector:
         except BaseException:
             self._drain()
             self._release()
-            self._scheduled = False
             raise
 
     def _start(self) -> None:
@@ -222,9 +220,10 @@ class AsyncMetricCollector:
                 work.wait()
 
     def _release(self) -> None:
-        """Return the shadow to its buffers (unsynced, list states empty) and drop everything the window held."""
+        """Return the shadow to its buffers (unsynced, list states empty) and drop the window and all it held."""
         if self._shadow is not None:
             self._shadow.release()
+        self._scheduled = False
         _IN_FLIGHT.discard(self)
         self._handle = None
         self._outcome = None
@@ -298,7 +297,6 @@ class AsyncMetricCollector:
                 self._ops.wait_event(self._ops.current_stream(), self._done)
         finally:
             self._release()
-            self._scheduled = False
 
 
 def drain_in_flight() -> int:

@@ -12,7 +12,7 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero_warn
 from torchmetrics_async.checkpoint import _COUNTERS, clone_state, counters, entry, named_metrics, state
 from torchmetrics_async.copies import same_layout
-from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, report_deferred
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, deferred_checks_registered, report_deferred
 from torchmetrics_async.metric import (
     SyncFreeMixin,
     copy_update_count,
@@ -54,16 +54,6 @@ def _reset_tree(tree: Any) -> None:
     else:
         for value in tree.values():
             _reset_tree(value)
-
-
-def _deferred_flags(metric: Metric) -> list[tuple[str, str, Tensor]]:
-    """``(message, action, state)`` for the deferred checks ``metric.compute()`` reads, in its order."""
-    if not isinstance(metric, SyncFreeMixin):
-        return []
-    return [
-        (message, action, getattr(metric, name))
-        for name, (message, action) in metric._deferred_checks_registered().items()
-    ]
 
 
 def _announce_own_sync(metric: Metric) -> None:
@@ -244,7 +234,8 @@ class _Shadow:
         out: list[Tensor] = []
         for record in self.log:
             if id(record.metric) in checked:
-                record.flags = _deferred_flags(record.metric)
+                checks = deferred_checks_registered(record.metric).items()  # none on a torchmetrics metric
+                record.flags = [(message, action, getattr(record.metric, name)) for name, (message, action) in checks]
                 out.extend(first for *_, first in record.flags)
         return out
 
