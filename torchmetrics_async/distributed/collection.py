@@ -130,6 +130,8 @@ class _FusedSyncCollection:
     def reset(self) -> None:
         """Reset every member (one fused copy of their defaults), then raise the first deferred error a member reported.
 
+        torchmetrics' loop would stop at the first member that raises, leaving the others holding the old window.
+
         Example:
             >>> import torch
             >>> from torchmetrics_async import MeanMetric, SumMetric
