@@ -1,10 +1,4 @@
-"""The sync-free base of metrics whose ``update`` folds batch statistics into states: the hook contract of a family.
-
-A family implements ``_batch_stats`` (a sync-free kernel giving :class:`BatchStats`: values aligned with
-``_stat_states`` and the batch's deferred-check violations); :class:`SyncFreeBatchStats` folds them into the states
-in place (``_merge_stats``) and derives ``forward``'s batch value from torchmetrics' own ``compute`` on them
-(``_batch_value``).
-"""
+"""The sync-free base of metrics whose ``update`` folds batch statistics (``_batch_stats``) into states."""
 
 from abc import abstractmethod
 from typing import Any, ClassVar, NamedTuple
@@ -33,7 +27,7 @@ class BatchStats(NamedTuple):
 
 
 def assign_state(metric: Any, name: str, value: Tensor) -> None:
-    """Give state ``name`` torchmetrics' new value, in place (same address) where that keeps its dtype and shape.
+    """Give state ``name`` torchmetrics' new value, in place where that keeps its dtype and shape.
 
     Example:
         >>> import torch
@@ -62,7 +56,7 @@ def all_kept(values: list[Tensor] | Tensor) -> list[Tensor] | Tensor:
 
 
 def in_state_dtypes(metric: Any, stats: BatchStats) -> BatchStats:
-    """``stats`` in the states' dtypes (torchmetrics' batch value comes from states ``set_dtype()`` may have cast)."""
+    """``stats`` in the states' dtypes (which ``set_dtype()`` may have cast)."""
     state = metric.__dict__
     values = tuple(
         value.to(state[name].dtype)

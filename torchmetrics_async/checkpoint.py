@@ -1,10 +1,7 @@
 """Per-rank checkpoints of metric states: each rank keeps its own window, under ``torch.save`` and DCP alike.
 
-A rank's states are its share of the window, not a global value, but DCP takes a tensor saved under the same key on
-every rank as replicated and flattens a list into one key per element (which a fresh, empty list state cannot load). So
-each rank's values sit under ``"rank{r}"`` beside ``"world_size"`` (a load into another number of processes fails), and
-list states are tuples. :class:`PerRankState` applies this to metrics, ``AsyncMetricCollector`` to its ``state_dict()``;
-a metric's own ``state_dict()`` keeps torchmetrics' layout.
+DCP takes a tensor saved under one key on every rank as replicated and flattens a list into one key per element, so each
+rank's values sit under ``"rank{r}"`` beside ``"world_size"``, and list states are tuples.
 """
 
 from __future__ import annotations
@@ -22,8 +19,7 @@ from torchmetrics_async.metric import OWNED_STATES, set_update_count
 
 __all__ = ["PerRankState", "rank_key"]
 
-# Window counters besides ``_update_count`` that compute() or the next update reads: torchmetrics' ``Running``
-# wrapper picks its window slot and its base metric's update count from ``_num_vals_seen``.
+# Window counters besides ``_update_count`` that compute() or the next update reads (torchmetrics' ``Running``).
 _COUNTERS = ("_num_vals_seen",)
 WORLD_SIZE = "world_size"
 
@@ -35,7 +31,7 @@ def _rank_and_world() -> tuple[int, int]:
 
 
 def rank_key(rank: int | None = None) -> str:
-    """The key a rank's values sit under: ``"rank{r}"`` (``rank=None``: this process's global rank, 0 without a group).
+    """The key a rank's values sit under (``rank=None``: this process's global rank, 0 without a group).
 
     Example:
         >>> rank_key(), rank_key(3)
@@ -51,7 +47,7 @@ def per_rank(values: Any) -> dict[str, Any]:
 
 
 def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
-    """This rank's values from a :func:`per_rank` layout (``ValueError`` if saved by another number of processes)."""
+    """This rank's values from a :func:`per_rank` layout."""
     rank, world_size = _rank_and_world()
     saved = state_dict.get(WORLD_SIZE)
     if saved is not None and int(saved) != world_size:
@@ -68,7 +64,7 @@ def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
 
 
 def named_metrics(tree: Any) -> list[tuple[str, Metric]]:
-    """Every ``Metric`` module of the structure (wrappers' inner metrics too), named, each once, in a fixed order."""
+    """Every ``Metric`` module of the structure (wrappers' inner metrics too), named, each once."""
     out: list[tuple[str, Metric]] = []
     seen: set[int] = set()
 
@@ -87,19 +83,19 @@ def named_metrics(tree: Any) -> list[tuple[str, Metric]]:
 
 
 def counters(metric: Metric) -> dict[str, int]:
-    """The window counters ``metric`` has (see ``_COUNTERS``), as Python ints (compiled updates' counts included)."""
+    """The window counters ``metric`` has, as Python ints."""
     return {name: int(getattr(metric, name)) for name in _COUNTERS if name in metric.__dict__}
 
 
 def clone_state(value: Any) -> Tensor | tuple[Tensor, ...]:
-    """A detached copy of a state; a list state becomes a tuple (one object for DCP, whatever its length)."""
+    """A detached copy of a state; a list state becomes a tuple."""
     if isinstance(value, Tensor):
         return value.detach().clone()
     return tuple(piece.detach().clone() for piece in value)
 
 
 def metric_entry(metric: Metric) -> dict[str, Any]:
-    """``{"states", "update_count", "counters"}`` of a live metric: every state, whatever its ``persistent``."""
+    """``{"states", "update_count", "counters"}`` of a live metric (every state, whatever its ``persistent``)."""
     return {
         "states": {attr: clone_state(getattr(metric, attr)) for attr in metric._defaults},
         "update_count": int(metric._update_count),
@@ -122,25 +118,21 @@ def state(states: Mapping[str, Any], attr: str, name: str, what: str) -> Any:
     return states[attr]
 
 
-def load_live_state(metric: Metric, attr: str, value: Any) -> None:
-    """Give the live metric a copy of a saved state (its own: it may be written in place from then on)."""
-    current = getattr(metric, attr)
-    device = current.device if isinstance(current, Tensor) else metric.device
-    if isinstance(value, Tensor):
-        loaded: Any = value.detach().clone().to(device)
-    else:
-        loaded = [piece.detach().clone().to(device) for piece in value]
-    setattr(metric, attr, loaded)
-    owned = metric.__dict__.get(OWNED_STATES)
-    if owned is not None:
-        owned[attr] = loaded
-
-
 def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], what: str) -> None:
-    """Restore a live metric's states, update count and counters from its entry in ``section``."""
+    """Restore a live metric's states (copies it owns), update count and counters from its entry in ``section``."""
     states, count, saved_counters = entry(section, name, what)
     for attr in metric._defaults:
-        load_live_state(metric, attr, state(states, attr, name, what))
+        value = state(states, attr, name, what)
+        current = getattr(metric, attr)
+        device = current.device if isinstance(current, Tensor) else metric.device
+        if isinstance(value, Tensor):
+            loaded: Any = value.detach().clone().to(device)
+        else:
+            loaded = [piece.detach().clone().to(device) for piece in value]
+        setattr(metric, attr, loaded)
+        owned = metric.__dict__.get(OWNED_STATES)
+        if owned is not None:
+            owned[attr] = loaded
     set_update_count(metric, int(count))
     metric.__dict__.update({counter: int(value) for counter, value in saved_counters.items()})
     mark_unreported(metric)  # loaded states count as an update: recomputed, and their flags raised
@@ -150,10 +142,6 @@ def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], wha
 # default group alive past ``destroy_process_group()`` (docs/exit-crash.md).
 class PerRankState:
     """Metrics as a ``Stateful`` whose ``state_dict()`` keeps each rank's states under its own key.
-
-    For DCP (where a metric's own ``state_dict()`` would be taken as replicated) and ``torch.save`` per rank alike:
-    every state whatever its ``persistent``, the update counts and a ``Running`` wrapper's position. Load into the same
-    metric structure in as many processes.
 
     Example:
         >>> import torch
@@ -173,11 +161,11 @@ class PerRankState:
         self.metrics = metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"world_size": w, "rank{r}": {name: {"states", "update_count", "counters"}}}``; tensors are copies."""
+        """``{"world_size": w, "rank{r}": {name: entry}}``; tensors are copies."""
         return per_rank({name: metric_entry(metric) for name, metric in named_metrics(self.metrics)})
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore this rank's states, update counts and counters (or, on purpose, one rank's entry of them)."""
+        """Restore this rank's states, update counts and counters (or one rank's entry, passed on purpose)."""
         section = state_dict if WORLD_SIZE not in state_dict else this_rank(state_dict, "PerRankState")
         for name, metric in named_metrics(self.metrics):
             load_metric_entry(metric, name, section, "PerRankState")

@@ -1,9 +1,5 @@
 """Compute groups with accelerated members: torchmetrics' state comparison, blind to this package's extra states.
 
-torchmetrics groups metrics only with the same state names, so the flags and masks an accelerated metric adds would keep
-it out of every group with a torchmetrics metric. Here the comparison ignores them: groups form wherever torchmetrics
-would form them; the leader's extra states travel to the followers (a torchmetrics follower ignores them).
-
 Example:
     >>> import torch, torchmetrics
     >>> from torchmetrics_async.classification import MulticlassConfusionMatrix

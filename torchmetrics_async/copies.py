@@ -11,9 +11,8 @@ from torchmetrics_async.deferred import mark_static_address
 
 __all__ = ["FRESH_DEFAULTS", "OWNED_STATES", "fused_copy_", "fused_reset", "reset_device", "same_layout"]
 
-#: Instance attribute: state name -> the state object this metric made itself and has not handed out. Every door
-#: through which sharing enters copies (setup, ``load_state_dict``, ``_apply``, a compute-group link), so ``update()``
-#: and ``forward()`` write in place without looking.
+#: Instance attribute: state name -> the state object this metric made itself and has not handed out (every door
+#: through which sharing enters copies, so updates write in place without looking).
 OWNED_STATES = "_owned_states"
 # Instance attribute set by fused_reset() for the metric's next reset: state name -> its fresh default, copied already.
 FRESH_DEFAULTS = "_fresh_defaults"
@@ -21,12 +20,7 @@ FRESH_DEFAULTS = "_fresh_defaults"
 
 @contextlib.contextmanager
 def fused_reset(metrics: Iterable[Any]) -> Iterator[None]:
-    """Reset many metrics with one fused copy of their defaults instead of one clone per state.
-
-    On entry fresh tensors for every tensor state of every metric of this package get their defaults in one
-    :func:`fused_copy_`; ``reset()`` inside the block takes them. They are still fresh tensors: whatever held the old
-    ones keeps its values, as with torchmetrics.
-    """
+    """Reset many metrics with one fused copy of their defaults (into fresh tensors) instead of one clone per state."""
     prepared: list[dict[str, Any]] = []
     fresh: list[Tensor] = []
     defaults: list[Tensor] = []
@@ -73,7 +67,7 @@ def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
 
 
 def reset_device(current: Any, default: Tensor) -> torch.device:
-    """Where a reset state lives: where the state lives now (a default may lag behind a move), else the default's."""
+    """Where a reset state lives: where it lives now (a default may lag behind a move), else the default's."""
     return current.device if isinstance(current, Tensor) else default.device
 
 

@@ -1,7 +1,6 @@
 """The window's update count: host-counted updates in a Python int, compiled ones in a device tensor.
 
-Dynamo would guard on a changing Python int (a recompile per step), so code traced by ``torch.compile`` counts in place
-in a 0-dim device tensor, read on the host only when asked for. ``SyncFreeMixin`` binds these as methods.
+Dynamo would guard on a changing Python int (a recompile per step), so compiled code counts in a 0-dim device tensor.
 
 Example:
     >>> import torch
@@ -37,8 +36,7 @@ __all__ = [
 
 #: Instance attribute: a 0-dim int64 device tensor counting this window's updates made inside compiled code.
 COMPILED_UPDATES = "_compiled_updates"
-# Instance attribute beside it: its value as last read on the host (an int), or None once compiled code counted
-# since (a constant store: no guard, no host read).
+# Instance attribute: its value as last read on the host, or None once compiled code counted since (no guard).
 COMPILED_SEEN = "_compiled_seen"
 # Instance attribute: while true (torchmetrics' forward inside compiled code), updates count in the Python int.
 COUNTS_ON_HOST = "_counts_on_host"
@@ -53,11 +51,7 @@ def read_window_count(metric: Any) -> int:
 
 
 def unread_window_count(metric: Any) -> int | Tensor:
-    """The window count without a host read: an int, or a 0-dim device tensor once compiled code counted.
-
-    Inside compiled code it is always the tensor (host count + device count), so Dynamo never guards on a
-    changing int. Called after an update is counted, it is that update's index (the first is 1).
-    """
+    """The window count without a host read: an int, or a 0-dim device tensor once (or while) compiled code counts."""
     state = metric.__dict__
     count = state[metric._window_counter]
     if torch.compiler.is_compiling() or state.get(COMPILED_SEEN, 0) != 0:
@@ -77,10 +71,7 @@ def fold_compiled_count(metric: Any, count: int) -> None:
 
 
 def count_traced_update(metric: Any) -> None:
-    """Count an update inside traced code: on the device, or in the int inside torchmetrics' traced forward.
-
-    Through ``metric.__dict__`` (Dynamo tracks a dict captured by a closure apart from the module's own).
-    """
+    """Count an update inside traced code: on the device, or in the int inside torchmetrics' traced forward."""
     state = metric.__dict__
     if state.get(COUNTS_ON_HOST):
         state["_update_count"] += 1
@@ -89,7 +80,7 @@ def count_traced_update(metric: Any) -> None:
 
 
 def count_compiled_update(metric: Any) -> None:
-    """Count an update inside traced code: in place on the device, and constant stores Dynamo does not guard on."""
+    """Count an update inside traced code, in place on the device."""
     state = metric.__dict__
     state[COMPILED_UPDATES].add_(1)
     state[COMPILED_SEEN] = None
@@ -123,6 +114,5 @@ def copy_update_count(source: Any, target: Any) -> None:
         mine.copy_(counter)
     else:
         dst[COMPILED_UPDATES] = mark_static_address(counter.clone())
-    # Compiled: a constant store (reading the source's host-side value would make Dynamo guard on it): the target
-    # reads the copied device count when its count is next read.
+    # Compiled: a constant store (reading the source's host-side value would make Dynamo guard on it).
     dst[COMPILED_SEEN] = None if torch.compiler.is_compiling() else src.get(COMPILED_SEEN, 0)

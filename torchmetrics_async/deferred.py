@@ -1,30 +1,18 @@
 """Deferred checks: value errors recorded on the device in ``update``, raised later, never dropped.
 
-A violation is ORed into a bool metric state per check (reduced with ``max``: synced, merged and checkpointed with the
-metric). ``compute()`` raises or warns with torchmetrics' message (one host read), ``forward()`` returns NaN for a
-violating batch, and ``reset()`` raises what ``compute()`` has not reported since the states were last written (by an
-update or a door such as ``merge_state``/``load_state_dict``: :func:`mark_unreported`).
+A violation is ORed into a bool ``max``-reduced state per check. ``compute()`` raises or warns with torchmetrics'
+message (one host read), ``forward()`` returns NaN for a violating batch, and ``reset()`` raises what ``compute()`` has
+not reported since the states were last written.
 
 Example:
     >>> import torch
-    >>> from torchmetrics_async import SumMetric
-    >>> class PositiveSum(SumMetric):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self._add_deferred_check("invalid_value", "Expected only positive values.")
-    ...     def update(self, x):
-    ...         self._record_violation("invalid_value", x <= 0)  # no host sync: recorded on the device
-    ...         super().update(x)
-    ...     def compute(self):
-    ...         self._raise_deferred_checks()
-    ...         return super().compute()
-    >>> metric = PositiveSum()
-    >>> metric.update(torch.tensor([1.0]))
-    >>> metric.update(torch.tensor([1.0, -1.0]))
+    >>> from torchmetrics_async import MeanMetric
+    >>> metric = MeanMetric(nan_strategy="error")
+    >>> metric.update(torch.tensor([1.0, float("nan")]))  # no host sync: recorded on the device
     >>> metric.compute()
     Traceback (most recent call last):
     ...
-    RuntimeError: Expected only positive values.
+    RuntimeError: Encountered `nan` values in tensor
 """
 
 from typing import Any
@@ -55,22 +43,16 @@ __all__ = [
     "reset_deferred",
 ]
 
-#: Instance attribute: when true, ``compute()`` leaves the check states unread for whoever set it to report
-#: (``AsyncMetricCollector`` on its shadow; the generic ``forward`` while it computes the batch value).
+#: Instance attribute: when true, ``compute()`` leaves the check states unread for whoever set it to report.
 DEFERRED_RAISE_OWNED = "_deferred_raise_owned"
 #: Instance attribute: the check states may have been written since last read; ``reset()`` reads them then.
 UNREPORTED = "_deferred_unreported"
-#: ``True`` while ``forward`` computes a batch value the torchmetrics way (reset, update, compute, merge): its reset
-#: keeps the window's bookkeeping, its compute gives NaN for a violating batch (``None`` otherwise).
+#: ``True`` while ``forward`` computes a batch value the torchmetrics way (``None`` otherwise).
 FORWARD_BATCH = "_forward_batch"
 
-# Instance attributes (in ``__dict__``).
 _CHECKS = "_check_messages"  # check state name -> (message, "error" | "warn"), in registration order
 _WARNED = "_nan_warned"  # a "warn" check has warned in this window
 _PREREAD = "_deferred_preread"  # check values read by read_deferred_together(), for the compute() it precedes
-
-
-# ``SyncFreeMixin`` binds the functions below as its private methods (``_add_deferred_check``, ...).
 
 
 def add_deferred_check(metric: Any, name: str, message: str, action: str = "error") -> None:
@@ -100,10 +82,7 @@ def record_violation(metric: Any, name: str, violated: Tensor | bool) -> None:
 
 
 def add_with_violations(metric: Any, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
-    """``state.add_(value)`` for every pair in one ``torch._foreach_add_`` (one CUDA kernel), then the violations.
-
-    Python numbers are added by the caller: ``_foreach_add_`` takes no mixed list.
-    """
+    """``state.add_(value)`` for every pair in one ``torch._foreach_add_``, then the violations."""
     if len(states) == 1:  # one pair: a plain add_ costs less host time than the list op
         states[0].add_(values[0])
     elif states:
@@ -141,10 +120,7 @@ def report_unreported_checks(metric: Any) -> Any:
 
 
 def read_deferred(metric: Any) -> list[tuple[str, str, bool]]:
-    """Every check as ``(message, action, violated)``: one host read (or a collection's pre-read); marks them reported.
-
-    The compiled updates' count travels in the same read when it changed (see :mod:`~torchmetrics_async.counting`).
-    """
+    """Every check as ``(message, action, violated)``: one host read (with the compiled count); marks them reported."""
     state = metric.__dict__
     checks = deferred_checks_registered(metric)
     counts = metric._compiled_count_codes()
@@ -159,17 +135,16 @@ def read_deferred(metric: Any) -> list[tuple[str, str, bool]]:
 
 
 def reset_deferred(metric: Any) -> None:
-    """Clear the per-window bookkeeping beside the check states (which ``reset`` restores from their defaults)."""
+    """Clear the per-window bookkeeping beside the check states."""
     state = metric.__dict__
     state[UNREPORTED] = False
     state[_WARNED] = False
 
 
 def read_deferred_together(metrics: Any) -> list[Any]:
-    """Read the deferred checks of many metrics in one host read per device, for each one's next report.
+    """Read the checks of many metrics in one host read per device, for each one's next report (none marked reported).
 
-    Nothing is marked reported, so a member whose ``compute()`` does not run keeps its checks for ``reset()``; call
-    :func:`forget_preread` on the returned metrics afterwards, before anything can write their states.
+    Call :func:`forget_preread` on the returned metrics afterwards, before anything can write their states.
     """
     taken: dict[torch.device, list[tuple[Any, list[Tensor]]]] = {}
     for metric in metrics:
@@ -194,22 +169,14 @@ def forget_preread(metrics: Any) -> None:
 
 
 def mark_unreported(metric: Any) -> None:
-    """Record that ``metric``'s states changed as an update changes them: cached result dropped, checks to report.
-
-    Every door through which states arrive calls it. The update count is left alone: torchmetrics' "compute called
-    before update" warning does not count a door as an update.
-    """
+    """Record that states arrived through a door: cached result dropped, checks to report (update count untouched)."""
     state = metric.__dict__
     state["_computed"] = None
     state[UNREPORTED] = True
 
 
 def mark_static_address(tensor: Tensor) -> Tensor:
-    """Mark a state as ``torch._dynamo.mark_static_address(tensor, guard=False)`` does, without importing Dynamo.
-
-    ``mode="reduce-overhead"`` then captures in-place updates in a CUDA graph; a tensor replaced later (a reset) makes
-    the graph re-record, never recompile.
-    """
+    """``torch._dynamo.mark_static_address(tensor, guard=False)`` without importing Dynamo."""
     tensor._dynamo_static_input_type = "unguarded"  # type: ignore[attr-defined]
     return tensor
 
@@ -228,7 +195,7 @@ def report_deferred(metric: Any, checks: list[tuple[str, str, bool]]) -> None:
 
 
 def nan_where(violated: Tensor | None, value: Any) -> Any:
-    """``value`` (a tensor or a dict/list/tuple of them) with floating-point tensors NaN where ``violated`` is set.
+    """``value`` (a tensor or a dict/list/tuple of them) with floating-point tensors NaN where ``violated``.
 
     Example:
         >>> import torch

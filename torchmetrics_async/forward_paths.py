@@ -55,8 +55,7 @@ def forward_one_pass(metric: Any, args: tuple, kwargs: dict) -> Any:
         metric._count_compiled_update()
     else:
         state["_update_count"] += 1
-    # torchmetrics computes the batch value with grad on and clones it in the caller's grad mode: the result
-    # has history exactly when the caller has grad enabled, which computing in the caller's mode reproduces.
+    # torchmetrics' batch value has history exactly when the caller has grad enabled: compute in the caller's mode.
     grad = torch.is_grad_enabled()
     stats = run_guarded(metric, grad, metric._batch_stats, args, kwargs)
     value = _squeeze_if_scalar(run_guarded(metric, grad, metric._batch_value, (stats,), {}))
@@ -95,9 +94,8 @@ def forward_generic_compiled(metric: Any, forward: Callable, args: tuple, kwargs
     host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
     state[COMPILED_SEEN] = 0  # read as the host count alone until restored
     state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
-    # torchmetrics' forward resets to fresh states for the batch and ends with new tensors (copies of these, or
-    # the batch's merged with these): their values are copied back into these, which stay the states (the
-    # addresses compiled code was traced with, owned).
+    # torchmetrics' forward ends with new state tensors: their values are copied back into these, which stay the
+    # states (the addresses compiled code was traced with).
     owned = state[OWNED_STATES]
     accumulated = {attr: state[attr] for attr in metric._defaults if isinstance(state[attr], Tensor)}
     try:

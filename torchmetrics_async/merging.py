@@ -1,9 +1,5 @@
 """``merge_state`` for accelerated metrics that also accepts plain torchmetrics instances of the same class.
 
-torchmetrics merges only instances of the receiving class, so it would refuse a plain worker into an accelerated driver.
-Here a plain instance of the torchmetrics class the accelerated class stands in for is merged through its
-``metric_state`` (the extra states it lacks count as "nothing seen"); everything else keeps torchmetrics' checks.
-
 Example:
     >>> import torch, torchmetrics
     >>> from torchmetrics_async import MeanMetric
@@ -24,17 +20,14 @@ __all__ = ["is_same_torchmetrics_class", "merge_state_accepting_torchmetrics"]
 
 
 def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
-    """Whether ``incoming``'s class is one ``metric``'s class derives from, with the same torchmetrics class.
-
-    A torchmetrics parent (``MulticlassConfusionMatrix`` for ``MulticlassJaccardIndex``) is another metric.
-    """
+    """Whether ``metric`` is an instance of ``incoming``'s class and both stand for the same torchmetrics class."""
     cls = type(incoming)
     tm_class = torchmetrics_base(cls)
     return isinstance(metric, cls) and tm_class is not None and tm_class is torchmetrics_base(type(metric))
 
 
 def merge_state_accepting_torchmetrics(self: Any, incoming_state: dict[str, Any] | Metric) -> None:
-    """``SyncFreeMixin.merge_state``: also merges a plain torchmetrics instance of this metric's torchmetrics class."""
+    """``SyncFreeMixin.merge_state``: also merges a plain instance of this metric's torchmetrics class."""
     if (
         isinstance(incoming_state, Metric)
         and not isinstance(incoming_state, type(self))

@@ -1,8 +1,4 @@
-"""The sync-free metric base: a lean update wrapper, in-place reset, a one-pass ``forward`` and one setup.
-
-A subclass reduces a batch once (``_batch_stats``), folds the statistics into its states in place (``_merge_stats``)
-and derives the batch value from them (``_batch_value``).
-"""
+"""The sync-free metric base: a lean update wrapper, in-place reset, a one-pass ``forward`` and one setup."""
 
 import functools
 import inspect
@@ -79,7 +75,7 @@ _UPDATE_COUNT_KEY = "_update_count"
 
 
 def _init_then_setup(cls: type) -> Callable:
-    """``cls``'s own (or inherited) ``__init__``, then, where ``cls`` is the instance's class, the one setup."""
+    """``cls``'s own (or inherited) ``__init__``, then, for an instance of ``cls`` itself, the one setup."""
     own = cls.__dict__.get("__init__")
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -97,7 +93,7 @@ def _init_then_setup(cls: type) -> Callable:
 
 
 def _next_own_init(cls: type) -> Callable:
-    """The ``__init__`` a class without its own runs: the next one in its MRO that is not a setup wrapper's stand-in."""
+    """The ``__init__`` a class without its own runs: the next real one in its MRO."""
     for base in cls.__mro__[1:]:
         init = base.__dict__.get("__init__")
         if init is not None and getattr(init, "_own_init", init) is not None:
@@ -106,21 +102,15 @@ def _next_own_init(cls: type) -> Callable:
 
 
 class SyncFreeMixin:
-    """Lean update wrapper, owned storage, deferred checks, one setup; first in a ``Metric``'s bases.
-
-    A package subclass of a torchmetrics class of the same name registers on definition. One whose ``update`` and
-    ``compute`` are this package's and that implements the three batch hooks gets the one-pass ``forward``.
-    """
+    """Lean update wrapper, owned storage, deferred checks, one setup; first in a ``Metric``'s bases."""
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
 
-    #: The instance attribute counting this window's updates (a wrapper may count them under another name).
+    #: The attribute counting this window's updates (a wrapper may count them under another name).
     _window_counter = "_update_count"
 
-    # Also merges a plain torchmetrics instance of the same torchmetrics class (see torchmetrics_async.merging).
     merge_state = merge_state_accepting_torchmetrics
 
-    # Deferred checks (see torchmetrics_async.deferred).
     _add_deferred_check = deferred.add_deferred_check
     _deferred_checks_registered = deferred.deferred_checks_registered
     _record_violation = deferred.record_violation
@@ -128,10 +118,8 @@ class SyncFreeMixin:
     _deferred_violated = deferred.deferred_violated
     _raise_deferred_checks = deferred.raise_deferred_checks
     _report_unreported_checks = deferred.report_unreported_checks
-    _read_deferred = deferred.read_deferred
     _reset_deferred = deferred.reset_deferred
 
-    # The window count: host-counted updates (``_window_counter``) plus compiled ones (see torchmetrics_async.counting).
     _read_window_count = counting.read_window_count
     _unread_window_count = counting.unread_window_count
     _compiled_count_codes = counting.compiled_count_codes
@@ -139,11 +127,8 @@ class SyncFreeMixin:
     _count_traced_update = counting.count_traced_update
     _count_compiled_update = counting.count_compiled_update
 
-    # The one-pass forward (see torchmetrics_async.forward_paths).
-    _forward_one_pass = forward_paths.forward_one_pass
-
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Register; note one-pass methods; end construction in the one setup (see :func:`_init_then_setup`)."""
+        """Register; note one-pass methods; end construction in the one setup."""
         super().__init_subclass__(**kwargs)
         register_on_definition(cls)
         if hasattr(cls, "_batch_value"):
@@ -184,14 +169,13 @@ class SyncFreeMixin:
 
     @property
     def _update_count(self) -> int:
-        """The window's update count, torchmetrics' int: host-counted updates plus those counted by compiled code."""
+        """The window's update count (torchmetrics' int), compiled updates included."""
         return self._read_window_count()
 
     @_update_count.setter
     def _update_count(self, value: int) -> None:
         set_update_count(self, value)
-        # A door: torchmetrics links a compute-group follower by assigning it the leader's states, then this count
-        # (not torchmetrics' own forward restoring ours: FORWARD_BATCH).
+        # A door: torchmetrics links a compute-group follower by assigning it the leader's states, then this count.
         if OWNED_STATES in self.__dict__ and self.__dict__[FORWARD_BATCH] is None:
             self._own_states(in_place=True)
 
@@ -200,9 +184,7 @@ class SyncFreeMixin:
         if not kwargs:
             return {}
         accepted, var_keyword = self._update_parameters()
-        if var_keyword:
-            return kwargs
-        return {key: value for key, value in kwargs.items() if key in accepted}
+        return kwargs if var_keyword else {key: value for key, value in kwargs.items() if key in accepted}
 
     def _update_parameters(self) -> tuple[frozenset, bool]:
         """``update``'s keyword-passable parameter names and whether it takes ``**kwargs``, cached per signature."""
@@ -219,20 +201,16 @@ class SyncFreeMixin:
 
     @fused_sync_dist
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any = None) -> None:
-        """Sync all states in one fused round of collectives (see :mod:`torchmetrics_async.distributed`)."""
+        """Sync all states in one fused round of collectives."""
         if dist_sync_fn is not gather_all_tensors:
             super()._sync_dist(dist_sync_fn, process_group=process_group)
             return
         sync_states(self, process_group=process_group or self.process_group)
 
     def reset(self) -> None:
-        """Reset states to fresh copies of their defaults, raising first what the window recorded and nobody reported.
+        """Reset states to fresh copies of their defaults, then raise a deferred error ``compute()`` did not raise.
 
-        An error ``compute()`` did not raise is raised here, after the reset (one host read, only when flags were
-        written since last read). Whatever held an old state (a window slot, a user's variable) keeps its value.
-
-        Raises:
-            RuntimeError: the first deferred error of the window, if ``compute()`` did not raise it.
+        Whatever held an old state keeps its value.
         """
         report = self._report_unreported_checks()
         try:
@@ -242,7 +220,7 @@ class SyncFreeMixin:
             self._reset_states()
 
     def _reset_states(self, in_place: bool = False) -> None:
-        """``reset()`` without reporting the deferred checks: fresh owned copies of the defaults, lists cleared."""
+        """``reset()`` without reporting the deferred checks."""
         state = self.__dict__
         set_update_count(self, 0)
         state["_forward_cache"] = None
@@ -286,7 +264,7 @@ class SyncFreeMixin:
         fused_copy_(targets, sources)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Torchmetrics' unpickling, then the one setup (a torchmetrics pickle loaded under ``patch()`` included)."""
+        """Torchmetrics' unpickling, then the one setup."""
         super().__setstate__(state)
         self._setup_sync_free()
 
@@ -314,25 +292,11 @@ class SyncFreeMixin:
 
     @torch.jit.unused
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Accumulate the batch and return the metric on it alone, without a host sync.
-
-        Where ``update`` and ``compute`` are this package's the batch is reduced once; otherwise torchmetrics' forward
-        calls the class's own methods. A batch that violated a deferred check gets NaN; the violation stays recorded.
-
-        Args:
-            args: as for ``update``.
-            kwargs: as for ``update``.
-
-        Returns:
-            What ``compute()`` would return on this batch alone.
-
-        Raises:
-            TorchMetricsUserError: if the metric is synced, as in torchmetrics.
-        """
+        """Accumulate the batch and return the metric on it alone, without a host sync (NaN for a violating batch)."""
         if self._is_synced:
             raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
         if not self.dist_sync_on_step and uses_one_pass_forward(type(self)):
-            return self._forward_one_pass(args, kwargs)
+            return forward_paths.forward_one_pass(self, args, kwargs)
         if torch.compiler.is_compiling():
             return forward_generic_compiled(self, super().forward, args, kwargs)
         state = self.__dict__
@@ -347,12 +311,12 @@ class SyncFreeMixin:
             state[DEFERRED_RAISE_OWNED] = previous
 
     def _extra_states(self) -> tuple[str, ...]:
-        """The states this package adds to torchmetrics' own: NaN flag, keep-masks, deferred-check flags."""
+        """The states this package adds to torchmetrics' own."""
         checks = self.__dict__.get("_check_messages", {})
         return tuple(key for key in self._defaults if key in (NAN_FLAG_STATE, NAN_KEPT_STATE) or key in checks)
 
     def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
-        """What an incoming torchmetrics-shaped state stands for in extra state ``attr``: its default."""
+        """What an incoming torchmetrics-shaped state stands for in extra state ``attr``."""
         return self._defaults[attr]
 
     def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
@@ -373,16 +337,7 @@ class SyncFreeMixin:
                 owned[attr] = mark_static_address(current)
 
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
-        """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent.
-
-        Args:
-            destination: as ``torch.nn.Module.state_dict``.
-            prefix: as ``torch.nn.Module.state_dict``.
-            keep_vars: as ``torch.nn.Module.state_dict``.
-
-        Returns:
-            The state dict.
-        """
+        """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent."""
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
         self._as_torchmetrics_holds(destination, prefix)
         if self._window_counter == _UPDATE_COUNT_KEY and any(self._persistent.values()):
@@ -391,11 +346,7 @@ class SyncFreeMixin:
 
     @property
     def metric_state(self) -> dict[str, Any]:
-        """The states as torchmetrics would hold them, as ``merge_state`` reads them.
-
-        Returns:
-            State name -> state.
-        """
+        """The states as torchmetrics would hold them, as ``merge_state`` reads them."""
         state = {attr: getattr(self, attr) for attr in self._defaults}
         self._as_torchmetrics_holds(state)
         return state
@@ -429,13 +380,13 @@ class SyncFreeMixin:
         self.__dict__["_one"] = torch.ones((), dtype=self.dtype, device=self.device)
 
     def _add_extra_states(self) -> None:
-        """Add the states this class keeps beyond torchmetrics' (deferred-check flags, ...) that are not there yet."""
+        """Add the states this class keeps beyond torchmetrics' that are not there yet."""
         parent = getattr(super(), "_add_extra_states", None)  # a mixin later in the MRO (see decorators)
         if parent is not None:
             parent()
 
     def _setup_sync_free(self) -> None:
-        """The one setup, ending construction, ``accelerate()``'s class swap and unpickling: idempotent."""
+        """The one setup (construction, ``accelerate()``'s class swap, unpickling): idempotent."""
         state = self.__dict__
         cls = type(self)
         state["_update_signature"] = inspect.signature(cls.update.__get__(self))
@@ -472,19 +423,12 @@ class SyncFreeMixin:
                 )
 
     def _number_tensor(self, x: float) -> Tensor:
-        """A 0-dim tensor holding ``x`` on the metric's device, made by a fill kernel (no host-to-device copy)."""
+        """A 0-dim tensor holding ``x`` on the metric's device (a fill kernel: no host-to-device copy)."""
         return torch.full((), x, dtype=self.dtype, device=self.device)
 
 
 def has_stock_compute(metric: Any) -> bool:
-    """Whether ``metric.compute`` is torchmetrics' sync-compute-unsync wrapper (or ours, which only adds to it).
-
-    Args:
-        metric: a ``Metric``.
-
-    Returns:
-        ``True`` for a metric whose ``compute()`` syncs through its own ``_sync_dist`` (not a wrapper or composition).
-    """
+    """Whether ``metric.compute`` is torchmetrics' sync-compute-unsync wrapper (or ours, which only adds to it)."""
     wrap = type(metric)._wrap_compute
     return wrap is Metric._wrap_compute or (
         wrap is SyncFreeMixin._wrap_compute and not isinstance(metric, WrapperMetric)
@@ -492,6 +436,4 @@ def has_stock_compute(metric: Any) -> bool:
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
-    if isinstance(value, Tensor):
-        return value.to(device)
-    return [v.to(device) for v in value]
+    return value.to(device) if isinstance(value, Tensor) else [v.to(device) for v in value]

@@ -1,11 +1,7 @@
 """Sync and compute metrics off the critical path: snapshot a window, keep training, collect Python scalars later.
 
-``schedule_collection()`` copies the window's states into a collector-owned *shadow*, resets the live metrics in place
-and launches one fused round of collectives on the shadow; ``collect_results()`` finishes the sync, computes, and
-reads results and deferred-error flags in one byte-packed host transfer (on CUDA, the sync and compute run on a side
-stream). Scheduling is collective (every collective of a window is issued there), collecting is local: see
-``docs/distributed.md`` for the host reads, dropped windows and checkpoints. Modules: ``collector`` (lifecycle,
-checkpoint), ``window`` (the shadow), ``transfer`` (the one host read), ``streams`` (the stream seam).
+Scheduling copies the window into a collector-owned shadow, resets the live metrics and launches the fused sync (it is
+collective); collecting computes and reads results and deferred flags in one host transfer (it is local).
 
 Example:
     >>> import torch

@@ -29,8 +29,7 @@ from torchmetrics_async.sync.metrics import sync_metrics
 
 __all__ = ["AsyncMetricCollector", "drain_in_flight"]
 
-# Collectors whose window's collectives may still be running (scheduled, not collected): ``drain_in_flight()`` (called
-# by ``torchmetrics_async.shutdown()``) waits for them so no collective is left running when the process group goes.
+# Collectors whose window's collectives may still be running: ``drain_in_flight()`` waits for them at shutdown.
 _IN_FLIGHT: weakref.WeakSet[AsyncMetricCollector] = weakref.WeakSet()
 
 
@@ -38,10 +37,8 @@ _IN_FLIGHT: weakref.WeakSet[AsyncMetricCollector] = weakref.WeakSet()
 class AsyncMetricCollector:
     """Sync and compute a metric, a ``MetricCollection`` or a dict of them off the critical path.
 
-    ``bind()`` once; per logging interval ``schedule_collection()`` (snapshot, reset, launch) and, any number of steps
-    later, ``collect_results()`` (wait, compute, Python scalars); ``unbind()`` at the end. ``stream_ops`` is a test
-    seam: any :class:`StreamOps` forces the accelerator path (default: :class:`CudaStreamOps` on CUDA, none on CPU). The
-    collector is ``Stateful``: ``state_dict()``/``load_state_dict()`` work at any point, a window in flight included.
+    ``stream_ops`` is a test seam: any :class:`StreamOps` forces the accelerator path (default: :class:`CudaStreamOps`
+    on CUDA, none on CPU).
 
     Example:
         >>> import torch
@@ -65,9 +62,7 @@ class AsyncMetricCollector:
         self._ops: StreamOps | None = None
         self._side: Any = None
         self._shadow: _Shadow | None = None  # the buffers of the windows, from bind() to unbind()
-        # The window in flight: scheduled (a snapshot exists), launched (its sync has started), what it produced.
         self._scheduled = False
-        self._launched = False
         self._process_group: Any = None
         self._handle: SyncHandle | None = None
         # what the window produced when computed at schedule time: (tree, transfer) on CUDA, (tree, flags) on CPU
@@ -76,22 +71,12 @@ class AsyncMetricCollector:
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
 
     def bind(self, device: torch.device | str | None = None) -> None:
-        """Move the metrics to ``device`` (if given), create the side stream on CUDA, and the shadow buffers.
-
-        Bind after moving the metrics to their device (they must share one); move them later only through ``unbind()``
-        and ``bind(device)``.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> collector = AsyncMetricCollector(SumMetric())
-            >>> collector.bind("cpu")
-            >>> collector.is_bound
-            True
-        """
+        """Move the metrics to ``device`` (if given; they must share one), create the side stream and the buffers."""
         if self._bound:
             raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
         if device is not None:
-            self._move(torch.device(device))
+            for metric in [self._metric] if isinstance(self._metric, torch.nn.Module) else self._metric.values():
+                metric.to(torch.device(device))
         devices = {metric.device for _, metric in self._live}
         if len(devices) > 1:
             # One side stream and one done-event serve the window: they would order only the first device's work.
@@ -112,24 +97,8 @@ class AsyncMetricCollector:
             pending, self._pending = self._pending, None
             self._install(pending)
 
-    def _move(self, device: torch.device) -> None:
-        if isinstance(self._metric, torch.nn.Module):
-            self._metric.to(device)
-        else:
-            for value in self._metric.values():
-                value.to(device)
-
     def unbind(self) -> None:
-        """Release the side stream and the buffers; a window scheduled and not collected is dropped.
-
-        Example:
-            >>> from torchmetrics_async import SumMetric
-            >>> collector = AsyncMetricCollector(SumMetric())
-            >>> collector.bind()
-            >>> collector.unbind()
-            >>> collector.is_bound
-            False
-        """
+        """Release the side stream and the buffers; a window scheduled and not collected is dropped."""
         if self._scheduled and self._bound:
             self._drop()
         self._bound = False
@@ -150,8 +119,7 @@ class AsyncMetricCollector:
     def schedule_collection(self, process_group: Any = None) -> None:
         """Snapshot the window into the buffers, launch the fused sync, and reset the live metrics in place.
 
-        Collective: call it on every rank at the same points (``process_group``: ``None`` syncs over each metric's own,
-        else the world). A window scheduled before and not collected is dropped first, its results and errors discarded.
+        Collective: call it on every rank at the same points. A window scheduled before and not collected is dropped.
         """
         self._require_bound("schedule_collection")
         _refuse_capture("schedule_collection")
@@ -159,14 +127,7 @@ class AsyncMetricCollector:
             self._drop()
         self._shadow.snapshot()
         self._process_group = process_group
-        # The sync reads only the buffers, so it can start before the reset; if it fails to start, the live metrics
-        # still hold the window and nothing is lost.
-        try:
-            self._launch()
-        except BaseException:
-            self._drain()
-            self._release()
-            raise
+        self._launch()  # the sync reads only the buffers: if it fails to start, the live metrics still hold the window
         self._scheduled = True
         _IN_FLIGHT.add(self)
         with fused_reset(slot.live for slot in self._shadow.slots):
@@ -175,8 +136,7 @@ class AsyncMetricCollector:
     def collect_results(self) -> Any:
         """Wait for the scheduled window, compute it, and return ``compute()``'s output as Python scalars and lists.
 
-        Deferred errors are raised (``RuntimeError``) and warnings emitted with torchmetrics' messages; either way the
-        window is over afterwards.
+        Deferred errors are raised and warnings emitted with torchmetrics' messages; either way the window is over.
         """
         self._require_bound("collect_results")
         _refuse_capture("collect_results")
@@ -201,7 +161,6 @@ class AsyncMetricCollector:
             return _to_python(tree, iter(values[:leaves]))
         finally:
             self._release()
-            self._scheduled = False
 
     def _require_bound(self, what: str) -> None:
         if not self._bound:
@@ -211,32 +170,32 @@ class AsyncMetricCollector:
         """Put a saved window into the buffers and launch it."""
         self._shadow.install(window)
         self._scheduled = True
-        self._launched = False
         # Its collectives start now, at a point every rank passes (bind or load), so that collecting stays local.
+        self._launch()
+
+    def _launch(self) -> None:
+        """Start the window's sync; if that fails, stop what started and drop the window."""
         try:
-            self._launch()
+            self._start()
         except BaseException:
             self._drain()
             self._release()
-            self._scheduled = False
             raise
 
-    def _launch(self) -> None:
+    def _start(self) -> None:
         """Start the sync of the buffers (and on the accelerator path, the compute and the host copies)."""
         shadow = self._shadow
         shadow.log.clear()
         ops = self._ops
         if ops is None:
             handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
-            # Every collective of the window is issued here, on every rank: list states' data exchange needs the
-            # exchanged shapes (a host read, waiting for the other ranks' schedule), so collect_results() is local.
+            # Every collective of the window is issued here, on every rank, so that collect_results() is local.
             handle.launch_remaining()
             if shadow.own_sync and jit_distributed_available():
                 # Members that sync inside their own compute() (wrappers) communicate there: compute now.
                 handle.wait()
                 tree = shadow.compute()
                 self._outcome = (tree, shadow.read_flags())
-            self._launched = True
             return
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
@@ -249,7 +208,6 @@ class AsyncMetricCollector:
             transfer = _Transfer([*_tensor_leaves(tree, []), *flags], ops)
             self._done = ops.record_event(self._side)
         self._outcome = (tree, transfer)
-        self._launched = True
 
     def _drain(self) -> None:
         """After a failed launch: stop whatever started from reading the buffers (the launch error is reported)."""
@@ -262,21 +220,17 @@ class AsyncMetricCollector:
                 work.wait()
 
     def _release(self) -> None:
-        """Return the shadow to its buffers (unsynced, list states empty) and drop everything the window held."""
+        """Return the shadow to its buffers (unsynced, list states empty) and drop the window and all it held."""
         if self._shadow is not None:
             self._shadow.release()
+        self._scheduled = False
         _IN_FLIGHT.discard(self)
         self._handle = None
         self._outcome = None
         self._done = None
-        self._launched = False
 
     def state_dict(self) -> dict[str, Any]:
-        """This rank's live states, update counts and window in flight, in the layout of :mod:`.checkpoint`.
-
-        ``{"world_size": n, "rank{r}": {"metrics": ..., "window": ..., "in_flight": bool}}``: ``torch.save`` per rank
-        and ``dcp.save({"collector": collector}, ...)`` both give every rank back its own window. ``"window"`` holds the
-        defaults when nothing is in flight, so the layout is the same at every point. Tensors are copies.
+        """This rank's live states, update counts and window in flight (the defaults if none), per rank; tensors copied.
 
         Example:
             >>> import torch
@@ -297,11 +251,7 @@ class AsyncMetricCollector:
         return per_rank({"metrics": live, "window": window, "in_flight": self._scheduled})
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore live states, update counts and a window in flight, at any point of the lifecycle.
-
-        A restored window starts its sync here (or at ``bind()``), so load on every rank. Accepts one rank's entry
-        (``state_dict["rank1"]``) on purpose; a ``state_dict`` saved by another number of processes raises
-        ``ValueError``.
+        """Restore live states, update counts and a window in flight; its sync starts here or at ``bind()``: every rank.
 
         Example:
             >>> import torch
@@ -336,7 +286,6 @@ class AsyncMetricCollector:
         else:
             self._pending = {name: dict(saved) for name, saved in window.items()}
             self._scheduled = True
-            self._launched = False
 
     def _drop(self) -> None:
         """Forget the window in flight without reporting it (a rank that did not collect it)."""
@@ -348,7 +297,6 @@ class AsyncMetricCollector:
                 self._ops.wait_event(self._ops.current_stream(), self._done)
         finally:
             self._release()
-            self._scheduled = False
 
 
 def drain_in_flight() -> int:

@@ -33,9 +33,7 @@ def _to_python(tree: Any, values: Iterator[Any]) -> Any:
         return {key: _to_python(value, values) for key, value in tree.items()}
     if isinstance(tree, (list, tuple)):
         items = [_to_python(value, values) for value in tree]
-        if hasattr(tree, "_fields"):  # a named tuple
-            return type(tree)(*items)
-        return type(tree)(items)
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)  # a named tuple takes fields
     return tree
 
 

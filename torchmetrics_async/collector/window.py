@@ -1,8 +1,4 @@
-"""The collector's shadow: a deep copy of the metrics whose states hold each window, in buffers the collector owns.
-
-The shadow's ``compute()`` records its exceptions and leaves the deferred flags to the collector, which reads them
-with the results.
-"""
+"""The collector's shadow: a deep copy of the metrics whose states hold each window, in buffers the collector owns."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero_warn
 from torchmetrics_async.checkpoint import _COUNTERS, clone_state, counters, entry, named_metrics, state
 from torchmetrics_async.copies import same_layout
-from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, report_deferred
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, deferred_checks_registered, report_deferred
 from torchmetrics_async.metric import (
     SyncFreeMixin,
     copy_update_count,
@@ -60,16 +56,6 @@ def _reset_tree(tree: Any) -> None:
             _reset_tree(value)
 
 
-def _deferred_flags(metric: Metric) -> list[tuple[str, str, Tensor]]:
-    """``(message, action, state)`` for the deferred checks ``metric.compute()`` reads, in the order it reads them."""
-    if not isinstance(metric, SyncFreeMixin):
-        return []
-    return [
-        (message, action, getattr(metric, name))
-        for name, (message, action) in metric._deferred_checks_registered().items()
-    ]
-
-
 def _announce_own_sync(metric: Metric) -> None:
     name = type(metric).__qualname__
     if name not in _ANNOUNCED:
@@ -82,7 +68,7 @@ def _announce_own_sync(metric: Metric) -> None:
 
 
 def _owned(pieces: list[Tensor]) -> list[Tensor]:
-    """Copies of a list state's elements, the same shapes and dtypes (views of one concatenation where they agree)."""
+    """Copies of a list state's elements (views of one concatenation where they agree)."""
     if not pieces:
         return []
     first = pieces[0]
@@ -117,12 +103,11 @@ class _Record:
     def __init__(self, metric: Metric) -> None:
         self.metric = metric
         self.error: BaseException | None = None
-        # (message, action, violated): the check state until read, then its Python value
-        self.flags: list[tuple] = []
+        self.flags: list[tuple] = []  # (message, action, violated): the check state until read, then its value
 
 
 def _capturing(metric: Metric, inner: Callable, log: list[_Record]) -> Callable:
-    """``compute`` that records an exception for ``collect_results`` to raise in order (warnings go out at once)."""
+    """``compute`` that records an exception for ``collect_results`` to raise in order."""
 
     def compute(*args: Any, **kwargs: Any) -> Any:
         record = _Record(metric)
@@ -167,8 +152,7 @@ class _Shadow:
         self.own_sync = len(self.checked_units) < len(units)  # some member syncs inside its own compute()
         for unit in units:
             if has_stock_compute(unit):
-                # Synced explicitly (fused, early); compute leaves it synced until the release restores it; the
-                # deferred flags are read by the collector, with the results, in one transfer.
+                # Synced explicitly (fused, early) and unsynced by the release; the collector reads the deferred flags.
                 unit._to_sync = False
                 unit._should_unsync = False
                 unit.__dict__[DEFERRED_RAISE_OWNED] = True
@@ -229,18 +213,17 @@ class _Shadow:
 
     def local_states(self) -> dict[str, dict[str, Any]]:
         """The window's local states, from the buffers (the sync replaces the shadow's states, not them)."""
-        out = {}
-        for slot in self.slots:
-            states = {}
-            for attr, default in slot.shadow._defaults.items():
-                local = slot.buffers[attr] if isinstance(default, Tensor) else slot.lists.get(attr, [])
-                states[attr] = clone_state(local)
-            out[slot.name] = {
-                "states": states,
-                "update_count": int(slot.shadow._update_count),
-                "counters": counters(slot.shadow),
-            }
-        return out
+        return {
+            slot.name: _entry(
+                {
+                    attr: slot.buffers[attr] if isinstance(default, Tensor) else slot.lists.get(attr, [])
+                    for attr, default in slot.shadow._defaults.items()
+                },
+                slot.shadow._update_count,
+                counters(slot.shadow),
+            )
+            for slot in self.slots
+        }
 
     def compute(self) -> Any:
         return _compute_tree(self.tree)
@@ -251,7 +234,8 @@ class _Shadow:
         out: list[Tensor] = []
         for record in self.log:
             if id(record.metric) in checked:
-                record.flags = _deferred_flags(record.metric)
+                checks = deferred_checks_registered(record.metric).items()  # none on a torchmetrics metric
+                record.flags = [(message, action, getattr(record.metric, name)) for name, (message, action) in checks]
                 out.extend(first for *_, first in record.flags)
         return out
 
@@ -283,25 +267,20 @@ class _Shadow:
         self.log.clear()
 
 
+def _entry(states: Mapping[str, Any], update_count: Any, saved_counters: Mapping[str, int]) -> dict[str, Any]:
+    """A checkpoint entry of copies of ``states``."""
+    return {
+        "states": {attr: clone_state(value) for attr, value in states.items()},
+        "update_count": int(update_count),
+        "counters": dict(saved_counters),
+    }
+
+
 def _empty_window(live: list[tuple[str, Metric]]) -> dict[str, dict[str, Any]]:
     """The checkpoint entry of no window: the defaults (the layout stays the same at every point of the lifecycle)."""
-    return {
-        name: {
-            "states": {attr: clone_state(default) for attr, default in metric._defaults.items()},
-            "update_count": 0,
-            "counters": dict.fromkeys(counters(metric), 0),
-        }
-        for name, metric in live
-    }
+    return {name: _entry(metric._defaults, 0, dict.fromkeys(counters(metric), 0)) for name, metric in live}
 
 
 def _copied_window(saved: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Copies of a loaded window's entries (one waiting for ``bind()``)."""
-    return {
-        name: {
-            "states": {attr: clone_state(value) for attr, value in saved_entry["states"].items()},
-            "update_count": int(saved_entry["update_count"]),
-            "counters": dict(saved_entry.get("counters", {})),
-        }
-        for name, saved_entry in saved.items()
-    }
+    return {name: _entry(one["states"], one["update_count"], one.get("counters", {})) for name, one in saved.items()}

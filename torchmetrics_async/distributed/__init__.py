@@ -1,9 +1,6 @@
 """Fused collectives for metric states: one collective per bucket instead of a barrier and gathers per state.
 
-The public names of the sync engine (:mod:`torchmetrics_async.sync`, below the metric base: ``sync_metrics``,
-``sync_states``, the functional ``reduce_*``/``all_gather`` on dicts) and of the fused ``MetricCollection`` and
-:func:`sync_context` above it. How states travel: ``docs/distributed.md``. Without an initialised process group the
-functions return their inputs.
+Without an initialised process group the functions return their inputs.
 """
 
 from __future__ import annotations

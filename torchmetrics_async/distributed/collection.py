@@ -1,13 +1,4 @@
-"""The fused ``MetricCollection``: ``compute()`` syncs every member in one round, then computes each.
-
-Also :func:`sync_context` (compute many metrics on states synced once) and :func:`fused_collection_class` (the
-fused class for a user's collection class, created once, picklable).
-
-Example:
-    >>> import torchmetrics
-    >>> fused_collection_class(torchmetrics.MetricCollection) is MetricCollection
-    True
-"""
+"""The fused ``MetricCollection`` (``compute()`` syncs every member in one round), and :func:`sync_context`."""
 
 from __future__ import annotations
 
@@ -23,11 +14,7 @@ from torchmetrics_async._torchmetrics import (
     MetricCollection as _TorchMetricsCollection,
 )
 from torchmetrics_async.compute_groups import equal_metric_states
-from torchmetrics_async.deferred import (
-    UNREPORTED,
-    forget_preread,
-    read_deferred_together,
-)
+from torchmetrics_async.deferred import UNREPORTED, forget_preread, read_deferred_together
 from torchmetrics_async.metric import SyncFreeMixin, copy_update_count, fused_reset, has_stock_compute
 from torchmetrics_async.sync.metrics import _labels, _start_metric_sync
 from torchmetrics_async.sync.states import _collect_metrics, _fusable_metric
@@ -36,11 +23,10 @@ __all__ = ["MetricCollection", "fused_collection_class", "sync_context"]
 
 
 def _syncs_in_compute(metric: Metric) -> bool:
-    """Whether ``metric.compute()`` would sync now, through the stock ``_sync_dist``: then it can be pre-synced."""
+    """Whether ``metric.compute()`` would sync now through the stock ``_sync_dist`` (then it can be pre-synced)."""
     return (
         has_stock_compute(metric)  # wrappers and compositions sync inside, or not at all
-        # Not "no cached value": whether this rank updated since the last compute() is local data; a member with a
-        # cached value takes part in the sync (its compute() returns the cache) so that every rank plans alike.
+        # A member with a cached value takes part too (whether this rank updated is local data): every rank plans alike.
         and metric._to_sync
         and not metric._is_synced  # compute() raises "already synced": let it
         and _fusable_metric(metric)
@@ -53,9 +39,8 @@ def _syncs_in_compute(metric: Metric) -> bool:
 def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
     """Compute many metrics on states synced in one fused round: ``compute()`` inside the block does not sync again.
 
-    On entry every metric whose ``compute()`` would sync is synced as ``sync()`` syncs it (a metric holding a cached
-    value included: the plan must not depend on data); on exit every metric still synced is restored. Other metrics keep
-    torchmetrics' behaviour. Ranks whose plans differ all raise :class:`PlanMismatchError` on entry.
+    On entry every metric whose ``compute()`` would sync is synced (cached value or not: the plan must not depend on
+    data); on exit every metric still synced is restored.
 
     Example:
         >>> import torch
@@ -101,11 +86,7 @@ class _FusedSyncCollection:
     _equal_metric_states = staticmethod(equal_metric_states)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        """Torchmetrics' collection update; inside ``torch.compile`` compute groups are neither formed nor checked.
-
-        Forming groups compares states on the host (a graph break); until they form outside compiled code, a compiled
-        update updates every member on its own states, as ``compute_groups=False`` does: the same values.
-        """
+        """Torchmetrics' collection update; inside ``torch.compile`` compute groups are not formed (a host read)."""
         if torch.compiler.is_compiling() and not self._groups_checked:
             for metric in self._modules.values():
                 metric.update(*args, **metric._filter_kwargs(**kwargs))
@@ -113,10 +94,9 @@ class _FusedSyncCollection:
         super().update(*args, **kwargs)
 
     def _compute_groups_create_state_ref(self, copy: bool = False) -> None:
-        """The state sharing of torchmetrics' compute groups; update counts are copied without a host read.
+        """Torchmetrics' compute-group state sharing; update counts copied without a host read.
 
-        Without a group of two or more members ``_state_is_copy`` is left as it is: torchmetrics sets it at every member
-        access and Dynamo guards on it, so a compiled step compiled twice.
+        Without a group of two or more, ``_state_is_copy`` is left alone: Dynamo guards on it (a second compile).
         """
         groups = [group for group in self._groups.values() if len(group) > 1]
         if not groups:
@@ -135,14 +115,9 @@ class _FusedSyncCollection:
         self._state_is_copy = copy
 
     def compute(self) -> dict[str, Any]:
-        """Sync all members together, compute each, restore their local states.
-
-        Members whose ``compute()`` would not sync, or syncs itself (wrappers, a custom ``dist_sync_fn``), keep
-        torchmetrics' behaviour.
-        """
+        """Sync all members together, compute each, restore their local states."""
         with sync_context(self):
-            # sync_context linked the groups' states before the sync; linking again would hand the leader's *synced*
-            # states to members whose group formed from this rank's data: another rank's values.
+            # Linking the groups again would hand the leader's *synced* states to members grouped on this rank's data.
             groups, self._groups = self._groups, {}
             # Every member's deferred flags in one host read, not one per member.
             read = read_deferred_together([member for member in self._modules.values() if _computes_as_is(member)])
@@ -155,7 +130,7 @@ class _FusedSyncCollection:
     def reset(self) -> None:
         """Reset every member (one fused copy of their defaults), then raise the first deferred error a member reported.
 
-        torchmetrics' loop would stop at the first member that raises and leave the others holding the old window.
+        torchmetrics' loop would stop at the first member that raises, leaving the others holding the old window.
 
         Example:
             >>> import torch
@@ -192,8 +167,6 @@ class _FusedSyncCollection:
 class MetricCollection(_FusedSyncCollection, _TorchMetricsCollection):
     """torchmetrics' ``MetricCollection`` whose ``compute()`` syncs all members in one fused round of collectives.
 
-    ``accelerate(collection)`` turns a torchmetrics collection into this class in place.
-
     Example:
         >>> import torch, torchmetrics
         >>> collection = MetricCollection([torchmetrics.MaxMetric(), torchmetrics.MinMetric()])
@@ -222,7 +195,7 @@ def _reduce_collection(self: Any, protocol: int) -> tuple:
 
 
 def fused_collection_class(cls: type) -> type:
-    """The fused-sync class for a ``MetricCollection`` class: a subclass of ``cls`` (created once, picklable) or itself.
+    """The fused-sync class for a ``MetricCollection`` class: a subclass of ``cls`` (made once, picklable) or itself.
 
     Example:
         >>> import torchmetrics

@@ -65,8 +65,7 @@ class _Bucket:
 
     @property
     def masks_nan(self) -> bool:
-        # gloo's max/min drop a NaN or keep it depending on rank order; torch.max over a stack keeps it. The buffer
-        # carries a NaN mask (reduced with the same op) so NaNs survive exactly where torchmetrics keeps them.
+        # gloo's max/min may drop a NaN (torch.max over a stack keeps it): the buffer carries a NaN mask.
         return self.op in ("max", "min") and self.dtype.is_floating_point
 
     def pack(self) -> Tensor:
@@ -83,17 +82,13 @@ class _Bucket:
             values.copy_(parts[0])
         elif parts:
             torch.cat(parts, out=values)  # one kernel; casts into the bucket dtype
-        self.buffer = buffer
-        self._mask_nan(offset)
-        return buffer
-
-    def _mask_nan(self, offset: int) -> None:
         if self.masks_nan:
-            buffer = self.buffer
             mask = buffer[offset:]
-            mask.copy_(torch.isnan(buffer[:offset]))
+            mask.copy_(torch.isnan(values))
             if self.op == "min":
                 mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
+        self.buffer = buffer
+        return buffer
 
     def launch(self, group: Any, async_op: bool) -> Any:
         """All-reduce the buffer (packed now unless :meth:`pack` was called already)."""
@@ -110,9 +105,13 @@ class _Bucket:
         if self.work is not None:
             self.work.wait()
             self.work = None
-        total = sum(segment.numel for segment in self.segments)
+        total = self.numel
         means = sum(segment.numel for segment in self.segments if segment.op == "mean")
-        values = self.restore(total, means, world_size)
+        values = self.buffer[:total]
+        if self.masks_nan:
+            values.masked_fill_(self.buffer[total:] != 0, math.nan)
+        if means:
+            values[:means].div_(world_size)
         reduced = {}
         for segment in self.segments:
             value = values[segment.offset : segment.offset + segment.numel].view(segment.shape)
@@ -120,16 +119,6 @@ class _Bucket:
                 value = ride_value(segment, value, world_size)
             reduced[segment.token] = _to(value, segment.device, segment.out_dtype)
         return reduced
-
-    def restore(self, total: int, means: int, world_size: int) -> Tensor:
-        """The reduced values (the first ``total`` of the buffer), NaNs put back and the first ``means`` averaged."""
-        buffer = self.buffer
-        values = buffer[:total]
-        if self.masks_nan:
-            values.masked_fill_(buffer[total:] != 0, math.nan)
-        if means:
-            values[:means].div_(world_size)
-        return values
 
 
 def ride_value(segment: _Segment, value: Tensor, world_size: int) -> Tensor:

@@ -15,10 +15,7 @@ __all__ = ["SyncHandle", "collective_device"]
 def collective_device(
     group: Any = None, device: torch.device | str | None = None, backend: str | None = None
 ) -> torch.device:
-    """The device a collective on ``group`` runs on for tensors that live on ``device`` (``None``: the CPU).
-
-    A backend runs collectives where the tensors are when it supports that device type; NCCL has no CPU support, so CPU
-    states are staged to the current CUDA device. ``backend=None`` asks ``torch.distributed.get_backend(group)``.
+    """The device a collective on ``group`` runs on for tensors on ``device`` (``None``: the CPU; NCCL: current CUDA).
 
     Example:
         >>> collective_device(device="cpu", backend="gloo"), collective_device(device="cuda:1", backend="nccl")
@@ -36,12 +33,12 @@ def collective_device(
 
 
 def _member(group: Any) -> bool:
-    """Whether this rank belongs to ``group`` (a non-member neither sends nor receives: it keeps its values)."""
+    """Whether this rank belongs to ``group`` (a non-member keeps its values)."""
     return dist.get_rank(group) >= 0
 
 
 def _all_gather_single(output: Tensor, local: Tensor, group: Any, async_op: bool) -> Any:
-    """One all_gather into one flat tensor (``all_gather_single`` where torch has it; looked up at call time)."""
+    """One all_gather into one flat tensor (``all_gather_single`` where torch has it)."""
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     return gather(output, local, group=group, async_op=async_op)
 
@@ -70,9 +67,7 @@ def _host_to_device(values: list[int], device: torch.device) -> Tensor:
 class SyncHandle:
     """A fused sync or reduction in flight: ``wait()`` finishes it and returns its result.
 
-    A metric sync launches only its plan check at first; :meth:`launch_remaining` (or the first ``wait()``) reads it on
-    the host and issues the collectives whose size depends on the plan. After that the handle issues no collective:
-    ``wait()`` only waits and finishes locally, so it may be called on some ranks only, or never.
+    After :meth:`launch_remaining` the handle issues no collective: ``wait()`` only waits and finishes locally.
 
     Example:
         >>> import torch
@@ -98,12 +93,7 @@ class SyncHandle:
 
     @classmethod
     def completed(cls, result: Any) -> SyncHandle:
-        """A handle for work that is already done: ``wait()`` returns ``result``.
-
-        Example:
-            >>> SyncHandle.completed({"a": 1}).wait()
-            {'a': 1}
-        """
+        """A handle for work that is already done: ``wait()`` returns ``result``."""
         handle = cls(None)
         handle._result = result
         return handle
@@ -117,11 +107,7 @@ class SyncHandle:
     def launch_remaining(self) -> None:
         """Issue every collective still to come, so that ``wait()`` only waits (call it on every rank).
 
-        For a metric sync this reads the plan check on the host and, with list states, the exchanged shapes. A launch
-        error (a :class:`PlanMismatchError` on every rank) is raised again on later calls.
-
-        Example:
-            >>> SyncHandle.completed(None).launch_remaining()
+        A launch error (a :class:`PlanMismatchError` on every rank) is raised again on later calls.
         """
         if self._error is not None:
             raise self._error
@@ -136,12 +122,7 @@ class SyncHandle:
             raise
 
     def wait(self) -> Any:
-        """Launch what remains, wait for the collectives, and finish once; errors are raised again on every later call.
-
-        Example:
-            >>> SyncHandle.completed(3).wait()
-            3
-        """
+        """Launch what remains, wait for the collectives, and finish once; errors are raised again later."""
         self.launch_remaining()
         finish, self._finish = self._finish, None
         if finish is not None:

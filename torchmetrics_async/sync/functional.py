@@ -1,8 +1,4 @@
-"""The functional API on dicts: ``reduce_mean/sum/max/min/custom`` and ``all_gather``, fused per bucket.
-
-Numbers and non-tensors are welcome (numbers become 0-dim tensors, others pass through). Without an initialised
-process group the reductions return their inputs (the reduction over one rank is the value itself).
-"""
+"""The functional API on dicts: ``reduce_mean/sum/max/min/custom`` and ``all_gather``, fused per bucket."""
 
 from __future__ import annotations
 
@@ -25,11 +21,6 @@ __all__ = ["all_gather", "reduce_custom", "reduce_max", "reduce_mean", "reduce_m
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Number) and not isinstance(value, Tensor)
-
-
-def _number_dtype(value: numbers.Number) -> torch.dtype:
-    """The dtype ``torch.full((), value)`` gives (bool, int64, the default float or complex dtype)."""
-    return torch.full((), value, device="meta").dtype
 
 
 def _check_op(key: Any, op: Any, dtype: torch.dtype) -> str:
@@ -55,7 +46,7 @@ def _reduce_dict(
         if isinstance(value, Tensor):
             numeric[key] = _check_op(key, ops(key), value.dtype)
         elif _is_number(value):
-            numeric[key] = _check_op(key, ops(key), _number_dtype(value))
+            numeric[key] = _check_op(key, ops(key), torch.full((), value, device="meta").dtype)  # the dtype it becomes
     if not numeric or not jit_distributed_available() or not _member(group):
         result = dict(tensors)
         return SyncHandle.completed(result) if async_op else result
@@ -88,11 +79,9 @@ def reduce_custom(
 ) -> dict[Any, Any] | SyncHandle:
     """Reduce every value of a dict across ranks, each with its own op, with one ``all_reduce`` per bucket.
 
-    ``reduce_fn`` maps a key to ``"mean"``, ``"sum"``, ``"max"`` or ``"min"`` (missing or ``None``: ``"mean"``). Numbers
-    become 0-dim tensors, other values pass through, and without a process group (or outside ``process_group``) the
-    values come back unchanged. Result dtypes are ``torch.<op>``'s over a stacked rank dimension: integer and bool sums
-    are int64, a mean of integers raises ``TypeError`` as ``torch.mean`` does; half precision is reduced in float32.
-    Every rank must pass the same keys, dtypes and shapes. ``async_op=True`` returns a :class:`SyncHandle`.
+    ``reduce_fn`` maps a key to ``"mean"`` (the default), ``"sum"``, ``"max"`` or ``"min"``. Numbers become 0-dim
+    tensors, other values pass through; without a process group the values come back unchanged. Result dtypes are
+    ``torch.<op>``'s over a stacked rank dimension. ``async_op=True`` returns a :class:`SyncHandle`.
 
     Example:
         >>> import torch
@@ -159,8 +148,7 @@ def all_gather(
 ) -> dict[Any, Any] | SyncHandle:
     """Gather every tensor and number of a dict from all ranks, stacked: shape ``(world_size, *shape)``.
 
-    Two collectives whatever the number of keys: one of every value's dtype and shape, so a mismatch is a ``ValueError``
-    on every rank instead of a hang, then one of all the data, byte-packed. Without a process group there is one rank.
+    Two collectives: every value's dtype and shape (a mismatch is a ``ValueError`` on every rank), then the data.
 
     Example:
         >>> import torch

@@ -1,8 +1,7 @@
 """The byte-packed gather: list states, stacked states and ``all_gather`` values in two collectives.
 
-Every rank first exchanges a fixed-size row per tensor (dtype code, ndim, shape), then all data in one buffer,
-byte-packed with aligned segments and padded to the longest rank. Reading the exchanged shapes is the one host read;
-bool flags without an all_reduce bucket ride in the shape exchange.
+Every rank first exchanges a fixed-size row per tensor (dtype code, ndim, shape; read on the host), then all data in
+one buffer, byte-packed with aligned segments and padded to the longest rank.
 """
 
 from __future__ import annotations
@@ -58,16 +57,11 @@ def _row(dtype: torch.dtype, shape: tuple[int, ...]) -> list[int]:
 
 
 def _decode(row: list[int]) -> tuple[torch.dtype, tuple[int, ...]] | None:
-    if row[1] == _EMPTY:
-        return None
-    return _DTYPES[row[0]], tuple(row[2 : 2 + row[1]])
+    return None if row[1] == _EMPTY else (_DTYPES[row[0]], tuple(row[2 : 2 + row[1]]))
 
 
 def _nbytes(described: tuple[torch.dtype, tuple[int, ...]] | None) -> int:
-    if described is None:
-        return 0
-    dtype, shape = described
-    return math.prod(shape) * dtype.itemsize
+    return 0 if described is None else math.prod(described[1]) * described[0].itemsize
 
 
 def _layout(described: list[tuple[torch.dtype, tuple[int, ...]] | None]) -> tuple[list[int], int]:
@@ -80,8 +74,7 @@ def _layout(described: list[tuple[torch.dtype, tuple[int, ...]] | None]) -> tupl
 
 
 def _byte_view(buffer: Tensor, offset: int, dtype: torch.dtype, shape: tuple[int, ...]) -> Tensor:
-    nbytes = math.prod(shape) * dtype.itemsize
-    return buffer[offset : offset + nbytes].view(dtype).view(shape)
+    return buffer[offset : offset + _nbytes((dtype, shape))].view(dtype).view(shape)
 
 
 class _CatPieces:
@@ -122,8 +115,7 @@ class _CatPieces:
 class _Gather:
     """Byte-pack tensors and list states, exchange their dtypes and shapes, then their data: two all_gathers.
 
-    Bool max/min segments without a bucket to ride in (``flags``) travel in the shape exchange, which every rank
-    receives whole: they are reduced from it on the device, without a collective of their own.
+    Bool max/min segments without a bucket to ride in (``flags``) travel in the shape exchange, reduced on the device.
     """
 
     def __init__(
@@ -137,7 +129,9 @@ class _Gather:
         self.device = device
         self.items = items
         self.flags = list(flags)
-        self.described = [item.describe() if isinstance(item, _CatPieces) else _describe(item) for item in items]
+        self.described = [
+            item.describe() if isinstance(item, _CatPieces) else (item.dtype, tuple(item.shape)) for item in items
+        ]
         rows = [_row(*d) if d is not None else [_EMPTY] * 2 + [0] * MAX_GATHER_DIMS for d in self.described]
         offsets, total = _layout(self.described)
         # Pack now: the exchange sends the states as they are when the sync starts.
@@ -208,7 +202,10 @@ class _Gather:
         """Wait for the data exchange; per item, per rank, a view of that rank's tensor (``None`` where it had none)."""
         described = self.described
         if self.gathered is None:
-            return [[None if d is None else _empty(d) for d in column] for column in zip(*described, strict=True)]
+            return [
+                [None if d is None else torch.empty(d[1], dtype=d[0]) for d in column]
+                for column in zip(*described, strict=True)
+            ]
         if self.data_work is not None:
             self.data_work.wait()
             self.data_work = None
@@ -220,15 +217,6 @@ class _Gather:
             ]
             for index, column in enumerate(zip(*described, strict=True))
         ]
-
-
-def _describe(tensor: Tensor) -> tuple[torch.dtype, tuple[int, ...]]:
-    return tensor.dtype, tuple(tensor.shape)
-
-
-def _empty(described: tuple[torch.dtype, tuple[int, ...]]) -> Tensor:
-    dtype, shape = described
-    return torch.empty(shape, dtype=dtype)
 
 
 def _gather_device(group: Any, tensors: Iterable[Tensor], default: torch.device | None = None) -> torch.device:

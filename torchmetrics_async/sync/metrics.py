@@ -1,8 +1,4 @@
-"""Fused state syncs of many metrics: :func:`sync_states` (``_sync_dist``) and :func:`sync_metrics` (``sync()``).
-
-Plans every state of every metric into all_reduce buckets, the byte-packed gather and torchmetrics fallbacks,
-launches the first phase, and finishes locally; metrics on different process groups sync per group.
-"""
+"""Fused state syncs of many metrics: :func:`sync_states` (``_sync_dist``) and :func:`sync_metrics` (``sync()``)."""
 
 from __future__ import annotations
 
@@ -42,10 +38,7 @@ __all__ = ["sync_metrics", "sync_states"]
 def _plan_states(
     metrics: list[Metric],
 ) -> tuple[list[tuple[int, Tensor, str]], list[_Entry], list[_Entry], dict[int, tuple[Metric, list[str]]], list[tuple]]:
-    """Sort every state into all_reduce items, gathered entries and torchmetrics fallbacks; each member's layout.
-
-    Returns ``(reduces, gathers, entries, fallbacks, layout)``; a reduce item's token is its entry's index.
-    """
+    """Every state as an all_reduce item (token: its entry's index), a gathered entry or a fallback; each layout."""
     reduces: list[tuple[int, Tensor, str]] = []
     gathers: list[_Entry] = []
     entries: list[_Entry] = []
@@ -79,11 +72,6 @@ def _plan_states(
     return reduces, gathers, entries, fallbacks, layout
 
 
-def _plan_fingerprint(member_hashes: list[int], buckets: list[Any], gathered: int = 0, flags: int = 0) -> int:
-    """The fingerprint of a whole plan: its members, and the sizes of its collectives (buckets, gathered items)."""
-    return _fingerprint((tuple(member_hashes), bucket_layout(buckets), gathered, flags))
-
-
 class _Plan:
     """A bucket plan without tensors or process group (a plan that held the group made gloo abort at exit)."""
 
@@ -101,7 +89,8 @@ class _Plan:
         self.leftovers = [position[segment.token] for segment in leftovers]
         self.member_hashes = [_fingerprint(member) for member in layout]
         flags = sum(segment.numel for segment in leftovers)
-        self.fingerprint = _plan_fingerprint(self.member_hashes, buckets, gathered, flags)
+        # The whole plan: its members, and the sizes of its collectives.
+        self.fingerprint = _fingerprint((tuple(self.member_hashes), bucket_layout(buckets), gathered, flags))
 
     def place(self, items: list[tuple[int, Tensor, str]]) -> tuple[list[_Bucket], list[_Segment]]:
         """The buckets (and leftover bool flags) of ``items``, which have the layout this plan was made for."""
@@ -120,8 +109,7 @@ def _segment(item: tuple[int, Tensor, str], ride: str | None) -> _Segment:
     return segment
 
 
-#: Bucket plans by everything the fingerprint hashes, plus where each item's collective runs: a sync of the same
-#: metrics plans nothing again. Bounded: the oldest plan goes first.
+#: Bucket plans by layout and collective devices: a sync of the same metrics plans nothing again (oldest dropped first).
 _PLANS: dict[tuple, _Plan] = {}
 _MAX_PLANS = 64
 
@@ -148,9 +136,7 @@ def _start_state_sync(
 ) -> SyncHandle:
     """Plan and pack a fused ``_sync_dist`` of ``metrics`` over ``group``, and launch its plan check.
 
-    The plan follows only what every rank shares (never local data: compute-group members send each their own states).
-    The second phase reads the check (every rank raises on a mismatch, before any state is set), then launches the
-    all_reduces and the gather.
+    The plan follows only what every rank shares (never local data); the second phase verifies it, then launches.
     """
     labels = labels or {}
     reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
@@ -232,26 +218,18 @@ def _torchmetrics_sync_dist(metric: Metric, attrs: list[str], group: Any) -> Non
         metric._reductions = reductions
 
 
-def _resolve_group(metric: Metric, process_group: Any) -> Any:
-    group = process_group or metric.process_group
-    return dist.group.WORLD if group is None else group
-
-
 def _by_group(metrics: Iterable[Metric], process_group: Any) -> list[tuple[Any, list[Metric]]]:
     """Metrics per process group, groups in first-appearance order (the same order on every rank)."""
     groups: dict[int, tuple[Any, list[Metric]]] = {}
     for metric in metrics:
-        group = _resolve_group(metric, process_group)
+        group = process_group or metric.process_group
+        group = dist.group.WORLD if group is None else group
         groups.setdefault(id(group), (group, []))[1].append(metric)
     return list(groups.values())
 
 
 def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
-    """Replace the states of one or many metrics by their reductions across ranks, all states fused.
-
-    ``Metric._sync_dist`` for many metrics at once, with torchmetrics' results; it sets states only
-    (:func:`sync_metrics` also keeps the local states for ``unsync()``). Metrics on different process groups sync per
-    group; ``async_op=True`` returns a :class:`SyncHandle`. Without an initialised process group it does nothing.
+    """``Metric._sync_dist`` for one or many metrics, all states fused; ``async_op=True`` returns a :class:`SyncHandle`.
 
     Example:
         >>> from torchmetrics_async import SumMetric
@@ -331,9 +309,9 @@ def _start_metric_sync(
     fused = [metric for metric in metrics if _fusable_metric(metric)]
     others = [metric for metric in metrics if not _fusable_metric(metric)]
     for metric in fused:
-        # The local states themselves, not copies: the sync replaces states and writes into none of them.
-        state = metric.__dict__
-        metric._cache = {attr: _kept(state[attr]) for attr in metric._defaults}
+        # The local states themselves, not copies (a list state's list is copied): the sync writes into none of them.
+        cached = {attr: metric.__dict__[attr] for attr in metric._defaults}
+        metric._cache = {attr: list(value) if isinstance(value, list) else value for attr, value in cached.items()}
     handles = [
         _start_state_sync(members, group, async_op, labels)
         for group, members in _by_group(fused, process_group)
@@ -351,18 +329,11 @@ def _start_metric_sync(
     return _joined(handles, mark_synced, sync_others if others else None)
 
 
-def _kept(value: Any) -> Any:
-    """A local state kept for ``unsync()``: the tensor itself, a list state's list copied (its elements are not)."""
-    return list(value) if isinstance(value, list) else value
-
-
 def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
     """``Metric.sync()`` for one or many metrics, with all their states in one fused round of collectives.
 
-    Each metric ends synced, as after ``metric.sync()`` (``unsync()`` restores it); a metric with its own
-    ``dist_sync_fn`` or ``_sync_dist`` is synced by torchmetrics' ``sync()`` after the fused round. With
-    ``async_op=True`` it returns a :class:`SyncHandle`: do not update the metrics before ``wait()``. Ranks whose plans
-    differ all raise :class:`PlanMismatchError` before any collective whose size depends on the plan.
+    A metric with its own ``dist_sync_fn`` or ``_sync_dist`` is synced by torchmetrics' ``sync()`` after the fused
+    round. ``async_op=True`` returns a :class:`SyncHandle`: do not update the metrics before ``wait()``.
 
     Example:
         >>> import torch

@@ -1,9 +1,7 @@
 """The plan check: every rank must have planned the same collectives, or every rank raises.
 
-Before the first collective whose size depends on the plan, every rank sends :data:`CHECK_WORDS` int64 words (plan
-fingerprint, member count, the first members' fingerprints) in one all_gather and reads every row on the host, so ranks
-whose plans differ raise :class:`PlanMismatchError` instead of reaching a collective of another size (gloo aborts there,
-NCCL hangs).
+Before the first collective whose size depends on the plan, every rank gathers every rank's plan fingerprints, so ranks
+whose plans differ raise :class:`PlanMismatchError` instead of reaching a collective of another size.
 """
 
 from __future__ import annotations

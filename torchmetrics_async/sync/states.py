@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from torchmetrics_async._torchmetrics import Metric, gather_all_tensors, rank_zero_warn
 from torchmetrics_async._torchmetrics import (
@@ -59,16 +59,13 @@ def _fusable_metric(metric: Metric) -> bool:
     return metric.dist_sync_fn in (None, gather_all_tensors) and fused
 
 
-class _Entry:
+class _Entry(NamedTuple):
     """One state to sync: the (metric, attribute) that holds it and how it is reduced."""
 
-    __slots__ = ("attr", "fn", "metric", "value")
-
-    def __init__(self, metric: Metric, attr: str, value: Any, fn: Callable | None) -> None:
-        self.metric = metric
-        self.attr = attr
-        self.value = value
-        self.fn = fn
+    metric: Metric
+    attr: str
+    value: Any
+    fn: Callable | None
 
 
 def _announce_fallback(metric: Metric, attr: str, fn: Any) -> None:
