@@ -106,22 +106,32 @@ def test_block_effect_is_torchmetrics_own_in_the_images_dtype(dtype: torch.dtype
         assert torch.equal(ours, theirs), seed
 
 
-def test_rmse_sw_update_that_raises_leaves_the_states_as_they_were() -> None:
-    """A batch whose images do not fit the stored map raises torchmetrics' error and counts for nothing.
+@pytest.mark.parametrize("first", ["float", "int64"])
+def test_rmse_sw_update_that_raises_leaves_the_states_as_they_were(first: str) -> None:
+    """A batch that does not fit the stored map (its shape, or its dtype) raises torchmetrics' error, counting nothing.
 
     torchmetrics has already added the batch's image count and RMSE sum when its map's in-place add fails (the fuzzer:
-    ``compute()`` gave a number from a rejected batch); ours checks first.
+    ``compute()`` gave a number from a rejected batch); ours checks first. Its map takes the shape and dtype of the
+    first batch's target, even of a batch its checks then reject (int64 here).
     """
     ours, theirs = image_quality.RootMeanSquaredErrorUsingSlidingWindow(), tmi.RootMeanSquaredErrorUsingSlidingWindow()
     good, other = torch.rand(2, 3, 16, 16), torch.rand(2, 3, 12, 12)
-    for metric in (ours, theirs):
-        metric.update(good, good.flip(0))
+    if first == "int64":
+        for metric in (ours, theirs):
+            with pytest.raises(TypeError, match="same data type"):
+                metric.update(good, good.long())
+        other, message = good, "can't be cast"
+    else:
+        for metric in (ours, theirs):
+            metric.update(good, good.flip(0))
+        message = "must match the size"
     before = {name: getattr(ours, name).clone() for name in ours._defaults}
     for metric in (ours, theirs):
-        with pytest.raises(RuntimeError, match="must match the size"):
+        with pytest.raises(RuntimeError, match=message):
             metric.update(other, other.flip(0))
     assert all(torch.equal(getattr(ours, name), before[name]) for name in before)
     assert not torch.equal(theirs.total_images, ours.total_images)  # the torchmetrics behaviour this guards against
-    fresh = tmi.RootMeanSquaredErrorUsingSlidingWindow()
-    fresh.update(good, good.flip(0))
-    torch.testing.assert_close(ours.compute(), fresh.compute(), rtol=0, atol=0)
+    if first == "float":
+        fresh = tmi.RootMeanSquaredErrorUsingSlidingWindow()
+        fresh.update(good, good.flip(0))
+        torch.testing.assert_close(ours.compute(), fresh.compute(), rtol=0, atol=0)

@@ -212,7 +212,7 @@ class RootMeanSquaredErrorUsingSlidingWindow(SyncFreeMixin, tm.RootMeanSquaredEr
             self.rmse_map = torch.zeros(target.shape[1:], dtype=target.dtype, device=target.device)
         rmse_map, crop = rmse_sw_map(preds, target, self.window_size), round(self.window_size / 2)
         summed = rmse_map.sum(0)
-        if not _fits_in_place(self.rmse_map.shape, summed.shape):
+        if not _fits_in_place(self.rmse_map, summed):
             # torchmetrics fails here after adding the batch's count and RMSE sum; the same error, nothing written
             self.rmse_map.clone().add_(summed)
         self.rmse_val_sum += rmse_map[:, :, crop:-crop, crop:-crop].sum(0).mean()
@@ -220,12 +220,13 @@ class RootMeanSquaredErrorUsingSlidingWindow(SyncFreeMixin, tm.RootMeanSquaredEr
         self.total_images += target.shape[0]
 
 
-def _fits_in_place(state: torch.Size, batch: torch.Size) -> bool:
-    """Whether ``state += batch`` broadcasts ``batch`` to ``state``'s shape (else it raises)."""
+def _fits_in_place(state: Tensor, batch: Tensor) -> bool:
+    """Whether ``state += batch`` works: ``batch`` broadcasts to ``state``'s shape and casts to its dtype."""
     try:
-        return torch.broadcast_shapes(state, batch) == state
+        fits = torch.broadcast_shapes(state.shape, batch.shape) == state.shape
     except RuntimeError:
         return False
+    return fits and torch.can_cast(batch.dtype, state.dtype)
 
 
 class RelativeAverageSpectralError(SyncFreeMixin, tm.RelativeAverageSpectralError):
