@@ -7,59 +7,15 @@ Example:
     True
 """
 
+# Each module's names are its own `__all__`; the list below leaves out the helpers some of them also export.
+# ruff: noqa: F405 (the names below come from these star imports: a name none defines fails `import *`)
 from torchmetrics_async.classification import hinge, multiclass, multilabel, ranking, roc_scores, tasks
-from torchmetrics_async.classification.binary import (
-    BinaryAccuracy,
-    BinaryConfusionMatrix,
-    BinaryF1Score,
-    BinaryFBetaScore,
-    BinaryHammingDistance,
-    BinaryNegativePredictiveValue,
-    BinaryPrecision,
-    BinaryRecall,
-    BinarySpecificity,
-    BinaryStatScores,
-)
-from torchmetrics_async.classification.calibration import BinaryCalibrationError, MulticlassCalibrationError
-from torchmetrics_async.classification.confusion_derived import (
-    BinaryCohenKappa,
-    BinaryJaccardIndex,
-    BinaryMatthewsCorrCoef,
-    MulticlassCohenKappa,
-    MulticlassJaccardIndex,
-    MulticlassMatthewsCorrCoef,
-    MultilabelJaccardIndex,
-    MultilabelMatthewsCorrCoef,
-)
-from torchmetrics_async.classification.curves import (
-    BinaryAUROC,
-    BinaryAveragePrecision,
-    BinaryPrecisionRecallCurve,
-    BinaryROC,
-    MulticlassAUROC,
-    MulticlassAveragePrecision,
-    MulticlassPrecisionRecallCurve,
-    MulticlassROC,
-    MultilabelAUROC,
-    MultilabelAveragePrecision,
-    MultilabelPrecisionRecallCurve,
-    MultilabelROC,
-)
-from torchmetrics_async.classification.fixed_point import (
-    BinaryPrecisionAtFixedRecall,
-    BinaryRecallAtFixedPrecision,
-    BinarySensitivityAtSpecificity,
-    BinarySpecificityAtSensitivity,
-    MulticlassPrecisionAtFixedRecall,
-    MulticlassRecallAtFixedPrecision,
-    MulticlassSensitivityAtSpecificity,
-    MulticlassSpecificityAtSensitivity,
-    MultilabelPrecisionAtFixedRecall,
-    MultilabelRecallAtFixedPrecision,
-    MultilabelSensitivityAtSpecificity,
-    MultilabelSpecificityAtSensitivity,
-)
-from torchmetrics_async.classification.group_fairness import BinaryFairness, BinaryGroupStatRates
+from torchmetrics_async.classification.binary import *  # noqa: F403
+from torchmetrics_async.classification.calibration import *  # noqa: F403
+from torchmetrics_async.classification.confusion_derived import *  # noqa: F403
+from torchmetrics_async.classification.curves import *  # noqa: F403
+from torchmetrics_async.classification.fixed_point import *  # noqa: F403
+from torchmetrics_async.classification.group_fairness import *  # noqa: F403
 from torchmetrics_async.classification.hinge import *  # noqa: F403
 from torchmetrics_async.classification.multiclass import *  # noqa: F403
 from torchmetrics_async.classification.multilabel import *  # noqa: F403
