@@ -89,12 +89,7 @@ CODE_BINS = "_code_bins"
 
 
 def code_bins(device: torch.device) -> dict[tuple[int, bool], Tensor]:
-    """The outcome codes ``arange(4)`` (``(2, 2)`` when ``square``), keyed ``(ndim, square)`` to broadcast over inputs.
-
-    Example:
-        >>> code_bins(torch.device("cpu"))[2, True].shape
-        torch.Size([2, 2, 1, 1])
-    """
+    """The outcome codes ``arange(4)`` (``(2, 2)`` if ``square``), keyed ``(ndim, square)`` to broadcast over inputs."""
     codes = torch.arange(4, device=device)
     return {
         (ndim, square): codes.view(((2, 2) if square else (4,)) + (1,) * ndim)
@@ -127,12 +122,7 @@ def coded_counts(
 
 
 def outcomes(counts: Tensor, bool_preds: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``tp, fp, tn, fn`` from :func:`coded_counts`.
-
-    Example:
-        >>> outcomes(torch.tensor([5, 1, 2, 3]), bool_preds=True)
-        (tensor(3), tensor(1), tensor(5), tensor(2))
-    """
+    """``tp, fp, tn, fn`` from :func:`coded_counts`."""
     first, second, fn, tp = counts.unbind(0)
     return (tp, second, first, fn) if bool_preds else (tp, first, second, fn)
 

@@ -32,12 +32,7 @@ def paired_shapes(preds: tuple[int, ...], target: tuple[int, ...]) -> bool:
 
 
 def outside_unit_interval(preds: Tensor, keep: Tensor | None = None) -> Tensor:
-    """Where a (kept) score lies outside [0, 1]: a logit, by torchmetrics' rule (a NaN counts as outside).
-
-    Example:
-        >>> outside_unit_interval(torch.tensor([0.5, 2.0, float("nan")]), torch.tensor([True, False, True]))
-        tensor([False, False,  True])
-    """
+    """Where a (kept) score lies outside [0, 1]: a logit, by torchmetrics' rule (a NaN counts as outside)."""
     outside = preds.clamp(0, 1) != preds  # NaN != NaN
     return outside if keep is None else outside & keep
 

@@ -45,12 +45,7 @@ def first_max_index(scores: Tensor, dim: int = 1) -> Tensor:
 
 
 def first_max_applies(preds: Tensor) -> bool:
-    """Whether compiled code takes labels by :func:`first_max_index`: float scores on the CPU, classes on dim 1.
-
-    Example:
-        >>> first_max_applies(torch.randn(4, 3)), first_max_applies(torch.randint(0, 3, (4, 3)))
-        (True, False)
-    """
+    """Whether compiled code takes labels by :func:`first_max_index`: float scores on the CPU, classes on dim 1."""
     return (
         preds.device.type == "cpu"
         and preds.is_floating_point()
@@ -60,23 +55,13 @@ def first_max_applies(preds: Tensor) -> bool:
 
 
 def as_index(labels: Tensor, num_classes: int) -> Tensor:
-    """``labels`` as int64 indices clamped into ``[0, num_classes)``: never out of bounds, whatever the values.
-
-    Example:
-        >>> as_index(torch.tensor([-1, 0, 2, 7]), 3)
-        tensor([0, 0, 2, 2])
-    """
+    """``labels`` as int64 indices clamped into ``[0, num_classes)``: never out of bounds, whatever the values."""
     labels = labels if labels.dtype == torch.long else labels.long()
     return labels.clamp(0, num_classes - 1)
 
 
 def ones_like_index(index: Tensor) -> Tensor:
-    """Weight 1 for every entry of a 1-D index: one element expanded (no batch-sized allocation).
-
-    Example:
-        >>> ones_like_index(torch.tensor([3, 1, 2])).tolist()
-        [1, 1, 1]
-    """
+    """Weight 1 for every entry of a 1-D index: one element expanded (no batch-sized allocation)."""
     return torch.ones((), dtype=torch.long, device=index.device).expand(index.shape)
 
 
@@ -150,12 +135,7 @@ def micro_counts(preds: Tensor, target: Tensor, keep: Tensor | None, num_classes
 
 
 def outside(labels: Tensor, index: Tensor | None, num_classes: int, keep: Tensor | None) -> Tensor:
-    """Mask of the counted entries whose label is not a class index; ``index``: the labels by :func:`as_index`, if made.
-
-    Example:
-        >>> outside(torch.tensor([0, 3, -1]), None, 3, torch.tensor([True, True, False]))
-        tensor([False,  True, False])
-    """
+    """Mask of the counted entries whose label is not a class index; ``index``: :func:`as_index` of them, if made."""
     bad = (labels < 0) | (labels >= num_classes) if index is None else index != labels
     return bad if keep is None else bad & keep
 

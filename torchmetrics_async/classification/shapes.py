@@ -34,12 +34,7 @@ def _shapes(preds: Tensor, target: Tensor) -> str:
 
 
 def check_binary_shapes(preds: Tensor, target: Tensor, samplewise: bool, validate_args: bool) -> None:
-    """Binary inputs: one shape (always); at least 2-D for ``samplewise`` (under ``validate_args``).
-
-    Example:
-        >>> import torch
-        >>> check_binary_shapes(torch.rand(4), torch.tensor([0, 1, 1, 0]), samplewise=False, validate_args=False)
-    """
+    """Binary inputs: one shape (always); at least 2-D for ``samplewise`` (under ``validate_args``)."""
     if preds.shape != target.shape:  # the call only where it raises: the hot path stays one call long
         check_same_shape(preds, target)
     if validate_args and samplewise and preds.ndim < 2:
@@ -49,12 +44,7 @@ def check_binary_shapes(preds: Tensor, target: Tensor, samplewise: bool, validat
 def check_multilabel_shapes(
     preds: Tensor, target: Tensor, num_labels: int, samplewise: bool, validate_args: bool
 ) -> None:
-    """Multilabel inputs: one shape ``(N, num_labels, ...)`` (always); 3-D for ``samplewise`` (under ``validate_args``).
-
-    Example:
-        >>> import torch
-        >>> check_multilabel_shapes(torch.rand(4, 3), torch.ones(4, 3), 3, samplewise=False, validate_args=False)
-    """
+    """Multilabel inputs: one shape ``(N, num_labels, ...)`` (always); 3-D if ``samplewise`` (if ``validate_args``)."""
     if preds.shape != target.shape:
         check_same_shape(preds, target)
     # A 0-D or 1-D input has no label dimension (torchmetrics' validation fails reading it: IndexError, kept; its
@@ -76,10 +66,6 @@ def check_multiclass_shapes(
     """Multiclass inputs: labels ``(N, ...)`` and ``(N, ...)``, or scores ``(N, C, ...)`` and labels ``(N, ...)``.
 
     Under ``validate_args`` torchmetrics' tensor validation runs first (same errors, same order), then, always, ours.
-
-    Example:
-        >>> import torch
-        >>> check_multiclass_shapes(torch.rand(4, 3, 2), torch.zeros(4, 2), None, "global", validate_args=False)
     """
     extra_dim = preds.ndim == target.ndim + 1
     if validate_args:
