@@ -19,6 +19,8 @@ from torchmetrics_async._torchmetrics import (
     Metric,
     _binary_auroc_compute,
     _binary_average_precision_compute,
+    _binary_precision_recall_curve_compute,
+    _binary_roc_compute,
     _multiclass_precision_recall_curve_compute,
     _multiclass_roc_compute,
     _multilabel_precision_recall_curve_compute,
@@ -323,12 +325,21 @@ class _MultilabelCurve(_SyncFreeCurve):
         return preds, target
 
 
-def _per_class_auroc(metric: Any, fpr: Tensor, tpr: Tensor, confmat: Tensor) -> Tensor:
-    return nan_ignoring_average(_reduce_auroc(fpr, tpr, "none"), metric.average, confmat[0][:, 1, :].sum(-1))
+def binned_curve(metric: _SyncFreeCurve, confmat: Tensor, roc: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """The ROC (else precision-recall) curve of the metric's task from a binned state, as its ROC/PR ``compute``."""
+    if isinstance(metric, _BinaryCurve):
+        return (_binary_roc_compute if roc else _binary_precision_recall_curve_compute)(confmat, metric.thresholds)
+    if isinstance(metric, _MulticlassCurve):
+        if metric.average == "micro":  # the fresh (T, C, 2, 2) state torchmetrics' forward adds the batch to
+            confmat = torch.zeros_like(metric.confmat) + confmat
+        compute = _multiclass_roc_compute if roc else _multiclass_precision_recall_curve_compute
+        return compute(confmat, metric.num_classes, metric.thresholds, metric.average)
+    compute = _multilabel_roc_compute if roc else _multilabel_precision_recall_curve_compute
+    return compute(confmat, metric.num_labels, metric.thresholds)
 
 
-def _per_class_average_precision(metric: Any, precision: Tensor, recall: Tensor, confmat: Tensor) -> Tensor:
-    scores = _reduce_average_precision(precision, recall, "none")
+def _class_average(metric: Any, scores: Tensor, confmat: Tensor) -> Tensor:
+    """Per-class scores averaged as torchmetrics' AUROC/AP, weighted by each class's positives."""
     return nan_ignoring_average(scores, metric.average, confmat[0][:, 1, :].sum(-1))
 
 
@@ -390,7 +401,7 @@ class MulticlassAUROC(_MulticlassCurve, tm.MulticlassAUROC):
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         fpr, tpr, _ = _multiclass_roc_compute(confmat, self.num_classes, self.thresholds)
-        return _per_class_auroc(self, fpr, tpr, confmat)
+        return _class_average(self, _reduce_auroc(fpr, tpr, "none"), confmat)
 
 
 class MultilabelAUROC(_MultilabelCurve, tm.MultilabelAUROC):
@@ -400,7 +411,7 @@ class MultilabelAUROC(_MultilabelCurve, tm.MultilabelAUROC):
         if self.average == "micro":
             return _binary_auroc_compute(confmat.sum(1), self.thresholds, None)
         fpr, tpr, _ = _multilabel_roc_compute(confmat, self.num_labels, self.thresholds)
-        return _per_class_auroc(self, fpr, tpr, confmat)
+        return _class_average(self, _reduce_auroc(fpr, tpr, "none"), confmat)
 
 
 class BinaryAveragePrecision(_BinaryCurve, tm.BinaryAveragePrecision):
@@ -415,7 +426,7 @@ class MulticlassAveragePrecision(_MulticlassCurve, tm.MulticlassAveragePrecision
 
     def _binned_value(self, confmat: Tensor) -> Tensor:
         precision, recall, _ = _multiclass_precision_recall_curve_compute(confmat, self.num_classes, self.thresholds)
-        return _per_class_average_precision(self, precision, recall, confmat)
+        return _class_average(self, _reduce_average_precision(precision, recall, "none"), confmat)
 
 
 class MultilabelAveragePrecision(_MultilabelCurve, tm.MultilabelAveragePrecision):
@@ -425,4 +436,4 @@ class MultilabelAveragePrecision(_MultilabelCurve, tm.MultilabelAveragePrecision
         if self.average == "micro":
             return _binary_average_precision_compute(confmat.sum(1), self.thresholds)
         precision, recall, _ = _multilabel_precision_recall_curve_compute(confmat, self.num_labels, self.thresholds)
-        return _per_class_average_precision(self, precision, recall, confmat)
+        return _class_average(self, _reduce_average_precision(precision, recall, "none"), confmat)

@@ -8,15 +8,13 @@ import torch
 import torchmetrics.classification as tm
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import (
-    _binary_precision_recall_curve_compute,
-    _binary_roc_compute,
-    _multiclass_precision_recall_curve_compute,
-    _multiclass_roc_compute,
-    _multilabel_precision_recall_curve_compute,
-    _multilabel_roc_compute,
+from torchmetrics_async.classification.curves import (
+    _BinaryCurve,
+    _MulticlassCurve,
+    _MultilabelCurve,
+    _SyncFreeCurve,
+    binned_curve,
 )
-from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve, _SyncFreeCurve
 
 __all__ = [
     "BinaryPrecisionAtFixedRecall",
@@ -107,35 +105,24 @@ def best_under_constraint(
     return best, torch.where(found, thresholds.gather(-1, index).squeeze(-1), 1e6)
 
 
-def _curve(metric: _SyncFreeCurve, confmat: Tensor, roc: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """The ROC (else precision-recall) curve of the metric's task from its binned confusion matrices."""
-    if isinstance(metric, _BinaryCurve):
-        return (_binary_roc_compute if roc else _binary_precision_recall_curve_compute)(confmat, metric.thresholds)
-    if isinstance(metric, _MulticlassCurve):
-        compute = _multiclass_roc_compute if roc else _multiclass_precision_recall_curve_compute
-        return compute(confmat, metric.num_classes, metric.thresholds)
-    compute = _multilabel_roc_compute if roc else _multilabel_precision_recall_curve_compute
-    return compute(confmat, metric.num_labels, metric.thresholds)
-
-
 # The binned batch value of each kind (a class attribute `_binned_value`: a method, not one more base class).
 def _recall_at_fixed_precision(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    precision, recall, thresholds = _curve(self, confmat, roc=False)
+    precision, recall, thresholds = binned_curve(self, confmat, roc=False)
     return recall_at_precision(precision, recall, thresholds, self.min_precision)
 
 
 def _precision_at_fixed_recall(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    precision, recall, thresholds = _curve(self, confmat, roc=False)
+    precision, recall, thresholds = binned_curve(self, confmat, roc=False)
     return precision_at_recall(precision, recall, thresholds, self.min_recall)
 
 
 def _sensitivity_at_specificity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    fpr, sensitivity, thresholds = _curve(self, confmat, roc=True)
+    fpr, sensitivity, thresholds = binned_curve(self, confmat, roc=True)
     return best_under_constraint(sensitivity, 1 - fpr, thresholds, self.min_specificity)
 
 
 def _specificity_at_sensitivity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    fpr, sensitivity, thresholds = _curve(self, confmat, roc=True)
+    fpr, sensitivity, thresholds = binned_curve(self, confmat, roc=True)
     return best_under_constraint(1 - fpr, sensitivity, thresholds, self.min_sensitivity)
 
 

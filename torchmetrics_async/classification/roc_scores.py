@@ -19,22 +19,9 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import LOGAUC_TOO_FEW_POINTS_MESSAGE, _reduce_logauc, interp, rank_zero_warn
 from torchmetrics_async.classification.curve_kernels import nan_ignoring_average
-from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve
-from torchmetrics_async.registry import torchmetrics_base
+from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve, binned_curve
 
 __all__ = ["BinaryEER", "BinaryLogAUC", "MulticlassEER", "MulticlassLogAUC", "MultilabelEER", "MultilabelLogAUC"]
-
-
-def _batch_roc(metric: Any, confmat: Tensor) -> tuple[Tensor, Tensor]:
-    """``fpr, tpr`` of torchmetrics' ROC ``compute`` on the batch's binned state alone (sync-free, binned)."""
-    if getattr(metric, "average", None) == "micro":  # the fresh (T, C, 2, 2) state torchmetrics' forward adds to
-        confmat = torch.zeros_like(metric.confmat) + confmat
-    state = metric.__dict__
-    saved, state["confmat"] = state["confmat"], confmat
-    try:
-        return super(torchmetrics_base(type(metric)), metric).compute()[:2]  # the ROC class's compute
-    finally:
-        state["confmat"] = saved
 
 
 def _eer(fpr: Tensor, tpr: Tensor) -> Tensor:
@@ -62,11 +49,11 @@ def _logauc(fpr: Tensor, tpr: Tensor, fpr_range: tuple[float, float]) -> Tensor:
 
 
 def _eer_value(metric: Any, confmat: Tensor) -> Tensor:
-    return _eer(*_batch_roc(metric, confmat))
+    return _eer(*binned_curve(metric, confmat, roc=True)[:2])
 
 
 def _logauc_value(metric: Any, confmat: Tensor) -> Tensor:
-    fpr, tpr = _batch_roc(metric, confmat)
+    fpr, tpr, _ = binned_curve(metric, confmat, roc=True)
     if fpr.ndim == 1:
         return _logauc(fpr, tpr, metric.fpr_range)
     average = metric.average2
