@@ -13,10 +13,11 @@ from torch import Tensor
 from torchmetrics_async._torchmetrics import (
     Metric,
     binary_target_values_message,
+    float_preds_message,
     label_preds_values_message,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
-from torchmetrics_async.classification.curve_kernels import outside_unit_interval
+from torchmetrics_async.classification.curve_kernels import normalize_scores, outside_unit_interval
 from torchmetrics_async.classification.multiclass_kernels import normalize_confmat
 from torchmetrics_async.classification.shapes import check_binary_shapes
 
@@ -286,3 +287,39 @@ class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
     def _reduce(self, confmat: Tensor) -> Tensor:
         """A matrix's value (the metrics derived from the confusion matrix reduce it their way)."""
         return normalize_confmat(confmat, self.normalize)[0]
+
+
+class Scores:
+    """Score inputs (calibration error, hinge loss): ``preds``, ``target`` flattened, ``keep`` (``None``: all count).
+
+    Ignored entries stay beside the mask (torchmetrics drops them: a data-dependent shape), the logit decision is a
+    ``torch.where``, the target check deferred; shape and dtype errors stay eager, with torchmetrics' messages.
+    """
+
+    __slots__ = ("keep", "preds", "target", "violations")
+
+    def __init__(self, preds: Tensor, target: Tensor, keep: Tensor | None, violations: dict[str, Tensor]) -> None:
+        self.preds, self.target, self.keep, self.violations = preds, target, keep, violations
+
+
+class BinaryScores(SyncFreeBatchStats):
+    """Binary scores ``(N, ...)``, targets in {0, 1}: the format and checks of torchmetrics' binary score metrics."""
+
+    def _deferred_checks(self) -> dict[str, str]:
+        return {INVALID_TARGET: binary_target_values_message(self.ignore_index)} if self.validate_args else {}
+
+    def _scores(self, preds: Tensor, target: Tensor) -> Scores:
+        """Validate the shapes and dtype (eager), flatten, sigmoid the kept scores if any is a logit."""
+        check_binary_shapes(preds, target, samplewise=False, validate_args=self.validate_args)
+        if self.validate_args and not preds.is_floating_point():
+            raise ValueError(float_preds_message(preds.dtype))
+        preds = preds.flatten()
+        target = target.flatten()
+        ignored = keep = None
+        if self.ignore_index is not None:
+            ignored = target == self.ignore_index
+            keep = torch.logical_not(ignored)
+        violations = {INVALID_TARGET: not_binary(target, ignored)} if INVALID_TARGET in self._defaults else {}
+        if preds.is_floating_point():
+            preds = normalize_scores(preds, "sigmoid", keep)
+        return Scores(preds, target, keep, violations)

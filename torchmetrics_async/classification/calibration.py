@@ -11,7 +11,8 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import _ce_compute, dim_zero_cat
 from torchmetrics_async.batch_stats import BatchStats
-from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
+from torchmetrics_async.classification.binary import BinaryScores
+from torchmetrics_async.classification.multiclass import MulticlassScores
 
 __all__ = ["BinaryCalibrationError", "MulticlassCalibrationError", "calibration_error"]
 

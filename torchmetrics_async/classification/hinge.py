@@ -12,8 +12,9 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async.batch_stats import BatchStats, in_state_dtypes
+from torchmetrics_async.classification.binary import BinaryScores
+from torchmetrics_async.classification.multiclass import MulticlassScores
 from torchmetrics_async.classification.multiclass_kernels import as_index
-from torchmetrics_async.classification.scores import BinaryScores, MulticlassScores
 
 __all__ = ["BinaryHingeLoss", "MulticlassHingeLoss"]
 

@@ -20,11 +20,13 @@ from torchmetrics_async._torchmetrics import (
     _precision_recall_reduce,
     _specificity_reduce,
     confusion_matrix_nan_message,
+    float_preds_message,
     multiclass_values_message,
     rank_zero_warn,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_state_dtypes
-from torchmetrics_async.classification.binary import INVALID_PREDS, INVALID_TARGET, BinaryConfusionMatrix
+from torchmetrics_async.classification.binary import INVALID_PREDS, INVALID_TARGET, BinaryConfusionMatrix, Scores
+from torchmetrics_async.classification.curve_kernels import normalize_scores
 from torchmetrics_async.classification.multiclass_kernels import (
     as_index,
     class_counts,
@@ -405,3 +407,26 @@ class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix
             if count:
                 rank_zero_warn(confusion_matrix_nan_message(count))
         return confmat
+
+
+class MulticlassScores(SyncFreeBatchStats):
+    """Multiclass scores ``(N, C, ...)``, targets ``(N, ...)`` (calibration error, hinge loss): one row per entry."""
+
+    def _deferred_checks(self) -> dict[str, str]:
+        if not self.validate_args:
+            return {}
+        return {INVALID_TARGET: multiclass_values_message("target", self.num_classes, self.ignore_index)}
+
+    def _scores(self, preds: Tensor, target: Tensor) -> Scores:
+        """Validate the shapes and dtype (eager), one row per entry, softmax the kept rows if any score is a logit."""
+        check_multiclass_shapes(preds, target, self.num_classes, "global", self.validate_args, confusion_matrix=True)
+        if self.validate_args and not preds.is_floating_point():
+            raise ValueError(float_preds_message(preds.dtype))
+        # torchmetrics' own reshapes (ignore_index left to the keep mask), so malformed inputs fail the same way.
+        preds, target = _multiclass_confusion_matrix_format(preds, target, None, convert_to_labels=False)
+        keep = _keep(target, self.ignore_index)
+        violations: dict[str, Tensor] = {}
+        if INVALID_TARGET in self._defaults:
+            violations[INVALID_TARGET] = outside(target, None, self.num_classes, keep)
+        rows = None if keep is None else keep.unsqueeze(1)
+        return Scores(normalize_scores(preds, "softmax", rows), target, keep, violations)
