@@ -17,7 +17,6 @@ from torchmetrics_async._torchmetrics import (
     label_preds_values_message,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
-from torchmetrics_async.classification.curve_kernels import normalize_scores, outside_unit_interval
 from torchmetrics_async.classification.multiclass_kernels import normalize_confmat
 from torchmetrics_async.classification.shapes import check_binary_shapes
 
@@ -42,10 +41,29 @@ INVALID_TARGET = "invalid_target"
 INVALID_PREDS = "invalid_preds"
 
 
+def outside_unit_interval(preds: Tensor, keep: Tensor | None = None) -> Tensor:
+    """Where a (kept) score lies outside [0, 1]: a logit, by torchmetrics' rule (a NaN counts as outside)."""
+    outside = preds.clamp(0, 1) != preds  # NaN != NaN
+    return outside if keep is None else outside & keep
+
+
+def normalize_scores(preds: Tensor, normalization: str | None, keep: Tensor | None = None) -> Tensor:
+    """Sigmoid/softmax (over dim 1) of ``preds`` iff any (kept) score lies outside [0, 1], decided on the device.
+
+    Example:
+        >>> normalize_scores(torch.tensor([0.2, 0.7]), "sigmoid"), normalize_scores(torch.tensor([0.0, 2.0]), "sigmoid")
+        (tensor([0.2000, 0.7000]), tensor([0.5000, 0.8808]))
+    """
+    if not normalization:
+        return preds
+    outside = outside_unit_interval(preds, keep)
+    normalized = preds.sigmoid() if normalization == "sigmoid" else torch.softmax(preds, dim=1)
+    return torch.where(outside.any(), normalized, preds)
+
+
 def probs_to_labels(preds: Tensor, threshold: float, keep: Tensor | None = None) -> Tensor:
     """``preds > threshold``, after a sigmoid iff any (kept) one is outside [0, 1] (NaN too), decided on the device."""
-    logits = outside_unit_interval(preds, keep).any()
-    return torch.where(logits, preds.sigmoid(), preds) > threshold
+    return normalize_scores(preds, "sigmoid", keep) > threshold
 
 
 def to_labels(metric: Any, preds: Tensor, violations: dict[str, Tensor]) -> Tensor:

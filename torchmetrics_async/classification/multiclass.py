@@ -25,8 +25,13 @@ from torchmetrics_async._torchmetrics import (
     rank_zero_warn,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats, in_state_dtypes
-from torchmetrics_async.classification.binary import INVALID_PREDS, INVALID_TARGET, BinaryConfusionMatrix, Scores
-from torchmetrics_async.classification.curve_kernels import normalize_scores
+from torchmetrics_async.classification.binary import (
+    INVALID_PREDS,
+    INVALID_TARGET,
+    BinaryConfusionMatrix,
+    Scores,
+    normalize_scores,
+)
 from torchmetrics_async.classification.multiclass_kernels import (
     as_index,
     class_counts,

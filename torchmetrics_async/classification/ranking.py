@@ -19,8 +19,7 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import RANKING_FLOAT_PREDS_MESSAGE, binary_target_values_message
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
-from torchmetrics_async.classification.binary import INVALID_TARGET, not_binary
-from torchmetrics_async.classification.curve_kernels import normalize_scores
+from torchmetrics_async.classification.binary import INVALID_TARGET, normalize_scores, not_binary
 from torchmetrics_async.classification.shapes import check_multilabel_shapes
 
 __all__ = ["MultilabelCoverageError", "MultilabelRankingAveragePrecision", "MultilabelRankingLoss"]

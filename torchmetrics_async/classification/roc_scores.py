@@ -18,8 +18,13 @@ import torchmetrics.classification as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import LOGAUC_TOO_FEW_POINTS_MESSAGE, _reduce_logauc, interp, rank_zero_warn
-from torchmetrics_async.classification.curve_kernels import nan_ignoring_average
-from torchmetrics_async.classification.curves import _BinaryCurve, _MulticlassCurve, _MultilabelCurve, binned_curve
+from torchmetrics_async.classification.curves import (
+    _BinaryCurve,
+    _MulticlassCurve,
+    _MultilabelCurve,
+    binned_curve,
+    nan_ignoring_average,
+)
 
 __all__ = ["BinaryEER", "BinaryLogAUC", "MulticlassEER", "MulticlassLogAUC", "MultilabelEER", "MultilabelLogAUC"]
 
