@@ -50,43 +50,6 @@ def lexicographic_max(columns: tuple[Tensor, ...], mask: Tensor) -> tuple[Tensor
     return tuple(best)
 
 
-def recall_at_precision(
-    precision: Tensor, recall: Tensor, thresholds: Tensor, min_precision: float
-) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_recall_at_precision`` over the last dimension, without host reads."""
-    points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
-    dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
-    recall, precision = recall[..., :points].to(dtype), precision[..., :points].to(dtype)
-    thresholds = thresholds[..., :points].to(dtype).expand_as(recall)
-    mask = precision >= min_precision
-    best_recall, _, best_threshold = lexicographic_max((recall, precision, thresholds), mask)
-    found = mask.any(-1)
-    best_recall = torch.where(found, best_recall, 0)
-    return best_recall, torch.where(best_recall == 0, torch.nan, best_threshold)
-
-
-def precision_at_recall(
-    precision: Tensor, recall: Tensor, thresholds: Tensor, min_recall: float
-) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_precision_at_recall`` over the last dimension, Python's ``max`` NaN behaviour included."""
-    points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
-    precision, recall = precision[..., :points], recall[..., :points]
-    thresholds = thresholds[..., :points].expand_as(precision)
-    mask = recall >= min_recall
-    found = mask.any(-1)
-    first = mask.long().argmax(-1, keepdim=True)
-    first_precision = precision.gather(-1, first).squeeze(-1)
-    first_threshold = thresholds.gather(-1, first).squeeze(-1)
-    stuck = found & torch.isnan(first_precision)
-    dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
-    columns = (precision.to(dtype), recall.to(dtype), thresholds.to(dtype))
-    best_precision, _, best_threshold = lexicographic_max(columns, mask & torch.logical_not(torch.isnan(precision)))
-    best_precision = torch.where(stuck, first_precision.to(dtype), best_precision).to(precision.dtype)
-    best_threshold = torch.where(stuck, first_threshold.to(dtype), best_threshold).to(thresholds.dtype)
-    best_precision = torch.where(found, best_precision, 0)
-    return best_precision, torch.where(best_precision == 0, torch.nan, best_threshold)
-
-
 def best_under_constraint(
     values: Tensor, constrained: Tensor, thresholds: Tensor, minimum: float
 ) -> tuple[Tensor, Tensor]:
@@ -107,13 +70,38 @@ def best_under_constraint(
 
 # The binned batch value of each kind (a class attribute `_binned_value`: a method, not one more base class).
 def _recall_at_fixed_precision(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    """Torchmetrics' ``_recall_at_precision`` over the curves' last dimension, without host reads."""
     precision, recall, thresholds = binned_curve(self, confmat, roc=False)
-    return recall_at_precision(precision, recall, thresholds, self.min_precision)
+    points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
+    dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
+    recall, precision = recall[..., :points].to(dtype), precision[..., :points].to(dtype)
+    thresholds = thresholds[..., :points].to(dtype).expand_as(recall)
+    mask = precision >= self.min_precision
+    best_recall, _, best_threshold = lexicographic_max((recall, precision, thresholds), mask)
+    found = mask.any(-1)
+    best_recall = torch.where(found, best_recall, 0)
+    return best_recall, torch.where(best_recall == 0, torch.nan, best_threshold)
 
 
 def _precision_at_fixed_recall(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
+    """Torchmetrics' ``_precision_at_recall`` over the curves' last dimension, with Python's ``max`` NaN behaviour."""
     precision, recall, thresholds = binned_curve(self, confmat, roc=False)
-    return precision_at_recall(precision, recall, thresholds, self.min_recall)
+    points = min(recall.shape[-1], precision.shape[-1], thresholds.shape[-1])
+    precision, recall = precision[..., :points], recall[..., :points]
+    thresholds = thresholds[..., :points].expand_as(precision)
+    mask = recall >= self.min_recall
+    found = mask.any(-1)
+    first = mask.long().argmax(-1, keepdim=True)
+    first_precision = precision.gather(-1, first).squeeze(-1)
+    first_threshold = thresholds.gather(-1, first).squeeze(-1)
+    stuck = found & torch.isnan(first_precision)
+    dtype = torch.promote_types(torch.promote_types(recall.dtype, precision.dtype), thresholds.dtype)
+    columns = (precision.to(dtype), recall.to(dtype), thresholds.to(dtype))
+    best_precision, _, best_threshold = lexicographic_max(columns, mask & torch.logical_not(torch.isnan(precision)))
+    best_precision = torch.where(stuck, first_precision.to(dtype), best_precision).to(precision.dtype)
+    best_threshold = torch.where(stuck, first_threshold.to(dtype), best_threshold).to(thresholds.dtype)
+    best_precision = torch.where(found, best_precision, 0)
+    return best_precision, torch.where(best_precision == 0, torch.nan, best_threshold)
 
 
 def _sensitivity_at_specificity(self: _SyncFreeCurve, confmat: Tensor) -> tuple[Tensor, Tensor]:
