@@ -1,7 +1,7 @@
 """What the metrics add to an Inductor-compiled step: labels of scores without ``argmax``, and pinned kernel counts.
 
 Inside compiled CPU code the multiclass metrics take the labels of scores as two plain reductions
-(:func:`~torchmetrics_async.classification.multiclass_kernels.first_max_index`) instead of ``argmax``, which Inductor's
+(:func:`~torchmetrics_async.classification.multiclass.first_max_index`) instead of ``argmax``, which Inductor's
 CPU code runs about twice as slowly (``benchmarks/README.md``, "What the metrics cost inside a compiled step"). These
 tests check that the two give the same labels on ties, NaNs and infinities, eagerly and compiled by Inductor, that the
 metrics' values stay torchmetrics', and count what the demo's eval step compiles to, so a change that brings ``argmax``
@@ -24,7 +24,7 @@ from tests._compile import TOLERANCE, compile_and_run
 from tests.parity import assert_same
 from tools.demo import build_metrics, small_cnn
 from torchmetrics_async import accelerate
-from torchmetrics_async.classification.multiclass_kernels import first_max_index
+from torchmetrics_async.classification.multiclass import first_max_index
 
 
 def _hard_scores(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -4,7 +4,7 @@ Instead of torchmetrics' host reads (``torch.unique`` checks, the logit decision
 sums of conditions, a ``torch.where``, ``masked_fill`` -1 and ``scatter_add_``; value checks are deferred.
 """
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, Optional
 
 import torch
 import torchmetrics.classification as tm
@@ -12,12 +12,12 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
     Metric,
+    _confusion_matrix_reduce,
     binary_target_values_message,
     float_preds_message,
     label_preds_values_message,
 )
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
-from torchmetrics_async.classification.multiclass_kernels import normalize_confmat
 from torchmetrics_async.classification.shapes import check_binary_shapes
 
 __all__ = [
@@ -252,6 +252,28 @@ class BinaryHammingDistance(_SyncFreeBinaryStatScores, tm.BinaryHammingDistance)
 
 class BinaryNegativePredictiveValue(_SyncFreeBinaryStatScores, tm.BinaryNegativePredictiveValue):
     """No host sync in ``update()`` or ``forward()``."""
+
+
+Normalize = Optional[Literal["true", "pred", "all", "none"]]
+_NORMALIZED_DIMS = {"true": -1, "pred": -2, "all": [-2, -1]}
+
+
+def normalize_confmat(confmat: Tensor, normalize: Normalize) -> tuple[Tensor, Tensor | None]:
+    """Torchmetrics' ``_confusion_matrix_reduce`` without host reads: 0/0 entries become 0; also their mask.
+
+    Example:
+        >>> normalize_confmat(torch.tensor([[2, 0], [0, 0]]), "true")[0]
+        tensor([[1., 0.],
+                [0., 0.]])
+    """
+    if normalize is None or normalize == "none":
+        return confmat, None
+    if normalize not in _NORMALIZED_DIMS:
+        _confusion_matrix_reduce(confmat, normalize)  # raises torchmetrics' error for a value it does not know
+    confmat = confmat if confmat.is_floating_point() else confmat.float()
+    confmat = confmat / confmat.sum(dim=_NORMALIZED_DIMS[normalize], keepdim=True)
+    nans = torch.isnan(confmat)
+    return confmat.masked_fill(nans, 0), nans
 
 
 class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):

@@ -13,8 +13,7 @@ from torch import Tensor
 
 from torchmetrics_async.batch_stats import BatchStats, in_state_dtypes
 from torchmetrics_async.classification.binary import BinaryScores
-from torchmetrics_async.classification.multiclass import MulticlassScores
-from torchmetrics_async.classification.multiclass_kernels import as_index
+from torchmetrics_async.classification.multiclass import MulticlassScores, as_index
 
 __all__ = ["BinaryHingeLoss", "MulticlassHingeLoss"]
 
