@@ -266,18 +266,13 @@ class _SyncFreeCurve(SyncFreeBatchStats):
         kept = target != self.ignore_index
         return preds[kept], target[kept]
 
-    def _torchmetrics_compute(self, preds: Tensor, target: Tensor) -> Any:
-        state = self.__dict__
-        saved = state["preds"], state["target"]
-        state["preds"], state["target"] = [preds], [target]
-        try:
-            return super(SyncFreeBatchStats, self).compute()
-        finally:
-            state["preds"], state["target"] = saved
+    def _torchmetrics_compute(self, *values: Tensor) -> Any:
+        """Torchmetrics' ``compute()`` on these states alone (the base's batch value: its checks skipped)."""
+        return super()._batch_value(BatchStats(values, {}))
 
     def _binned_value(self, confmat: Tensor) -> Any:
         """``compute()`` on the batch's binned state alone, without a host sync."""
-        return super()._batch_value(BatchStats((confmat,), {}))
+        return self._torchmetrics_compute(confmat)
 
     def _batch_value(self, stats: BatchStats) -> Any:
         if self.thresholds is not None:
