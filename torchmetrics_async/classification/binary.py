@@ -83,6 +83,17 @@ def mask_ignored(target: Tensor, ignore_index: int | None) -> tuple[Tensor, Tens
     return target.masked_fill(ignored, -1), ignored
 
 
+def flat_ignored(
+    preds: Tensor, target: Tensor, ignore_index: int | None
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """``preds`` and ``target`` flattened, the mask of ignored targets and its complement (``None`` without any)."""
+    preds, target = preds.flatten(), target.flatten()
+    if ignore_index is None:
+        return preds, target, None, None
+    ignored = target == ignore_index
+    return preds, target, ignored, torch.logical_not(ignored)
+
+
 def not_binary(values: Tensor, ignored: Tensor | None = None) -> Tensor:
     """Mask of the entries that are neither 0 nor 1 (nor ignored): what torchmetrics finds with ``torch.unique``."""
     valid = (values == 0) | (values == 1)
@@ -295,12 +306,7 @@ class BinaryConfusionMatrix(CodedCounts, tm.BinaryConfusionMatrix):
             confmat = coded_counts(labels, target, bins, exact)
             violations = {INVALID_TARGET: targets_outside(confmat, target, None)} if validate else {}
             return BatchStats((confmat,), violations)
-        preds = preds.flatten()
-        target = target.flatten()
-        ignored = keep = None
-        if self.ignore_index is not None:
-            ignored = target == self.ignore_index
-            keep = torch.logical_not(ignored)
+        preds, target, ignored, keep = flat_ignored(preds, target, self.ignore_index)
         violations: dict[str, Tensor] = {}
         target_bad = not_binary(target)
         if validate:
@@ -353,12 +359,7 @@ class BinaryScores(SyncFreeBatchStats):
         check_binary_shapes(preds, target, samplewise=False, validate_args=self.validate_args)
         if self.validate_args and not preds.is_floating_point():
             raise ValueError(float_preds_message(preds.dtype))
-        preds = preds.flatten()
-        target = target.flatten()
-        ignored = keep = None
-        if self.ignore_index is not None:
-            ignored = target == self.ignore_index
-            keep = torch.logical_not(ignored)
+        preds, target, ignored, keep = flat_ignored(preds, target, self.ignore_index)
         violations = {INVALID_TARGET: not_binary(target, ignored)} if INVALID_TARGET in self._defaults else {}
         if preds.is_floating_point():
             preds = normalize_scores(preds, "sigmoid", keep)
