@@ -94,13 +94,19 @@ def clone_state(value: Any) -> Tensor | tuple[Tensor, ...]:
     return tuple(piece.detach().clone() for piece in value)
 
 
-def metric_entry(metric: Metric) -> dict[str, Any]:
-    """``{"states", "update_count", "counters"}`` of a live metric (every state, whatever its ``persistent``)."""
+def make_entry(states: Mapping[str, Any], update_count: Any, saved_counters: Mapping[str, int]) -> dict[str, Any]:
+    """``{"states", "update_count", "counters"}``: a checkpoint entry of copies of ``states``."""
     return {
-        "states": {attr: clone_state(getattr(metric, attr)) for attr in metric._defaults},
-        "update_count": int(metric._update_count),
-        "counters": counters(metric),
+        "states": {attr: clone_state(value) for attr, value in states.items()},
+        "update_count": int(update_count),
+        "counters": dict(saved_counters),
     }
+
+
+def metric_entry(metric: Metric) -> dict[str, Any]:
+    """The entry of a live metric (every state, whatever its ``persistent``)."""
+    states = {attr: getattr(metric, attr) for attr in metric._defaults}
+    return make_entry(states, metric._update_count, counters(metric))
 
 
 def entry(section: Mapping[str, Any], name: str, what: str) -> tuple[Mapping[str, Any], int, Mapping[str, int]]:

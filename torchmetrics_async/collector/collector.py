@@ -22,7 +22,7 @@ from torchmetrics_async.checkpoint import (
 )
 from torchmetrics_async.collector.streams import CudaStreamOps, StreamOps, _refuse_capture
 from torchmetrics_async.collector.transfer import _tensor_leaves, _to_python, _Transfer
-from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_window, _reset_tree, _Shadow
+from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_window, _roots, _Shadow
 from torchmetrics_async.metric import fused_reset
 from torchmetrics_async.sync.collectives import SyncHandle
 from torchmetrics_async.sync.metrics import sync_metrics
@@ -131,7 +131,8 @@ class AsyncMetricCollector:
         self._scheduled = True
         _IN_FLIGHT.add(self)
         with fused_reset(slot.live for slot in self._shadow.slots):
-            _reset_tree(self._metric)
+            for root in _roots(self._metric):
+                root.reset()  # a collection also re-links its compute groups
 
     def collect_results(self) -> Any:
         """Wait for the scheduled window, compute it, and return ``compute()``'s output as Python scalars and lists.
