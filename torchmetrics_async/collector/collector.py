@@ -42,14 +42,15 @@ class AsyncMetricCollector:
 
     Example:
         >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> loss = MeanMetric()
-        >>> collector = AsyncMetricCollector(loss)
+        >>> from torchmetrics_async import MaxMetric, MeanMetric, MetricCollection
+        >>> metrics = MetricCollection({"loss": MeanMetric(), "peak": MaxMetric()})
+        >>> collector = AsyncMetricCollector(metrics)
         >>> collector.bind()
-        >>> loss.update(torch.tensor([0.5, 1.5]))
+        >>> metrics.update(torch.tensor([1.0, 3.0]))
         >>> collector.schedule_collection()
+        >>> metrics.update(torch.tensor(10.0))  # the next window
         >>> collector.collect_results()
-        1.0
+        {'loss': 2.0, 'peak': 3.0}
         >>> collector.unbind()
     """
 

@@ -25,6 +25,7 @@ from torchmetrics_async.sync.plan import _fingerprint, _label, _plan_entry, _Pla
 from torchmetrics_async.sync.states import (
     _announce_fallback,
     _collect_metrics,
+    _distributed,
     _Entry,
     _fusable_metric,
 )
@@ -95,15 +96,9 @@ class _Plan:
         for device, dtype, op, placed in self.buckets:
             bucket = _Bucket(device, dtype, op)
             for index, ride in placed:
-                bucket.segments.append(_segment(items[index], ride))
+                bucket.segments.append(_Segment(*items[index], ride))
             buckets.append(bucket)
-        return buckets, [_segment(items[index], None) for index in self.leftovers]
-
-
-def _segment(item: tuple[int, Tensor, str], ride: str | None) -> _Segment:
-    segment = _Segment(*item)
-    segment.ride = ride
-    return segment
+        return buckets, [_Segment(*items[index]) for index in self.leftovers]
 
 
 #: Bucket plans by layout and collective devices: a sync of the same metrics plans nothing again (oldest dropped first).
@@ -312,11 +307,7 @@ def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False
         (False, tensor(2.))
     """
     labels: dict[int, str] = {}
-    collected = [
-        metric
-        for metric in _collect_metrics(metrics, labels).values()
-        if callable(metric.distributed_available_fn) and metric.distributed_available_fn()
-    ]
+    collected = [metric for metric in _collect_metrics(metrics, labels).values() if _distributed(metric)]
     if not collected:
         return SyncHandle.completed(None) if async_op else None
     handle = _start_metric_sync(collected, process_group, async_op, labels)

@@ -63,6 +63,11 @@ def _fusable_metric(metric: Metric) -> bool:
     return metric.dist_sync_fn in (None, gather_all_tensors) and fused
 
 
+def _distributed(metric: Metric) -> bool:
+    """Whether torchmetrics' ``sync()`` would find a process group: the metric's ``distributed_available_fn``."""
+    return callable(metric.distributed_available_fn) and bool(metric.distributed_available_fn())
+
+
 class _Entry(NamedTuple):
     """One state to sync: the (metric, attribute) that holds it and how it is reduced."""
 
