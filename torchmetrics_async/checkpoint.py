@@ -65,21 +65,13 @@ def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
 
 def named_metrics(tree: Any) -> list[tuple[str, Metric]]:
     """Every ``Metric`` module of the structure (wrappers' inner metrics too), named, each once."""
-    out: list[tuple[str, Metric]] = []
-    seen: set[int] = set()
-
-    def visit(obj: Any, name: str) -> None:
-        if isinstance(obj, torch.nn.Module):
-            for sub_name, module in obj.named_modules(prefix=name):
-                if isinstance(module, Metric) and id(module) not in seen:
-                    seen.add(id(module))
-                    out.append((sub_name, module))
-        else:
-            for key, value in obj.items():
-                visit(value, str(key))
-
-    visit(tree, "metric" if isinstance(tree, torch.nn.Module) else "")
-    return out
+    roots = {"metric": tree} if isinstance(tree, torch.nn.Module) else tree
+    found: dict[int, tuple[str, Metric]] = {}
+    for key, root in roots.items():
+        for name, module in root.named_modules(prefix=str(key)):
+            if isinstance(module, Metric):
+                found.setdefault(id(module), (name, module))
+    return list(found.values())
 
 
 def counters(metric: Metric) -> dict[str, int]:

@@ -66,7 +66,7 @@ class AsyncMetricCollector:
         self._scheduled = False
         self._process_group: Any = None
         self._handle: SyncHandle | None = None
-        # what the window produced when computed at schedule time: (tree, transfer) on CUDA, (tree, flags) on CPU
+        # what the window computed, and its transfer: (tree, transfer)
         self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
@@ -76,8 +76,8 @@ class AsyncMetricCollector:
         if self._bound:
             raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
         if device is not None:
-            for metric in [self._metric] if isinstance(self._metric, torch.nn.Module) else self._metric.values():
-                metric.to(torch.device(device))
+            for root in _roots(self._metric):
+                root.to(torch.device(device))
         devices = {metric.device for _, metric in self._live}
         if len(devices) > 1:
             # One side stream and one done-event serve the window: they would order only the first device's work.
@@ -145,21 +145,15 @@ class AsyncMetricCollector:
         if not self._scheduled:
             raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
         try:
-            shadow = self._shadow
-            if self._ops is None:
-                if self._outcome is None:
-                    self._handle.wait()  # local: every collective of the window was issued at schedule time
-                    tree = shadow.compute()
-                    flags = shadow.read_flags()
-                else:  # computed at schedule time (see _launch)
-                    tree, flags = self._outcome
-                values = _Transfer([*_tensor_leaves(tree, []), *flags], None).values()  # one read
-            else:
-                tree, transfer = self._outcome
+            if self._outcome is None:  # CPU, not computed at schedule time (see _start)
+                self._handle.wait()  # local: every collective of the window was issued at schedule time
+                self._outcome = self._compute(None)
+            tree, transfer = self._outcome
+            if self._ops is not None:
                 self._ops.synchronize(self._done)  # the one host wait: sync, compute and copies are done
-                values = transfer.values()
-            leaves = len(values) - shadow.flag_count()
-            shadow.report(values[leaves:])
+            values = transfer.values()  # one read
+            leaves = len(values) - self._shadow.flag_count()
+            self._shadow.report(values[leaves:])
             return _to_python(tree, iter(values[:leaves]))
         finally:
             self._release()
@@ -196,8 +190,7 @@ class AsyncMetricCollector:
             if shadow.own_sync and jit_distributed_available():
                 # Members that sync inside their own compute() (wrappers) communicate there: compute now.
                 handle.wait()
-                tree = shadow.compute()
-                self._outcome = (tree, shadow.read_flags())
+                self._outcome = self._compute(None)
             return
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
@@ -205,11 +198,13 @@ class AsyncMetricCollector:
             handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
             # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
             handle.wait()
-            tree = shadow.compute()
-            flags = shadow.read_flags()
-            transfer = _Transfer([*_tensor_leaves(tree, []), *flags], ops)
+            self._outcome = self._compute(ops)
             self._done = ops.record_event(self._side)
-        self._outcome = (tree, transfer)
+
+    def _compute(self, ops: StreamOps | None) -> tuple[Any, _Transfer]:
+        """Compute the window: its results, and them and its deferred flags packed for one host read."""
+        tree = self._shadow.compute()
+        return tree, _Transfer([*_tensor_leaves(tree, []), *self._shadow.read_flags()], ops)
 
     def _drain(self) -> None:
         """After a failed launch: stop whatever started from reading the buffers (the launch error is reported)."""
