@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async.collector.streams import StreamOps
+from torchmetrics_async.sync.gather import _DTYPES
 
 
 def _tensor_leaves(tree: Any, into: list[Tensor]) -> list[Tensor]:
@@ -37,21 +39,15 @@ def _to_python(tree: Any, values: Iterator[Any]) -> Any:
     return tree
 
 
-def _numpy_dtypes() -> dict[torch.dtype, np.dtype]:
-    dtypes = {}
-    for dtype in (
-        torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
-        torch.float64, torch.complex64, torch.complex128,
-        getattr(torch, "uint16", None), getattr(torch, "uint32", None), getattr(torch, "uint64", None),
-    ):  # fmt: skip
-        if isinstance(dtype, torch.dtype):
-            with contextlib.suppress(TypeError, RuntimeError):
-                dtypes[dtype] = torch.empty(0, dtype=dtype).numpy().dtype
-    return dtypes
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
+    with warnings.catch_warnings(), contextlib.suppress(TypeError, RuntimeError):
+        warnings.simplefilter("ignore")  # complex32 is "experimental"
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    return None
 
 
 # Computed once at import, outside any host-sync detector.
-_NUMPY_DTYPES = _numpy_dtypes()
+_NUMPY_DTYPES = {dtype: numpy for dtype in _DTYPES if (numpy := _numpy_dtype(dtype)) is not None}
 
 
 def _wire_dtype(dtype: torch.dtype) -> torch.dtype:
