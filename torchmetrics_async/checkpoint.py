@@ -47,9 +47,11 @@ def per_rank(values: Any) -> dict[str, Any]:
 
 
 def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
-    """This rank's values from a :func:`per_rank` layout."""
+    """This rank's values from a :func:`per_rank` layout; without ``world_size``, one rank's entry passed on purpose."""
+    if WORLD_SIZE not in state_dict:
+        return state_dict
     rank, world_size = _rank_and_world()
-    saved = state_dict.get(WORLD_SIZE)
+    saved = state_dict[WORLD_SIZE]
     if saved is not None and int(saved) != world_size:
         raise ValueError(
             f"{what}: the checkpoint was saved by {int(saved)} processes and is loaded by {world_size}: each rank's"
@@ -164,7 +166,7 @@ class PerRankState:
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore this rank's states, update counts and counters (or one rank's entry, passed on purpose)."""
-        section = state_dict if WORLD_SIZE not in state_dict else this_rank(state_dict, "PerRankState")
+        section = this_rank(state_dict, "PerRankState")
         for name, metric in named_metrics(self.metrics):
             load_metric_entry(metric, name, section, "PerRankState")
 

@@ -17,7 +17,6 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import jit_distributed_available
 from torchmetrics_async.checkpoint import (
-    WORLD_SIZE,
     check_structure,
     entry,
     load_metric_entry,
@@ -271,7 +270,7 @@ class AsyncMetricCollector:
             >>> restored.collect_results(), saved.collect_results()
             (4.0, 4.0)
         """
-        mine = this_rank(state_dict, _WHAT) if WORLD_SIZE in state_dict else state_dict
+        mine = this_rank(state_dict, _WHAT)
         live = mine["metrics"]
         for name, metric in self._live:
             load_metric_entry(metric, name, live, _WHAT)
