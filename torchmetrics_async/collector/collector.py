@@ -127,8 +127,7 @@ class AsyncMetricCollector:
 
         Collective: call it on every rank at the same points. A window scheduled before and not collected is dropped.
         """
-        self._require_bound("schedule_collection")
-        _refuse_capture("schedule_collection")
+        self._require_bound_outside_capture("schedule_collection")
         if self._scheduled:
             self._drop()
         self._shadow.snapshot()
@@ -145,8 +144,7 @@ class AsyncMetricCollector:
 
         Deferred errors are raised and warnings emitted with torchmetrics' messages; either way the window is over.
         """
-        self._require_bound("collect_results")
-        _refuse_capture("collect_results")
+        self._require_bound_outside_capture("collect_results")
         if not self._scheduled:
             raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
         try:
@@ -163,9 +161,10 @@ class AsyncMetricCollector:
         finally:
             self._release()
 
-    def _require_bound(self, what: str) -> None:
+    def _require_bound_outside_capture(self, what: str) -> None:
         if not self._bound:
             raise RuntimeError(f"AsyncMetricCollector is not bound: call bind() before {what}().")
+        _refuse_capture(what)
 
     def _install(self, window: Mapping[str, Mapping[str, Any]]) -> None:
         """Put a saved window into the buffers and launch it."""
