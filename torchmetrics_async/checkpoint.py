@@ -125,10 +125,8 @@ def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], wha
         value = state(states, attr, name, what)
         current = getattr(metric, attr)
         device = current.device if isinstance(current, Tensor) else metric.device
-        if isinstance(value, Tensor):
-            loaded: Any = value.detach().clone().to(device)
-        else:
-            loaded = [piece.detach().clone().to(device) for piece in value]
+        copied = clone_state(value)
+        loaded = copied.to(device) if isinstance(copied, Tensor) else [piece.to(device) for piece in copied]
         setattr(metric, attr, loaded)
         owned = metric.__dict__.get(OWNED_STATES)
         if owned is not None:
