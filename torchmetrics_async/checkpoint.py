@@ -47,9 +47,11 @@ def per_rank(values: Any) -> dict[str, Any]:
 
 
 def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
-    """This rank's values from a :func:`per_rank` layout."""
+    """This rank's values from a :func:`per_rank` layout; without ``world_size``, one rank's entry passed on purpose."""
+    if WORLD_SIZE not in state_dict:
+        return state_dict
     rank, world_size = _rank_and_world()
-    saved = state_dict.get(WORLD_SIZE)
+    saved = state_dict[WORLD_SIZE]
     if saved is not None and int(saved) != world_size:
         raise ValueError(
             f"{what}: the checkpoint was saved by {int(saved)} processes and is loaded by {world_size}: each rank's"
@@ -65,21 +67,13 @@ def this_rank(state_dict: Mapping[str, Any], what: str) -> Any:
 
 def named_metrics(tree: Any) -> list[tuple[str, Metric]]:
     """Every ``Metric`` module of the structure (wrappers' inner metrics too), named, each once."""
-    out: list[tuple[str, Metric]] = []
-    seen: set[int] = set()
-
-    def visit(obj: Any, name: str) -> None:
-        if isinstance(obj, torch.nn.Module):
-            for sub_name, module in obj.named_modules(prefix=name):
-                if isinstance(module, Metric) and id(module) not in seen:
-                    seen.add(id(module))
-                    out.append((sub_name, module))
-        else:
-            for key, value in obj.items():
-                visit(value, str(key))
-
-    visit(tree, "metric" if isinstance(tree, torch.nn.Module) else "")
-    return out
+    roots = {"metric": tree} if isinstance(tree, torch.nn.Module) else tree
+    found: dict[int, tuple[str, Metric]] = {}
+    for key, root in roots.items():
+        for name, module in root.named_modules(prefix=str(key)):
+            if isinstance(module, Metric):
+                found.setdefault(id(module), (name, module))
+    return list(found.values())
 
 
 def counters(metric: Metric) -> dict[str, int]:
@@ -94,13 +88,19 @@ def clone_state(value: Any) -> Tensor | tuple[Tensor, ...]:
     return tuple(piece.detach().clone() for piece in value)
 
 
-def metric_entry(metric: Metric) -> dict[str, Any]:
-    """``{"states", "update_count", "counters"}`` of a live metric (every state, whatever its ``persistent``)."""
+def make_entry(states: Mapping[str, Any], update_count: Any, saved_counters: Mapping[str, int]) -> dict[str, Any]:
+    """``{"states", "update_count", "counters"}``: a checkpoint entry of copies of ``states``."""
     return {
-        "states": {attr: clone_state(getattr(metric, attr)) for attr in metric._defaults},
-        "update_count": int(metric._update_count),
-        "counters": counters(metric),
+        "states": {attr: clone_state(value) for attr, value in states.items()},
+        "update_count": int(update_count),
+        "counters": dict(saved_counters),
     }
+
+
+def metric_entry(metric: Metric) -> dict[str, Any]:
+    """The entry of a live metric (every state, whatever its ``persistent``)."""
+    states = {attr: getattr(metric, attr) for attr in metric._defaults}
+    return make_entry(states, metric._update_count, counters(metric))
 
 
 def entry(section: Mapping[str, Any], name: str, what: str) -> tuple[Mapping[str, Any], int, Mapping[str, int]]:
@@ -125,10 +125,8 @@ def load_metric_entry(metric: Metric, name: str, section: Mapping[str, Any], wha
         value = state(states, attr, name, what)
         current = getattr(metric, attr)
         device = current.device if isinstance(current, Tensor) else metric.device
-        if isinstance(value, Tensor):
-            loaded: Any = value.detach().clone().to(device)
-        else:
-            loaded = [piece.detach().clone().to(device) for piece in value]
+        copied = clone_state(value)
+        loaded = copied.to(device) if isinstance(copied, Tensor) else [piece.to(device) for piece in copied]
         setattr(metric, attr, loaded)
         owned = metric.__dict__.get(OWNED_STATES)
         if owned is not None:
@@ -166,7 +164,7 @@ class PerRankState:
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore this rank's states, update counts and counters (or one rank's entry, passed on purpose)."""
-        section = state_dict if WORLD_SIZE not in state_dict else this_rank(state_dict, "PerRankState")
+        section = this_rank(state_dict, "PerRankState")
         for name, metric in named_metrics(self.metrics):
             load_metric_entry(metric, name, section, "PerRankState")
 

@@ -57,9 +57,7 @@ def fused_copy_(targets: list[Tensor], sources: list[Tensor]) -> None:
     groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
     for target, source in zip(targets, sources, strict=True):
         key = (target.device, target.dtype, source.device, source.dtype)
-        pair = groups.get(key)
-        if pair is None:
-            pair = groups[key] = ([], [])
+        pair = groups.setdefault(key, ([], []))
         pair[0].append(target)
         pair[1].append(source)
     for group_targets, group_sources in groups.values():

@@ -1,17 +1,22 @@
-"""The collector's lifecycle (bind, schedule, collect, unbind) and its checkpoint (``Stateful``)."""
+"""The collector's lifecycle (bind, schedule, collect, unbind), its checkpoint (``Stateful``) and its one host read.
+
+A window's results and deferred flags are byte-packed into one buffer and read by the host in one copy.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
+from torch import Tensor
 
 from torchmetrics_async._torchmetrics import jit_distributed_available
 from torchmetrics_async.checkpoint import (
-    WORLD_SIZE,
     check_structure,
     entry,
     load_metric_entry,
@@ -21,10 +26,10 @@ from torchmetrics_async.checkpoint import (
     this_rank,
 )
 from torchmetrics_async.collector.streams import CudaStreamOps, StreamOps, _refuse_capture
-from torchmetrics_async.collector.transfer import _tensor_leaves, _to_python, _Transfer
-from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_window, _reset_tree, _Shadow
+from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_window, _roots, _Shadow
 from torchmetrics_async.metric import fused_reset
 from torchmetrics_async.sync.collectives import SyncHandle
+from torchmetrics_async.sync.gather import _DTYPES
 from torchmetrics_async.sync.metrics import sync_metrics
 
 __all__ = ["AsyncMetricCollector", "drain_in_flight"]
@@ -42,14 +47,15 @@ class AsyncMetricCollector:
 
     Example:
         >>> import torch
-        >>> from torchmetrics_async import MeanMetric
-        >>> loss = MeanMetric()
-        >>> collector = AsyncMetricCollector(loss)
+        >>> from torchmetrics_async import MaxMetric, MeanMetric, MetricCollection
+        >>> metrics = MetricCollection({"loss": MeanMetric(), "peak": MaxMetric()})
+        >>> collector = AsyncMetricCollector(metrics)
         >>> collector.bind()
-        >>> loss.update(torch.tensor([0.5, 1.5]))
+        >>> metrics.update(torch.tensor([1.0, 3.0]))
         >>> collector.schedule_collection()
+        >>> metrics.update(torch.tensor(10.0))  # the next window
         >>> collector.collect_results()
-        1.0
+        {'loss': 2.0, 'peak': 3.0}
         >>> collector.unbind()
     """
 
@@ -65,7 +71,7 @@ class AsyncMetricCollector:
         self._scheduled = False
         self._process_group: Any = None
         self._handle: SyncHandle | None = None
-        # what the window produced when computed at schedule time: (tree, transfer) on CUDA, (tree, flags) on CPU
+        # what the window computed, and its transfer: (tree, transfer)
         self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
@@ -75,8 +81,8 @@ class AsyncMetricCollector:
         if self._bound:
             raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
         if device is not None:
-            for metric in [self._metric] if isinstance(self._metric, torch.nn.Module) else self._metric.values():
-                metric.to(torch.device(device))
+            for root in _roots(self._metric):
+                root.to(torch.device(device))
         devices = {metric.device for _, metric in self._live}
         if len(devices) > 1:
             # One side stream and one done-event serve the window: they would order only the first device's work.
@@ -121,8 +127,7 @@ class AsyncMetricCollector:
 
         Collective: call it on every rank at the same points. A window scheduled before and not collected is dropped.
         """
-        self._require_bound("schedule_collection")
-        _refuse_capture("schedule_collection")
+        self._require_bound_outside_capture("schedule_collection")
         if self._scheduled:
             self._drop()
         self._shadow.snapshot()
@@ -131,40 +136,35 @@ class AsyncMetricCollector:
         self._scheduled = True
         _IN_FLIGHT.add(self)
         with fused_reset(slot.live for slot in self._shadow.slots):
-            _reset_tree(self._metric)
+            for root in _roots(self._metric):
+                root.reset()  # a collection also re-links its compute groups
 
     def collect_results(self) -> Any:
         """Wait for the scheduled window, compute it, and return ``compute()``'s output as Python scalars and lists.
 
         Deferred errors are raised and warnings emitted with torchmetrics' messages; either way the window is over.
         """
-        self._require_bound("collect_results")
-        _refuse_capture("collect_results")
+        self._require_bound_outside_capture("collect_results")
         if not self._scheduled:
             raise RuntimeError("AsyncMetricCollector: nothing scheduled: call schedule_collection() first.")
         try:
-            shadow = self._shadow
-            if self._ops is None:
-                if self._outcome is None:
-                    self._handle.wait()  # local: every collective of the window was issued at schedule time
-                    tree = shadow.compute()
-                    flags = shadow.read_flags()
-                else:  # computed at schedule time (see _launch)
-                    tree, flags = self._outcome
-                values = _Transfer([*_tensor_leaves(tree, []), *flags], None).values()  # one read
-            else:
-                tree, transfer = self._outcome
+            if self._outcome is None:  # CPU, not computed at schedule time (see _start)
+                self._handle.wait()  # local: every collective of the window was issued at schedule time
+                self._outcome = self._compute(None)
+            tree, transfer = self._outcome
+            if self._ops is not None:
                 self._ops.synchronize(self._done)  # the one host wait: sync, compute and copies are done
-                values = transfer.values()
-            leaves = len(values) - shadow.flag_count()
-            shadow.report(values[leaves:])
+            values = transfer.values()  # one read
+            leaves = len(values) - self._shadow.flag_count()
+            self._shadow.report(values[leaves:])
             return _to_python(tree, iter(values[:leaves]))
         finally:
             self._release()
 
-    def _require_bound(self, what: str) -> None:
+    def _require_bound_outside_capture(self, what: str) -> None:
         if not self._bound:
             raise RuntimeError(f"AsyncMetricCollector is not bound: call bind() before {what}().")
+        _refuse_capture(what)
 
     def _install(self, window: Mapping[str, Mapping[str, Any]]) -> None:
         """Put a saved window into the buffers and launch it."""
@@ -194,8 +194,7 @@ class AsyncMetricCollector:
             if shadow.own_sync and jit_distributed_available():
                 # Members that sync inside their own compute() (wrappers) communicate there: compute now.
                 handle.wait()
-                tree = shadow.compute()
-                self._outcome = (tree, shadow.read_flags())
+                self._outcome = self._compute(None)
             return
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
@@ -203,11 +202,13 @@ class AsyncMetricCollector:
             handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
             # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
             handle.wait()
-            tree = shadow.compute()
-            flags = shadow.read_flags()
-            transfer = _Transfer([*_tensor_leaves(tree, []), *flags], ops)
+            self._outcome = self._compute(ops)
             self._done = ops.record_event(self._side)
-        self._outcome = (tree, transfer)
+
+    def _compute(self, ops: StreamOps | None) -> tuple[Any, _Transfer]:
+        """Compute the window: its results, and them and its deferred flags packed for one host read."""
+        tree = self._shadow.compute()
+        return tree, _Transfer([*_tensor_leaves(tree, []), *self._shadow.read_flags()], ops)
 
     def _drain(self) -> None:
         """After a failed launch: stop whatever started from reading the buffers (the launch error is reported)."""
@@ -268,7 +269,7 @@ class AsyncMetricCollector:
             >>> restored.collect_results(), saved.collect_results()
             (4.0, 4.0)
         """
-        mine = this_rank(state_dict, _WHAT) if WORLD_SIZE in state_dict else state_dict
+        mine = this_rank(state_dict, _WHAT)
         live = mine["metrics"]
         for name, metric in self._live:
             load_metric_entry(metric, name, live, _WHAT)
@@ -310,3 +311,80 @@ def drain_in_flight() -> int:
         collector._drop()
         drained += 1
     return drained
+
+
+def _tensor_leaves(tree: Any, into: list[Tensor]) -> list[Tensor]:
+    if isinstance(tree, Tensor):
+        into.append(tree)
+    elif isinstance(tree, Mapping):
+        for value in tree.values():
+            _tensor_leaves(value, into)
+    elif isinstance(tree, (list, tuple)):
+        for value in tree:
+            _tensor_leaves(value, into)
+    return into
+
+
+def _to_python(tree: Any, values: Iterator[Any]) -> Any:
+    """The tree with each tensor replaced by the next host value (``float|int|bool`` or nested lists)."""
+    if isinstance(tree, Tensor):
+        return next(values)
+    if isinstance(tree, Mapping):
+        return {key: _to_python(value, values) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        items = [_to_python(value, values) for value in tree]
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)  # a named tuple takes fields
+    return tree
+
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
+    with warnings.catch_warnings(), contextlib.suppress(TypeError, RuntimeError):
+        warnings.simplefilter("ignore")  # complex32 is "experimental"
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    return None
+
+
+# Computed once at import, outside any host-sync detector.
+_NUMPY_DTYPES = {dtype: numpy for dtype in _DTYPES if (numpy := _numpy_dtype(dtype)) is not None}
+
+
+def _wire_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a result travels in: its own if numpy has it, else a wider one that holds it exactly."""
+    if dtype in _NUMPY_DTYPES:
+        return dtype
+    if dtype.is_complex:
+        return torch.complex64  # complex32
+    return torch.float32  # bfloat16, the float8 types: exact in float32 (Python floats from either are equal)
+
+
+class _Transfer:
+    """Every tensor of a window byte-packed into one buffer per device, copied to the host once, read once."""
+
+    def __init__(self, tensors: list[Tensor], ops: StreamOps | None) -> None:
+        #: per tensor: (group, byte offset, byte length, numpy dtype, shape)
+        self.layout: list[tuple[int, int, int, np.dtype, tuple[int, ...]]] = []
+        groups: dict[torch.device, tuple[int, list[Tensor], list[int]]] = {}
+        for tensor in tensors:
+            value = tensor.detach()
+            wire = _wire_dtype(value.dtype)
+            if wire != value.dtype:
+                value = value.to(wire)
+            index, pieces, length = groups.setdefault(value.device, (len(groups), [], [0]))
+            data = value.reshape(-1).contiguous().view(torch.uint8)
+            self.layout.append((index, length[0], data.numel(), _NUMPY_DTYPES[wire], tuple(value.shape)))
+            pieces.append(data)
+            length[0] += data.numel()
+        self.device_buffers: list[Tensor] = []  # alive until the host has synchronized on the copies
+        self.hosts: list[Tensor] = []
+        for _, pieces, _ in groups.values():
+            buffer = pieces[0] if len(pieces) == 1 else torch.cat(pieces)  # one kernel for the whole window
+            self.device_buffers.append(buffer)
+            self.hosts.append(buffer if ops is None else ops.to_host(buffer))
+
+    def values(self) -> list[Any]:
+        """Host values in the original order: one read of each host buffer; call after synchronizing."""
+        arrays = [host.numpy() for host in self.hosts]  # the read (numpy shares the host memory)
+        return [
+            arrays[group][offset : offset + nbytes].view(dtype).reshape(shape).tolist()
+            for group, offset, nbytes, dtype, shape in self.layout
+        ]

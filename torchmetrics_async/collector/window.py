@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero_warn
-from torchmetrics_async.checkpoint import _COUNTERS, clone_state, counters, entry, named_metrics, state
+from torchmetrics_async.checkpoint import _COUNTERS, counters, entry, make_entry, named_metrics, state
 from torchmetrics_async.copies import same_layout
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, deferred_checks_registered, report_deferred
 from torchmetrics_async.metric import (
@@ -25,35 +25,18 @@ _WHAT = "AsyncMetricCollector"
 _ANNOUNCED: set[str] = set()
 
 
+def _roots(tree: Any) -> list[Any]:
+    """The structure's metrics and collections: itself, or the values of its dict (see ``check_structure``)."""
+    return [tree] if isinstance(tree, (Metric, MetricCollection)) else list(tree.values())
+
+
 def _units(tree: Any) -> list[Metric]:
     """The metrics whose ``compute()`` the structure's compute calls, in that order."""
-    if isinstance(tree, MetricCollection):
-        return list(tree._modules.values())
-    if isinstance(tree, Metric):
-        return [tree]
-    return [unit for value in tree.values() for unit in _units(value)]
-
-
-def _collections(tree: Any) -> list[MetricCollection]:
-    if isinstance(tree, MetricCollection):
-        return [tree]
-    if isinstance(tree, Metric):
-        return []
-    return [collection for value in tree.values() for collection in _collections(value)]
-
-
-def _compute_tree(tree: Any) -> Any:
-    if isinstance(tree, (Metric, MetricCollection)):
-        return tree.compute()
-    return {key: _compute_tree(value) for key, value in tree.items()}
-
-
-def _reset_tree(tree: Any) -> None:
-    if isinstance(tree, (Metric, MetricCollection)):
-        tree.reset()  # a collection also re-links its compute groups
-    else:
-        for value in tree.values():
-            _reset_tree(value)
+    return [
+        unit
+        for root in _roots(tree)
+        for unit in (root._modules.values() if isinstance(root, MetricCollection) else [root])
+    ]
 
 
 def _announce_own_sync(metric: Metric) -> None:
@@ -129,7 +112,7 @@ class _Shadow:
         named = named_metrics(tree)
         if [name for name, _ in named] != [name for name, _ in live]:
             raise RuntimeError("AsyncMetricCollector: the deep copy of the metrics has a different structure.")
-        for collection in _collections(tree):
+        for collection in (root for root in _roots(tree) if isinstance(root, MetricCollection)):
             # One group per member: shared compute-group states would make the members' buffers alias each other.
             collection._groups = {index: [name] for index, name in enumerate(collection._modules)}
             collection._enable_compute_groups = False
@@ -214,7 +197,7 @@ class _Shadow:
     def local_states(self) -> dict[str, dict[str, Any]]:
         """The window's local states, from the buffers (the sync replaces the shadow's states, not them)."""
         return {
-            slot.name: _entry(
+            slot.name: make_entry(
                 {
                     attr: slot.buffers[attr] if isinstance(default, Tensor) else slot.lists.get(attr, [])
                     for attr, default in slot.shadow._defaults.items()
@@ -226,7 +209,10 @@ class _Shadow:
         }
 
     def compute(self) -> Any:
-        return _compute_tree(self.tree)
+        tree = self.tree
+        if isinstance(tree, (Metric, MetricCollection)):
+            return tree.compute()
+        return {key: value.compute() for key, value in tree.items()}
 
     def read_flags(self) -> list[Tensor]:
         """Attach each computed member's deferred flag tensors to its record; return them all, in order."""
@@ -267,20 +253,11 @@ class _Shadow:
         self.log.clear()
 
 
-def _entry(states: Mapping[str, Any], update_count: Any, saved_counters: Mapping[str, int]) -> dict[str, Any]:
-    """A checkpoint entry of copies of ``states``."""
-    return {
-        "states": {attr: clone_state(value) for attr, value in states.items()},
-        "update_count": int(update_count),
-        "counters": dict(saved_counters),
-    }
-
-
 def _empty_window(live: list[tuple[str, Metric]]) -> dict[str, dict[str, Any]]:
     """The checkpoint entry of no window: the defaults (the layout stays the same at every point of the lifecycle)."""
-    return {name: _entry(metric._defaults, 0, dict.fromkeys(counters(metric), 0)) for name, metric in live}
+    return {name: make_entry(metric._defaults, 0, dict.fromkeys(counters(metric), 0)) for name, metric in live}
 
 
 def _copied_window(saved: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Copies of a loaded window's entries (one waiting for ``bind()``)."""
-    return {name: _entry(one["states"], one["update_count"], one.get("counters", {})) for name, one in saved.items()}
+    return {name: make_entry(*entry(saved, name, _WHAT)) for name in saved}

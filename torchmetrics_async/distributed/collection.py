@@ -16,8 +16,8 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.deferred import UNREPORTED, forget_preread, read_deferred_together
 from torchmetrics_async.metric import SyncFreeMixin, copy_update_count, fused_reset, has_stock_compute
-from torchmetrics_async.sync.metrics import _labels, _start_metric_sync
-from torchmetrics_async.sync.states import _collect_metrics, _fusable_metric
+from torchmetrics_async.sync.metrics import _start_metric_sync
+from torchmetrics_async.sync.states import _collect_metrics, _distributed, _fusable_metric
 
 __all__ = ["MetricCollection", "fused_collection_class", "sync_context"]
 
@@ -30,8 +30,7 @@ def _syncs_in_compute(metric: Metric) -> bool:
         and metric._to_sync
         and not metric._is_synced  # compute() raises "already synced": let it
         and _fusable_metric(metric)
-        and callable(metric.distributed_available_fn)
-        and bool(metric.distributed_available_fn())
+        and _distributed(metric)
     )
 
 
@@ -53,11 +52,12 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
         >>> values
         {'loss': tensor(2.), 'peak': tensor(3.)}
     """
-    members = [metric for metric in _collect_metrics(metrics, {}).values() if _syncs_in_compute(metric)]
+    labels: dict[int, str] = {}
+    members = [metric for metric in _collect_metrics(metrics, labels).values() if _syncs_in_compute(metric)]
     previous = [(metric, metric._to_sync) for metric in members]
     try:
         if members:
-            _start_metric_sync(members, process_group, False, _labels(metrics, {})).wait()
+            _start_metric_sync(members, process_group, False, labels).wait()
         for metric in members:
             metric._to_sync = False  # compute() finds them synced and only unsyncs afterwards
         yield
@@ -70,13 +70,7 @@ def sync_context(metrics: Any, process_group: Any = None) -> Iterator[None]:
 
 def _computes_as_is(metric: Metric) -> bool:
     """Whether ``metric.compute()`` would compute (no cached value) from the states it holds now (no sync inside)."""
-    return (
-        metric._computed is None
-        and has_stock_compute(metric)
-        and not (
-            metric._to_sync and callable(metric.distributed_available_fn) and bool(metric.distributed_available_fn())
-        )
-    )
+    return metric._computed is None and has_stock_compute(metric) and not (metric._to_sync and _distributed(metric))
 
 
 class _FusedSyncCollection:

@@ -38,11 +38,11 @@ def _bucket_dtype(op: str, dtype: torch.dtype) -> torch.dtype:
 class _Segment:
     __slots__ = ("device", "numel", "offset", "op", "out_dtype", "ride", "shape", "tensor", "token")
 
-    def __init__(self, token: Any, tensor: Tensor, op: str) -> None:
+    def __init__(self, token: Any, tensor: Tensor, op: str, ride: str | None = None) -> None:
         self.token = token
         #: how a bool max/min rides in a buffer of another dtype or op: None (it does not), "same" (0/1 reduced with
         #: its own op), "negated" (0/-1 reduced with the opposite op) or "count" (summed: how many ranks are true)
-        self.ride: str | None = None
+        self.ride = ride
         self.tensor = tensor
         self.op = op
         self.out_dtype = _reduced_dtype(op, tensor.dtype)

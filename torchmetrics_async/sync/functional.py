@@ -19,8 +19,11 @@ from torchmetrics_async.sync.gather import _Gather, _gather_device
 __all__ = ["all_gather", "reduce_custom", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum"]
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Number) and not isinstance(value, Tensor)
+def _numeric_keys(tensors: Mapping[Any, Any]) -> list[Any]:
+    """The keys of the values that travel: tensors and numbers."""
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"Expected a dict of tensors, got {type(tensors).__name__}.")
+    return [key for key, value in tensors.items() if isinstance(value, (Tensor, numbers.Number))]
 
 
 def _check_op(key: Any, op: Any, dtype: torch.dtype) -> str:
@@ -39,14 +42,11 @@ def _check_op(key: Any, op: Any, dtype: torch.dtype) -> str:
 def _reduce_dict(
     tensors: Mapping[Any, Any], ops: Callable[[Any], Any], group: Any, async_op: bool
 ) -> dict[Any, Any] | SyncHandle:
-    if not isinstance(tensors, Mapping):
-        raise TypeError(f"Expected a dict of tensors, got {type(tensors).__name__}.")
     numeric = {}
-    for key, value in tensors.items():
-        if isinstance(value, Tensor):
-            numeric[key] = _check_op(key, ops(key), value.dtype)
-        elif _is_number(value):
-            numeric[key] = _check_op(key, ops(key), torch.full((), value, device="meta").dtype)  # the dtype it becomes
+    for key in _numeric_keys(tensors):
+        value = tensors[key]  # a number: the dtype of the tensor it becomes
+        dtype = value.dtype if isinstance(value, Tensor) else torch.full((), value, device="meta").dtype
+        numeric[key] = _check_op(key, ops(key), dtype)
     if not numeric or not jit_distributed_available() or not _member(group):
         result = dict(tensors)
         return SyncHandle.completed(result) if async_op else result
@@ -66,9 +66,8 @@ def _reduce_dict(
             reduced.update(bucket.finish(world_size))
         return {key: reduced.get(key, value) if key in numeric else value for key, value in tensors.items()}
 
-    if async_op:
-        return SyncHandle(finish, works)
-    return finish()
+    handle = SyncHandle(finish, works)
+    return handle if async_op else handle.wait()
 
 
 def reduce_custom(
@@ -155,9 +154,7 @@ def all_gather(
         >>> all_gather({"loss": torch.tensor(0.5), "step": 3, "tag": "eval"})
         {'loss': tensor([0.5000]), 'step': tensor([3]), 'tag': 'eval'}
     """
-    if not isinstance(tensors, Mapping):
-        raise TypeError(f"Expected a dict of tensors, got {type(tensors).__name__}.")
-    keys = [key for key, value in tensors.items() if isinstance(value, Tensor) or _is_number(value)]
+    keys = _numeric_keys(tensors)
     if not jit_distributed_available() or not _member(process_group):
         result = {
             key: value.unsqueeze(0) if isinstance(value, Tensor) else torch.full((1,), value) if key in keys else value

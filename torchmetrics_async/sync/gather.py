@@ -101,15 +101,13 @@ class _CatPieces:
 
     def write(self, out: Tensor) -> Tensor | None:
         """Concatenate into ``out``; return the local concatenation when it carries autograd history."""
-        if any(piece.requires_grad for piece in self.pieces):
-            local = torch.cat(self.pieces)
-            _copy_into(out, local.detach())
-            return local
-        if all(piece.device == out.device for piece in self.pieces):
+        history = any(piece.requires_grad for piece in self.pieces)
+        if not history and all(piece.device == out.device for piece in self.pieces):
             torch.cat(self.pieces, out=out)  # one copy, straight into the send buffer
-        else:
-            _copy_into(out, torch.cat(self.pieces))
-        return None
+            return None
+        local = torch.cat(self.pieces)
+        _copy_into(out, local.detach())
+        return local if history else None
 
 
 class _Gather:

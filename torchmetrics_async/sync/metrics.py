@@ -17,9 +17,6 @@ from torchmetrics_async._torchmetrics import (
     gather_all_tensors,
     jit_distributed_available,
 )
-from torchmetrics_async._torchmetrics import (
-    MetricCollection as _TorchMetricsCollection,
-)
 from torchmetrics_async.reductions import STATE_OPS, fusable
 from torchmetrics_async.sync.buckets import _Bucket, _plan_buckets, _Segment, bucket_layout
 from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
@@ -28,6 +25,7 @@ from torchmetrics_async.sync.plan import _fingerprint, _label, _plan_entry, _Pla
 from torchmetrics_async.sync.states import (
     _announce_fallback,
     _collect_metrics,
+    _distributed,
     _Entry,
     _fusable_metric,
 )
@@ -98,15 +96,9 @@ class _Plan:
         for device, dtype, op, placed in self.buckets:
             bucket = _Bucket(device, dtype, op)
             for index, ride in placed:
-                bucket.segments.append(_segment(items[index], ride))
+                bucket.segments.append(_Segment(*items[index], ride))
             buckets.append(bucket)
-        return buckets, [_segment(items[index], None) for index in self.leftovers]
-
-
-def _segment(item: tuple[int, Tensor, str], ride: str | None) -> _Segment:
-    segment = _Segment(*item)
-    segment.ride = ride
-    return segment
+        return buckets, [_Segment(*items[index]) for index in self.leftovers]
 
 
 #: Bucket plans by layout and collective devices: a sync of the same metrics plans nothing again (oldest dropped first).
@@ -131,14 +123,11 @@ def _cached_plan(
     return plan
 
 
-def _start_state_sync(
-    metrics: list[Metric], group: Any, async_op: bool, labels: Mapping[int, str] | None = None
-) -> SyncHandle:
+def _start_state_sync(metrics: list[Metric], group: Any, async_op: bool, labels: Mapping[int, str]) -> SyncHandle:
     """Plan and pack a fused ``_sync_dist`` of ``metrics`` over ``group``, and launch its plan check.
 
     The plan follows only what every rank shares (never local data); the second phase verifies it, then launches.
     """
-    labels = labels or {}
     reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
     member_labels = [_label(metric, labels) for metric in metrics]
 
@@ -218,14 +207,20 @@ def _torchmetrics_sync_dist(metric: Metric, attrs: list[str], group: Any) -> Non
         metric._reductions = reductions
 
 
-def _by_group(metrics: Iterable[Metric], process_group: Any) -> list[tuple[Any, list[Metric]]]:
-    """Metrics per process group, groups in first-appearance order (the same order on every rank)."""
+def _start_state_syncs(
+    metrics: Iterable[Metric], process_group: Any, async_op: bool, labels: Mapping[int, str]
+) -> list[SyncHandle]:
+    """One fused sync per process group, in first-appearance order (the same on every rank)."""
     groups: dict[int, tuple[Any, list[Metric]]] = {}
     for metric in metrics:
         group = process_group or metric.process_group
         group = dist.group.WORLD if group is None else group
         groups.setdefault(id(group), (group, []))[1].append(metric)
-    return list(groups.values())
+    return [
+        _start_state_sync(members, group, async_op, labels)
+        for group, members in groups.values()
+        if _member(group)  # outside the group there is nothing to exchange: the local states stand
+    ]
 
 
 def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
@@ -239,20 +234,12 @@ def sync_states(metrics: Any, process_group: Any = None, async_op: bool = False)
         >>> metric.sum_value
         tensor(2.)
     """
-    collected = list(_collect_metrics(metrics, {}).values())
+    labels: dict[int, str] = {}
+    collected = list(_collect_metrics(metrics, labels).values())
     if not jit_distributed_available():
         return SyncHandle.completed(None) if async_op else None
-    labels = _labels(metrics, {})
-    handles = [
-        _start_state_sync(members, group, async_op, labels)
-        for group, members in _by_group(collected, process_group)
-        if _member(group)
-    ]
-    if not async_op:
-        for handle in handles:
-            handle.wait()
-        return None
-    return _joined(handles)
+    handle = _joined(_start_state_syncs(collected, process_group, async_op, labels))
+    return handle if async_op else handle.wait()
 
 
 def _joined(
@@ -278,29 +265,8 @@ def _joined(
     return SyncHandle(finish, [w for h in handles for w in h._works], launch if remaining else None)
 
 
-def _labels(metrics: Any, into: dict[int, str], prefix: str = "") -> dict[int, str]:
-    """Names of the metrics in a (nested) collection or dict, for messages: ``id(metric) -> name``."""
-    if isinstance(metrics, _TorchMetricsCollection):
-        items: Iterable[tuple[Any, Any]] = metrics.items(keep_base=False, copy_state=False)
-    elif isinstance(metrics, Mapping):
-        items = metrics.items()
-    elif isinstance(metrics, (list, tuple)):
-        items = enumerate(metrics)
-    else:
-        return into
-    for name, member in items:
-        if isinstance(member, Metric) and not isinstance(member, _TorchMetricsCollection):
-            into.setdefault(id(member), f"{prefix}{name}")
-        else:
-            _labels(member, into, f"{prefix}{name}.")
-    return into
-
-
 def _start_metric_sync(
-    metrics: list[Metric],
-    process_group: Any,
-    async_op: bool,
-    labels: Mapping[int, str] | None = None,
+    metrics: list[Metric], process_group: Any, async_op: bool, labels: Mapping[int, str]
 ) -> SyncHandle:
     """``Metric.sync()`` of every metric, fused: cache the local states, sync, mark synced."""
     for metric in metrics:
@@ -312,11 +278,7 @@ def _start_metric_sync(
         # The local states themselves, not copies (a list state's list is copied): the sync writes into none of them.
         cached = {attr: metric.__dict__[attr] for attr in metric._defaults}
         metric._cache = {attr: list(value) if isinstance(value, list) else value for attr, value in cached.items()}
-    handles = [
-        _start_state_sync(members, group, async_op, labels)
-        for group, members in _by_group(fused, process_group)
-        if _member(group)  # outside the group there is nothing to exchange: the local states stand
-    ]
+    handles = _start_state_syncs(fused, process_group, async_op, labels)
 
     def sync_others() -> None:
         for metric in others:  # a user's dist_sync_fn or a custom _sync_dist: torchmetrics' own (blocking) sync
@@ -344,15 +306,9 @@ def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False
         >>> metric._is_synced, metric.compute()
         (False, tensor(2.))
     """
-    collected = [
-        metric
-        for metric in _collect_metrics(metrics, {}).values()
-        if callable(metric.distributed_available_fn) and metric.distributed_available_fn()
-    ]
+    labels: dict[int, str] = {}
+    collected = [metric for metric in _collect_metrics(metrics, labels).values() if _distributed(metric)]
     if not collected:
         return SyncHandle.completed(None) if async_op else None
-    handle = _start_metric_sync(collected, process_group, async_op, _labels(metrics, {}))
-    if async_op:
-        return handle
-    handle.wait()
-    return None
+    handle = _start_metric_sync(collected, process_group, async_op, labels)
+    return handle if async_op else handle.wait()

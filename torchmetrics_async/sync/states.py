@@ -15,21 +15,25 @@ __all__ = ["fused_sync_dist"]
 _ANNOUNCED: set[tuple[str, str]] = set()
 
 
-def _collect_metrics(metrics: Any, into: dict[int, Metric]) -> dict[int, Metric]:
+def _collect_metrics(metrics: Any, labels: dict[int, str], prefix: str = "") -> dict[int, Metric]:
+    """Every metric of a (nested) collection, dict or list, once, by id; ``labels`` gets their names for messages."""
+    if isinstance(metrics, Metric):
+        return {id(metrics): metrics}
     if isinstance(metrics, _TorchMetricsCollection):
-        for member in metrics.values(copy_state=False):  # links compute-group states, as its compute does
-            _collect_metrics(member, into)
-    elif isinstance(metrics, Metric):
-        into.setdefault(id(metrics), metrics)
+        items: Any = metrics.items(copy_state=False)  # links compute-group states, as its compute does
     elif isinstance(metrics, Mapping):
-        for member in metrics.values():
-            _collect_metrics(member, into)
+        items = metrics.items()
     elif isinstance(metrics, (list, tuple)):
-        for member in metrics:
-            _collect_metrics(member, into)
+        items = enumerate(metrics)
     else:
         raise TypeError(f"Expected a Metric, a MetricCollection, or a dict/list of them; got {type(metrics).__name__}.")
-    return into
+    found: dict[int, Metric] = {}
+    for name, member in items:
+        if isinstance(member, Metric):
+            labels.setdefault(id(member), f"{prefix}{name}")
+        for key, metric in _collect_metrics(member, labels, f"{prefix}{name}.").items():
+            found.setdefault(key, metric)
+    return found
 
 
 # Set on a ``_sync_dist`` by fused_sync_dist(): a mark on the function, so a subclass that overrides it has none.
@@ -57,6 +61,11 @@ def _fusable_metric(metric: Metric) -> bool:
     sync_dist = type(metric)._sync_dist
     fused = sync_dist is Metric._sync_dist or getattr(sync_dist, _FUSED_MARK, False)
     return metric.dist_sync_fn in (None, gather_all_tensors) and fused
+
+
+def _distributed(metric: Metric) -> bool:
+    """Whether torchmetrics' ``sync()`` would find a process group: the metric's ``distributed_available_fn``."""
+    return callable(metric.distributed_available_fn) and bool(metric.distributed_available_fn())
 
 
 class _Entry(NamedTuple):
