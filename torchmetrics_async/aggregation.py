@@ -74,7 +74,7 @@ class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
         """Under ``nan_strategy="error"`` a batch with a NaN violates the check: its value is NaN altogether."""
         seen = stats[self._seen_at] if self.nan_strategy == "error" else None
         if isinstance(seen, Tensor):
-            return seen if seen.dim() == 0 else seen.any()
+            return _any(seen)
         return torch.ones((), dtype=torch.bool, device=self.device) if seen else None
 
     def update(self, value: float | Tensor) -> None:
@@ -103,8 +103,8 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         strategy = self.nan_strategy
         if strategy in {"warn", "ignore"}:
             value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
-            return value.nansum(), (_any_nan(value) if strategy == "warn" else None)
-        seen = _any_nan(value) if strategy == "error" else None
+            return value.nansum(), (_any(torch.isnan(value)) if strategy == "warn" else None)
+        seen = _any(torch.isnan(value)) if strategy == "error" else None
         if isinstance(strategy, float):
             value, _, _ = apply_nan_strategy(strategy, value, None, neutral=0.0)
         value = _as_dtype(value, self.dtype)
@@ -158,7 +158,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         if value.numel() == 0:
             return None
         value, weight, seen = apply_nan_strategy(strategy, value, weight, neutral=0.0)
-        seen = _reduce_seen(seen)
+        seen = None if seen is None else _any(seen)
         value = _as_dtype(value, self.dtype)
         if weight is None:
             return (value if value.dim() == 0 else value.sum()), value.numel(), seen
@@ -170,7 +170,8 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         """The hot path (a loss tensor, no weight): as few tensor ops as the strategy allows."""
         if value.numel() == 0:
             return None
-        value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
+        if value.dtype != self.dtype:  # NaNs survive a float cast, so masking after it is the same
+            value = value.to(self.dtype)
         if strategy in {"warn", "ignore"}:
             kept = torch.eq(value, value)  # false exactly at the NaNs: one op where isnan + logical_not are two
             if value.dim():
@@ -182,7 +183,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
                 seen = torch.logical_not(kept) if strategy == "warn" else None
             return value.nansum(), kept, seen
         total = value.sum() if value.dim() else value
-        return total, value.numel(), (_any_nan(value) if strategy == "error" else None)
+        return total, value.numel(), (_any(torch.isnan(value)) if strategy == "error" else None)
 
     def _number_stats(self, value: Number, weight: Number | None) -> tuple:
         v, w, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, weight)
@@ -218,14 +219,9 @@ def _as_dtype(value: Tensor, dtype: torch.dtype) -> Tensor:
     return value if value.dtype == dtype else value.to(dtype)
 
 
-def _reduce_seen(nans: Tensor | None) -> Tensor | None:
-    """A per-element NaN mask as the 0-dim "any NaN" the flag takes (no host read)."""
-    return nans.any() if nans is not None and nans.dim() else nans
-
-
-def _any_nan(value: Tensor) -> Tensor:
-    nans = torch.isnan(value)
-    return nans.any() if nans.dim() else nans
+def _any(mask: Tensor) -> Tensor:
+    """A per-element mask as the 0-dim "any" a check takes (no host read)."""
+    return mask.any() if mask.dim() else mask
 
 
 class _ExtremumMetric(SyncFreeAggregator):
@@ -251,7 +247,7 @@ class _ExtremumMetric(SyncFreeAggregator):
         strategy = self.nan_strategy
         dropping = strategy in {"warn", "ignore"}
         if dropping or strategy == "error":
-            seen = _any_nan(value) if strategy != "ignore" else None
+            seen = _any(torch.isnan(value)) if strategy != "ignore" else None
         else:
             value, _, seen = apply_nan_strategy(strategy, value, None, neutral=self._neutral)
         if value.dim():
