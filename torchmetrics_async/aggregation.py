@@ -1,8 +1,10 @@
 """Sync-free aggregators with torchmetrics' names, arguments and values.
 
 NaN strategies run as masks and ``torch.where`` fills, ``"error"``/``"warn"`` deferred to ``compute()``
-(:mod:`torchmetrics_async.nan`); Python numbers enter kernels as arguments (:mod:`torchmetrics_async.scalars`);
-``forward()`` reduces the batch once. ``nan_strategy="disable"`` keeps user weights (torchmetrics issue #3434).
+(:mod:`torchmetrics_async.nan`). Python numbers enter kernels as arguments (``state.add_(one, alpha=x)``, where
+``torch.as_tensor(x, device=cuda)`` is a stalling copy); arithmetic on them is done on the host, rounded exactly as the
+device would round it (:func:`round_to_dtype`). ``forward()`` reduces the batch once. ``nan_strategy="disable"`` keeps
+user weights (torchmetrics issue #3434).
 
 The running window (:class:`SyncFreeRunning`, under ``RunningMean``, ``RunningSum`` and
 :class:`~torchmetrics_async.wrappers.Running`): torchmetrics' ``Running`` stores a reference to its base metric's states
@@ -12,6 +14,8 @@ no host read and no error is lost.
 """
 
 import math
+import numbers
+import struct
 from collections.abc import Callable
 from typing import Any, ClassVar, Union
 
@@ -31,7 +35,6 @@ from torchmetrics_async.nan import (
     apply_nan_strategy,
     apply_nan_strategy_to_numbers,
 )
-from torchmetrics_async.scalars import is_number, round_to_dtype
 
 __all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "RunningSum", "SumMetric"]
 
@@ -217,6 +220,47 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
 def _as_dtype(value: Tensor, dtype: torch.dtype) -> Tensor:
     """``value.to(dtype)`` without the call when it would do nothing (a no-op ``.to`` costs as much as an add)."""
     return value if value.dtype == dtype else value.to(dtype)
+
+
+def is_number(x: object) -> bool:
+    """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor."""
+    return isinstance(x, numbers.Number) and not isinstance(x, complex)
+
+
+def _round_bfloat16(x: float) -> float:
+    # bfloat16 is the upper half of a float32: round-to-nearest-even on the dropped 16 bits.
+    if math.isnan(x) or math.isinf(x):
+        return x
+    (bits,) = struct.unpack("<I", struct.pack("<f", x))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _round_with(fmt: str, x: float) -> float:
+    try:
+        return struct.unpack(fmt, struct.pack(fmt, x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def round_to_dtype(x: float, dtype: torch.dtype) -> float:
+    """Round a number to the nearest value of a floating ``dtype`` (others: ``float(x)``), as ``as_tensor`` would.
+
+    Double carries more than ``2p + 2`` bits, so host arithmetic on rounded numbers, rounded again, matches the device.
+
+    Example:
+        >>> import torch
+        >>> round_to_dtype(1 / 3, torch.float16)
+        0.333251953125
+    """
+    x = float(x)
+    if dtype == torch.float32:
+        return _round_with("<f", x)
+    if dtype == torch.float16:
+        return _round_with("<e", x)
+    if dtype == torch.bfloat16:
+        return _round_bfloat16(_round_with("<f", x) if abs(x) < 3.4e38 else x)
+    return x
 
 
 def _any(mask: Tensor) -> Tensor:

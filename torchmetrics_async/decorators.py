@@ -14,11 +14,11 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, rank_zero_warn
+from torchmetrics_async.aggregation import is_number
 from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.nan import DeferredNanFlag, apply_nan_strategy
 from torchmetrics_async.reductions import neutral_element
 from torchmetrics_async.registry import accelerated_class_for, derive
-from torchmetrics_async.scalars import is_number
 
 __all__ = ["GENERIC_MARK", "scalar_to_tensor_updates", "suppress_nan_check", "sync_free"]
 
