@@ -44,10 +44,6 @@ Number = Union[int, float, bool]
 class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
     """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses."""
 
-    def _add_extra_states(self) -> None:
-        self._add_nan_flag_state()
-        super()._add_extra_states()
-
     def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
         if attr == NAN_KEPT_STATE:  # torchmetrics already dropped the NaNs from those values
             return all_kept(incoming_state.get("value", []))

@@ -104,9 +104,6 @@ def _scalar_namespace(cls: type) -> dict:
 class _SyncFreeNanAggregator(DeferredNanFlag):
     """Sync-free ``_cast_and_nan_check_input`` for users' ``BaseAggregator`` subclasses."""
 
-    def _add_extra_states(self) -> None:  # reached from SyncFreeMixin's, earlier in the MRO
-        self._add_nan_flag_state()
-
     def _cast_and_nan_check_input(self, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
         neutral = _neutral_element(self)
         if neutral is None and self.nan_strategy in ("ignore", "warn"):
