@@ -26,14 +26,21 @@ __all__ = [
     "DEFERRED_RAISE_OWNED",
     "FORWARD_BATCH",
     "UNREPORTED",
-    "DeferredChecks",
+    "add_deferred_check",
+    "add_with_violations",
     "deferred_checks_registered",
+    "deferred_violated",
     "forget_preread",
     "mark_static_address",
     "mark_unreported",
     "nan_where",
+    "raise_deferred_checks",
+    "read_deferred",
     "read_deferred_together",
+    "record_violation",
     "report_deferred",
+    "report_unreported_checks",
+    "reset_deferred",
 ]
 
 #: Instance attribute: when true, ``compute()`` leaves the check states unread for whoever set it to report.
@@ -48,88 +55,90 @@ _WARNED = "_nan_warned"  # a "warn" check has warned in this window
 _PREREAD = "_deferred_preread"  # check values read by read_deferred_together(), for the compute() it precedes
 
 
+def add_deferred_check(metric: Any, name: str, message: str, action: str = "error") -> None:
+    """Register a check (idempotent): a bool state ``name`` and what reporting it does (raise or warn)."""
+    state = metric.__dict__
+    state.setdefault(_CHECKS, {})[name] = (message, action)
+    state.setdefault(UNREPORTED, False)
+    state.setdefault(_WARNED, False)
+    state.setdefault(FORWARD_BATCH, None)
+    if name not in metric._defaults:
+        default = torch.zeros((), dtype=torch.bool, device=metric.device)
+        metric.add_state(name, default=default, dist_reduce_fx="max")
+
+
 def deferred_checks_registered(metric: Any) -> dict[str, tuple[str, str]]:
     """Check state name -> ``(message, action)``, in the order ``compute()`` reports them."""
     return metric.__dict__.get(_CHECKS, {})
 
 
-class DeferredChecks:
-    """The deferred checks of a sync-free metric (a base of ``SyncFreeMixin``)."""
+def record_violation(metric: Any, name: str, violated: Tensor | bool) -> None:
+    """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
+    if isinstance(violated, bool):
+        if violated:
+            getattr(metric, name).fill_(True)
+    elif violated.numel():
+        getattr(metric, name).logical_or_(violated.any() if violated.dim() else violated)
 
-    _deferred_checks_registered = deferred_checks_registered
 
-    def _add_deferred_check(self, name: str, message: str, action: str = "error") -> None:
-        """Register a check (idempotent): a bool state ``name`` and what reporting it does (raise or warn)."""
-        state = self.__dict__
-        state.setdefault(_CHECKS, {})[name] = (message, action)
-        state.setdefault(UNREPORTED, False)
-        state.setdefault(_WARNED, False)
-        state.setdefault(FORWARD_BATCH, None)
-        if name not in self._defaults:
-            default = torch.zeros((), dtype=torch.bool, device=self.device)
-            self.add_state(name, default=default, dist_reduce_fx="max")
+def add_with_violations(metric: Any, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
+    """``state.add_(value)`` for every pair in one ``torch._foreach_add_``, then the violations."""
+    if len(states) == 1:  # one pair: a plain add_ costs less host time than the list op
+        states[0].add_(values[0])
+    elif states:
+        torch._foreach_add_(states, values)
+    for name, violated in violations.items():
+        record_violation(metric, name, violated)
 
-    def _record_violation(self, name: str, violated: Tensor | bool) -> None:
-        """OR a violation (a mask of any shape, or a host-known bool) into check ``name`` without reading it."""
-        if isinstance(violated, bool):
-            if violated:
-                getattr(self, name).fill_(True)
-        elif violated.numel():
-            getattr(self, name).logical_or_(violated.any() if violated.dim() else violated)
 
-    def _add_with_violations(self, states: list[Tensor], values: list[Tensor], violations: dict[str, Tensor]) -> None:
-        """``state.add_(value)`` for every pair in one ``torch._foreach_add_``, then the violations."""
-        if len(states) == 1:  # one pair: a plain add_ costs less host time than the list op
-            states[0].add_(values[0])
-        elif states:
-            torch._foreach_add_(states, values)
-        for name, violated in violations.items():
-            self._record_violation(name, violated)
+def deferred_violated(metric: Any) -> Tensor | None:
+    """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
+    flags = [getattr(metric, name) for name in deferred_checks_registered(metric)]
+    if not flags:
+        return None
+    return flags[0] if len(flags) == 1 else torch.stack(flags).any()
 
-    def _deferred_violated(self) -> Tensor | None:
-        """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
-        flags = [getattr(self, name) for name in deferred_checks_registered(self)]
-        if not flags:
-            return None
-        return flags[0] if len(flags) == 1 else torch.stack(flags).any()
 
-    def _raise_deferred_checks(self) -> None:
-        """Report the violated checks (one host read): an ``"error"`` raises, a ``"warn"`` warns once per window."""
-        if deferred_checks_registered(self) and not self.__dict__.get(DEFERRED_RAISE_OWNED, False):
-            report_deferred(self, self._read_deferred())
+def raise_deferred_checks(metric: Any) -> None:
+    """Report the violated checks (one host read): the first ``"error"`` raises, a ``"warn"`` warns once per window."""
+    if deferred_checks_registered(metric) and not metric.__dict__.get(DEFERRED_RAISE_OWNED, False):
+        report_deferred(metric, read_deferred(metric))
 
-    def _report_unreported_checks(self) -> Any:
-        """Read the checks if written since last reported (``reset()``, before they die); return the report to make."""
-        state = self.__dict__
-        checks = deferred_checks_registered(self)
-        if (
-            not checks
-            or state.get(DEFERRED_RAISE_OWNED, False)
-            or not state.get(UNREPORTED, False)
-            or getattr(self, next(iter(checks))).is_meta  # meta states hold no values to report
-        ):
-            return None
-        return self._read_deferred()
 
-    def _read_deferred(self) -> list[tuple[str, str, bool]]:
-        """Each check as ``(message, action, violated)``, read at once with the compiled count; marks them reported."""
-        state = self.__dict__
-        checks = deferred_checks_registered(self)
-        counts = self._compiled_count_codes()
-        values = state.pop(_PREREAD, None)
-        if values is None or counts:
-            codes = [getattr(self, name) for name in checks]
-            values = torch.stack(codes + counts).tolist()  # the count promotes the flags to int64
-            if counts:
-                self._fold_compiled_count(values.pop())
-        state[UNREPORTED] = False
-        return [(message, action, value) for (message, action), value in zip(checks.values(), values, strict=True)]
+def report_unreported_checks(metric: Any) -> Any:
+    """Read the checks if written since last reported (``reset()``, before they die); return the report to make."""
+    state = metric.__dict__
+    checks = deferred_checks_registered(metric)
+    if (
+        not checks
+        or state.get(DEFERRED_RAISE_OWNED, False)
+        or not state.get(UNREPORTED, False)
+        or getattr(metric, next(iter(checks))).is_meta  # meta states hold no values to report
+    ):
+        return None
+    return read_deferred(metric)
 
-    def _reset_deferred(self) -> None:
-        """Clear the per-window bookkeeping beside the check states."""
-        state = self.__dict__
-        state[UNREPORTED] = False
-        state[_WARNED] = False
+
+def read_deferred(metric: Any) -> list[tuple[str, str, bool]]:
+    """Every check as ``(message, action, violated)``: one host read (with the compiled count); marks them reported."""
+    state = metric.__dict__
+    checks = deferred_checks_registered(metric)
+    counts = metric._compiled_count_codes()
+    values = state.pop(_PREREAD, None)
+    if values is None or counts:
+        codes = [getattr(metric, name) for name in checks]
+        values = torch.stack(codes + counts).tolist()  # the count promotes the flags to int64
+        if counts:
+            metric._fold_compiled_count(values.pop())
+    state[UNREPORTED] = False
+    return [(message, action, value) for (message, action), value in zip(checks.values(), values, strict=True)]
+
+
+def reset_deferred(metric: Any) -> None:
+    """Clear the per-window bookkeeping beside the check states."""
+    state = metric.__dict__
+    state[UNREPORTED] = False
+    state[_WARNED] = False
 
 
 def read_deferred_together(metrics: Any) -> list[Any]:

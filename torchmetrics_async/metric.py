@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from torchmetrics_async import counting
+from torchmetrics_async import counting, deferred
 from torchmetrics_async._torchmetrics import (
     DEVICE_MISMATCH_MARKER,
     FORWARD_WHILE_SYNCED_MESSAGE,
@@ -33,7 +33,6 @@ from torchmetrics_async.deferred import (
     DEFERRED_RAISE_OWNED,
     FORWARD_BATCH,
     UNREPORTED,
-    DeferredChecks,
     mark_static_address,
     mark_unreported,
     nan_where,
@@ -111,13 +110,22 @@ def _next_own_init(cls: type) -> Callable:
     return object.__init__
 
 
-class SyncFreeMixin(DeferredChecks):
+class SyncFreeMixin:
     """Lean update wrapper, owned storage, deferred checks, one setup; first in a ``Metric``'s bases."""
 
     __jit_unused_properties__: ClassVar[list[str]] = [*Metric.__jit_unused_properties__, "_update_count"]
 
     #: The attribute counting this window's updates (a wrapper may count them under another name).
     _window_counter = "_update_count"
+
+    _add_deferred_check = deferred.add_deferred_check
+    _deferred_checks_registered = deferred.deferred_checks_registered
+    _record_violation = deferred.record_violation
+    _add_with_violations = deferred.add_with_violations
+    _deferred_violated = deferred.deferred_violated
+    _raise_deferred_checks = deferred.raise_deferred_checks
+    _report_unreported_checks = deferred.report_unreported_checks
+    _reset_deferred = deferred.reset_deferred
 
     _read_window_count = counting.read_window_count
     _unread_window_count = counting.unread_window_count
