@@ -12,7 +12,7 @@ import torchmetrics
 import torchmetrics.classification as tmc
 
 import torchmetrics_async as ta
-from torchmetrics_async.merging import is_same_torchmetrics_class
+from torchmetrics_async.metric import is_same_torchmetrics_class
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 
 NAN = math.nan

@@ -1,12 +1,23 @@
 """Sync-free aggregators with torchmetrics' names, arguments and values.
 
 NaN strategies run as masks and ``torch.where`` fills, ``"error"``/``"warn"`` deferred to ``compute()``
-(:mod:`torchmetrics_async.nan`); Python numbers enter kernels as arguments (:mod:`torchmetrics_async.scalars`);
-``forward()`` reduces the batch once. ``nan_strategy="disable"`` keeps user weights (torchmetrics issue #3434).
+(:mod:`torchmetrics_async.nan`). Python numbers enter kernels as arguments (``state.add_(one, alpha=x)``, where
+``torch.as_tensor(x, device=cuda)`` is a stalling copy); arithmetic on them is done on the host, rounded exactly as the
+device would round it (:func:`round_to_dtype`). ``forward()`` reduces the batch once. ``nan_strategy="disable"`` keeps
+user weights (torchmetrics issue #3434).
+
+The running window (:class:`SyncFreeRunning`, under ``RunningMean``, ``RunningSum`` and
+:class:`~torchmetrics_async.wrappers.Running`): torchmetrics' ``Running`` stores a reference to its base metric's states
+in window slots and resets the base after every ``update``/``forward``. Here the slots receive copies, and the wrapper
+keeps the base's deferred checks as its own over the whole window since its last reset, so ``update``/``forward`` make
+no host read and no error is lost.
 """
 
 import math
-from typing import Any, Union
+import numbers
+import struct
+from collections.abc import Callable
+from typing import Any, ClassVar, Union
 
 import torch
 import torchmetrics.aggregation as tm_aggregation
@@ -14,8 +25,9 @@ from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Running, dim_zero_cat
 from torchmetrics_async.batch_stats import all_kept
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED
 from torchmetrics_async.errors import ShapeMismatchError
-from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.metric import OWNED_STATES, SyncFreeMixin, clear_compiled_count
 from torchmetrics_async.nan import (
     NAN_KEPT_STATE,
     DeferredNanFlag,
@@ -23,8 +35,6 @@ from torchmetrics_async.nan import (
     apply_nan_strategy,
     apply_nan_strategy_to_numbers,
 )
-from torchmetrics_async.running import SyncFreeRunning
-from torchmetrics_async.scalars import is_number, round_to_dtype
 
 __all__ = ["CatMetric", "MaxMetric", "MeanMetric", "MinMetric", "RunningMean", "RunningSum", "SumMetric"]
 
@@ -33,10 +43,6 @@ Number = Union[int, float, bool]
 
 class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
     """Shared machinery of the sync-free aggregators; a mixin over torchmetrics' ``BaseAggregator`` subclasses."""
-
-    def _add_extra_states(self) -> None:
-        self._add_nan_flag_state()
-        super()._add_extra_states()
 
     def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
         if attr == NAN_KEPT_STATE:  # torchmetrics already dropped the NaNs from those values
@@ -67,7 +73,7 @@ class SyncFreeAggregator(SyncFreeMixin, DeferredNanFlag):
         """Under ``nan_strategy="error"`` a batch with a NaN violates the check: its value is NaN altogether."""
         seen = stats[self._seen_at] if self.nan_strategy == "error" else None
         if isinstance(seen, Tensor):
-            return seen if seen.dim() == 0 else seen.any()
+            return _any(seen)
         return torch.ones((), dtype=torch.bool, device=self.device) if seen else None
 
     def update(self, value: float | Tensor) -> None:
@@ -96,8 +102,8 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
         strategy = self.nan_strategy
         if strategy in {"warn", "ignore"}:
             value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
-            return value.nansum(), (_any_nan(value) if strategy == "warn" else None)
-        seen = _any_nan(value) if strategy == "error" else None
+            return value.nansum(), (_any(torch.isnan(value)) if strategy == "warn" else None)
+        seen = _any(torch.isnan(value)) if strategy == "error" else None
         if isinstance(strategy, float):
             value, _, _ = apply_nan_strategy(strategy, value, None, neutral=0.0)
         value = _as_dtype(value, self.dtype)
@@ -151,7 +157,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         if value.numel() == 0:
             return None
         value, weight, seen = apply_nan_strategy(strategy, value, weight, neutral=0.0)
-        seen = _reduce_seen(seen)
+        seen = None if seen is None else _any(seen)
         value = _as_dtype(value, self.dtype)
         if weight is None:
             return (value if value.dim() == 0 else value.sum()), value.numel(), seen
@@ -163,7 +169,8 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
         """The hot path (a loss tensor, no weight): as few tensor ops as the strategy allows."""
         if value.numel() == 0:
             return None
-        value = _as_dtype(value, self.dtype)  # NaNs survive a float cast, so masking after it is the same
+        if value.dtype != self.dtype:  # NaNs survive a float cast, so masking after it is the same
+            value = value.to(self.dtype)
         if strategy in {"warn", "ignore"}:
             kept = torch.eq(value, value)  # false exactly at the NaNs: one op where isnan + logical_not are two
             if value.dim():
@@ -175,7 +182,7 @@ class MeanMetric(SyncFreeAggregator, tm_aggregation.MeanMetric):
                 seen = torch.logical_not(kept) if strategy == "warn" else None
             return value.nansum(), kept, seen
         total = value.sum() if value.dim() else value
-        return total, value.numel(), (_any_nan(value) if strategy == "error" else None)
+        return total, value.numel(), (_any(torch.isnan(value)) if strategy == "error" else None)
 
     def _number_stats(self, value: Number, weight: Number | None) -> tuple:
         v, w, seen = apply_nan_strategy_to_numbers(self.nan_strategy, value, weight)
@@ -211,14 +218,50 @@ def _as_dtype(value: Tensor, dtype: torch.dtype) -> Tensor:
     return value if value.dtype == dtype else value.to(dtype)
 
 
-def _reduce_seen(nans: Tensor | None) -> Tensor | None:
-    """A per-element NaN mask as the 0-dim "any NaN" the flag takes (no host read)."""
-    return nans.any() if nans is not None and nans.dim() else nans
+def is_number(x: object) -> bool:
+    """Return whether ``x`` is a Python (or NumPy) real number rather than a tensor."""
+    return isinstance(x, numbers.Number) and not isinstance(x, complex)
 
 
-def _any_nan(value: Tensor) -> Tensor:
-    nans = torch.isnan(value)
-    return nans.any() if nans.dim() else nans
+def _round_bfloat16(x: float) -> float:
+    # bfloat16 is the upper half of a float32: round-to-nearest-even on the dropped 16 bits.
+    if math.isnan(x) or math.isinf(x):
+        return x
+    (bits,) = struct.unpack("<I", struct.pack("<f", x))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _round_with(fmt: str, x: float) -> float:
+    try:
+        return struct.unpack(fmt, struct.pack(fmt, x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def round_to_dtype(x: float, dtype: torch.dtype) -> float:
+    """Round a number to the nearest value of a floating ``dtype`` (others: ``float(x)``), as ``as_tensor`` would.
+
+    Double carries more than ``2p + 2`` bits, so host arithmetic on rounded numbers, rounded again, matches the device.
+
+    Example:
+        >>> import torch
+        >>> round_to_dtype(1 / 3, torch.float16)
+        0.333251953125
+    """
+    x = float(x)
+    if dtype == torch.float32:
+        return _round_with("<f", x)
+    if dtype == torch.float16:
+        return _round_with("<e", x)
+    if dtype == torch.bfloat16:
+        return _round_bfloat16(_round_with("<f", x) if abs(x) < 3.4e38 else x)
+    return x
+
+
+def _any(mask: Tensor) -> Tensor:
+    """A per-element mask as the 0-dim "any" a check takes (no host read)."""
+    return mask.any() if mask.dim() else mask
 
 
 class _ExtremumMetric(SyncFreeAggregator):
@@ -244,7 +287,7 @@ class _ExtremumMetric(SyncFreeAggregator):
         strategy = self.nan_strategy
         dropping = strategy in {"warn", "ignore"}
         if dropping or strategy == "error":
-            seen = _any_nan(value) if strategy != "ignore" else None
+            seen = _any(torch.isnan(value)) if strategy != "ignore" else None
         else:
             value, _, seen = apply_nan_strategy(strategy, value, None, neutral=self._neutral)
         if value.dim():
@@ -386,6 +429,117 @@ def _drop_unkept(values: list, kept: list) -> list:
     all_kept = torch.stack([k.all() for k in kept]).tolist()
     pieces = [v if keep else v[k] for v, k, keep in zip(values, kept, all_kept, strict=True)]
     return [p for p in pieces if p.numel()]
+
+
+class SyncFreeRunning(SyncFreeMixin):
+    """Torchmetrics' ``Running`` over a sync-free base: owned slot copies; the wrapper reports the base's checks."""
+
+    # torchmetrics' Running leaves ``_update_count`` alone (its wrapper does not count); the window is its own count.
+    _window_counter = "_num_vals_seen"
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeMixin.__jit_unused_properties__, "_num_vals_seen"]
+
+    def _wrap_update(self, update: Callable) -> Callable:
+        """As torchmetrics' wrappers: ``update`` unwrapped (the slots are the wrapper's own from every door on)."""
+        return update
+
+    def _add_extra_states(self) -> None:
+        """Window slots for the base's extra states (an adopted ``Running`` lacks them); we report the base's checks."""
+        base = self.base_metric
+        for key in base._defaults:
+            for slot in range(self.window):
+                if f"{key}_{slot}" not in self._defaults:
+                    self.add_state(f"{key}_{slot}", default=base._defaults[key], dist_reduce_fx=base._reductions[key])
+        for name, (message, action) in base._deferred_checks_registered().items():
+            self._add_deferred_check(name, message, action)
+        base.__dict__[DEFERRED_RAISE_OWNED] = True
+        super()._add_extra_states()
+
+    @property
+    def _num_vals_seen(self) -> int:
+        """The count of updates since the last reset (torchmetrics' window position), as a Python int."""
+        # After compiled updates the count is on the device (an int would recompile every step): one host read.
+        return self._read_window_count()
+
+    @_num_vals_seen.setter
+    def _num_vals_seen(self, value: int) -> None:
+        self.__dict__["_num_vals_seen"] = value
+        clear_compiled_count(self)
+
+    @property
+    def _update_count(self) -> int:
+        """The int as torchmetrics left it: its ``Running`` does not count its own updates (its base does)."""
+        return self.__dict__["_update_count"]
+
+    @_update_count.setter
+    def _update_count(self, value: int) -> None:
+        self.__dict__["_update_count"] = value
+        if OWNED_STATES in self.__dict__:  # a compute-group link (see SyncFreeMixin._update_count)
+            self._own_states(in_place=True)
+
+    def _store_window_slot(self) -> None:
+        state = self.__dict__
+        base = self.base_metric
+        # Once compiled code has counted in this window, the slot is picked on the device until the next reset.
+        position = self._unread_window_count()  # before this update is counted: its 0-based position in the window
+        if isinstance(position, Tensor):
+            position = torch.remainder(position, self.window)
+            self._count_compiled_update()
+        else:
+            slot, position = position % self.window, None
+            state["_num_vals_seen"] += 1
+            state[UNREPORTED] = True
+        for name in self._deferred_checks_registered():
+            self._record_violation(name, getattr(base, name))
+        if position is None:
+            for key in base._defaults:
+                self._write_slot(f"{key}_{slot}", getattr(base, key))
+        else:
+            hits = [position == slot for slot in range(self.window)]
+            for key in base._defaults:
+                current = getattr(base, key)
+                for slot, hit in enumerate(hits):
+                    # Every slot is written (itself where it is not the one): the same graph whatever the position.
+                    name = f"{key}_{slot}"
+                    self._write_slot(name, torch.where(hit, current, getattr(self, name).to(current)))
+        base._reset_states(in_place=True)  # the slot holds a copy; the base's states are its own
+
+    def _write_slot(self, name: str, value: Tensor | list) -> None:
+        """Copy ``value`` into window slot ``name`` (in place where the layouts agree, else a new owned state)."""
+        target = getattr(self, name)
+        if (
+            isinstance(value, Tensor)
+            and isinstance(target, Tensor)
+            and (target.shape, target.dtype, target.device) == (value.shape, value.dtype, value.device)
+        ):
+            target.copy_(value)
+        else:
+            mine = value.clone() if isinstance(value, Tensor) else list(value)
+            setattr(self, name, mine)
+            self.__dict__[OWNED_STATES][name] = mine
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Update the base metric and store its state in the current window slot."""
+        self.base_metric.update(*args, **kwargs)
+        self._store_window_slot()
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Forward to the base metric (one pass) and store its state in the current window slot."""
+        result = self.base_metric.forward(*args, **kwargs)
+        self._store_window_slot()
+        self.__dict__["_computed"] = None
+        return result
+
+    def compute(self) -> Any:
+        """Raise what the window since the last reset recorded, then compute over the running window."""
+        self._raise_deferred_checks()
+        return super().compute()
+
+    def reset(self) -> None:
+        """Reset the window (raising what it recorded and nobody reported, as every sync-free metric does)."""
+        try:
+            super().reset()
+        finally:
+            self._num_vals_seen = 0
 
 
 class RunningMean(SyncFreeRunning, tm_aggregation.RunningMean):

@@ -14,13 +14,7 @@ __all__ = ["BatchStats", "SyncFreeBatchStats", "all_kept", "assign_state", "in_s
 
 
 class BatchStats(NamedTuple):
-    """What ``_batch_stats`` returns: values aligned with ``_stat_states`` and check name -> bool violation tensor.
-
-    Example:
-        >>> import torch
-        >>> BatchStats((torch.tensor(1),), {}).values
-        (tensor(1),)
-    """
+    """What ``_batch_stats`` returns: values aligned with ``_stat_states`` and check name -> bool violation tensor."""
 
     values: tuple[Any, ...]
     violations: dict[str, Tensor]
@@ -68,15 +62,7 @@ def in_state_dtypes(metric: Any, stats: BatchStats) -> BatchStats:
 
 
 class SyncFreeBatchStats(SyncFreeMixin):
-    """Base of a family: implement ``_batch_stats``; optionally ``_deferred_checks`` and ``_stat_states``.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async.classification import MulticlassAccuracy
-        >>> metric = MulticlassAccuracy(num_classes=3, average="micro")
-        >>> metric(torch.tensor([0, 2]), torch.tensor([0, 1])), metric(torch.tensor([1]), torch.tensor([1]))
-        (tensor(0.5000), tensor(1.))
-    """
+    """Base of a family: implement ``_batch_stats``; optionally ``_deferred_checks`` and ``_stat_states``."""
 
     _stat_states: tuple[str, ...] = ("tp", "fp", "tn", "fn")
     #: States torchmetrics updates as ``state = state + value`` (promoted dtype, broadcast shape), not ``+=``.

@@ -14,11 +14,11 @@ import torch
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric, rank_zero_warn
+from torchmetrics_async.aggregation import is_number
 from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.nan import DeferredNanFlag, apply_nan_strategy
 from torchmetrics_async.reductions import neutral_element
 from torchmetrics_async.registry import accelerated_class_for, derive
-from torchmetrics_async.scalars import is_number
 
 __all__ = ["GENERIC_MARK", "scalar_to_tensor_updates", "suppress_nan_check", "sync_free"]
 
@@ -103,9 +103,6 @@ def _scalar_namespace(cls: type) -> dict:
 
 class _SyncFreeNanAggregator(DeferredNanFlag):
     """Sync-free ``_cast_and_nan_check_input`` for users' ``BaseAggregator`` subclasses."""
-
-    def _add_extra_states(self) -> None:  # reached from SyncFreeMixin's, earlier in the MRO
-        self._add_nan_flag_state()
 
     def _cast_and_nan_check_input(self, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
         neutral = _neutral_element(self)

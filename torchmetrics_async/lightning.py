@@ -7,7 +7,7 @@ The module keeps updating its metrics in ``training_step``; the callback syncs, 
 
 from __future__ import annotations
 
-import sys
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -208,13 +208,10 @@ class AsyncMetricLogging:
                 logger.log_metrics({name: float(value) for name, value in scalars.items()}, step=step)
 
 
+@functools.cache
 def _mixed_class() -> type:
-    module = sys.modules[__name__]
-    mixed = module.__dict__.get("_AsyncMetricLoggingCallback")
-    if mixed is None:
-        mixed = type("AsyncMetricLogging", (AsyncMetricLogging, _callback_base()), {"__module__": __name__})
-        mixed.__qualname__ = "_AsyncMetricLoggingCallback"
-        module._AsyncMetricLoggingCallback = mixed
+    mixed = type("AsyncMetricLogging", (AsyncMetricLogging, _callback_base()), {"__module__": __name__})
+    mixed.__qualname__ = "_AsyncMetricLoggingCallback"
     return mixed
 
 

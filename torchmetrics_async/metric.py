@@ -8,12 +8,15 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from torchmetrics_async import counting, deferred, forward_paths
+from torchmetrics_async import counting, deferred
 from torchmetrics_async._torchmetrics import (
+    DEVICE_MISMATCH_MARKER,
     FORWARD_WHILE_SYNCED_MESSAGE,
     Metric,
     TorchMetricsUserError,
     WrapperMetric,
+    _squeeze_if_scalar,
+    device_mismatch_message,
     gather_all_tensors,
     rank_zero_warn,
 )
@@ -35,16 +38,11 @@ from torchmetrics_async.deferred import (
     nan_where,
     report_deferred,
 )
-from torchmetrics_async.forward_paths import (
-    forward_generic_compiled,
-    forward_keeping_states_on_error,
-    reword_device_mismatch,
-)
-from torchmetrics_async.merging import merge_state_accepting_torchmetrics
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
 from torchmetrics_async.registry import (
     note_one_pass_methods,
     register_on_definition,
+    torchmetrics_base,
     uses_one_pass_forward,
 )
 from torchmetrics_async.sync.metrics import sync_states
@@ -59,6 +57,7 @@ __all__ = [
     "fused_copy_",
     "fused_reset",
     "has_stock_compute",
+    "is_same_torchmetrics_class",
     "set_update_count",
     "uses_one_pass_forward",
 ]
@@ -72,6 +71,16 @@ _SYNCING_OPTIONS = (
 _ANNOUNCED: set[tuple[str, str]] = set()
 # state_dict key of the update count (persisted with the states: "mean" merges and compute's warning depend on it).
 _UPDATE_COUNT_KEY = "_update_count"
+# What torchmetrics' forward switches for the batch and puts back only when the batch's update succeeds.
+_FORWARD_SWITCHES = (
+    "_to_sync",
+    "_should_unsync",
+    "compute_on_cpu",
+    "_enable_grad",
+    "_is_synced",
+    "_computed",
+    "_forward_cache",
+)
 
 
 def _init_then_setup(cls: type) -> Callable:
@@ -108,8 +117,6 @@ class SyncFreeMixin:
 
     #: The attribute counting this window's updates (a wrapper may count them under another name).
     _window_counter = "_update_count"
-
-    merge_state = merge_state_accepting_torchmetrics
 
     _add_deferred_check = deferred.add_deferred_check
     _deferred_checks_registered = deferred.deferred_checks_registered
@@ -157,7 +164,7 @@ class SyncFreeMixin:
             try:
                 update(*args, **kwargs)
             except RuntimeError as err:
-                reword_device_mismatch(self, err)
+                _reword_device_mismatch(self, err)
                 raise
             finally:
                 if previous != grad:
@@ -296,19 +303,103 @@ class SyncFreeMixin:
         if self._is_synced:
             raise TorchMetricsUserError(FORWARD_WHILE_SYNCED_MESSAGE)
         if not self.dist_sync_on_step and uses_one_pass_forward(type(self)):
-            return forward_paths.forward_one_pass(self, args, kwargs)
+            return self._forward_one_pass(args, kwargs)
         if torch.compiler.is_compiling():
-            return forward_generic_compiled(self, super().forward, args, kwargs)
+            return self._forward_compiled(args, kwargs)
+        return self._forward_keeping_states_on_error(args, kwargs)
+
+    def _forward_one_pass(self, args: tuple, kwargs: dict) -> Any:
+        """``forward`` with one reduction of the batch; the batch value carries autograd history as torchmetrics'."""
+        state = self.__dict__
+        state["_computed"] = None
+        state[UNREPORTED] = True
+        if torch.compiler.is_compiling():
+            self._count_compiled_update()
+        else:
+            state["_update_count"] += 1
+        try:
+            # torchmetrics' batch value has history exactly when the caller has grad enabled: the caller's mode.
+            stats = self._batch_stats(*args, **kwargs)
+            value = _squeeze_if_scalar(self._batch_value(stats))
+            if stats is not None:
+                value = nan_where(self._batch_violation(stats), value)
+                with torch.no_grad():
+                    self._merge_stats(_detach(stats))
+        except RuntimeError as err:
+            _reword_device_mismatch(self, err)
+            raise
+        state["_forward_cache"] = value
+        return value
+
+    def _forward_keeping_states_on_error(self, args: tuple, kwargs: dict) -> Any:
+        """Torchmetrics' ``forward``; on an error the metric is put back as it was, and it raises."""
         state = self.__dict__
         previous = state.get(DEFERRED_RAISE_OWNED, False)
         # compute() must not read the flags (a host sync): its wrapper turns a violating batch's value into NaN.
         state[FORWARD_BATCH] = True
         state[DEFERRED_RAISE_OWNED] = True
+        held = {attr: state[attr] for attr in self._defaults}
+        items = {attr: list(value) for attr, value in held.items() if isinstance(value, list)}
+        options = {key: state[key] for key in _FORWARD_SWITCHES}
+        owned = dict(state[OWNED_STATES])
+        count = self._update_count
         try:
-            return forward_keeping_states_on_error(self, super().forward, args, kwargs)
+            return super().forward(*args, **kwargs)
+        except BaseException:
+            for attr, value in held.items():
+                if attr in items:
+                    value[:] = items[attr]
+                setattr(self, attr, value)
+            state[OWNED_STATES] = owned
+            state.update(options)
+            set_update_count(self, count)
+            raise
         finally:
             state[FORWARD_BATCH] = None
             state[DEFERRED_RAISE_OWNED] = previous
+
+    def _forward_compiled(self, args: tuple, kwargs: dict) -> Any:
+        """Torchmetrics' forward inside traced code, the update count kept on the device."""
+        state = self.__dict__
+        self._count_compiled_update()
+        host, previous = state["_update_count"], state[DEFERRED_RAISE_OWNED]
+        state[COMPILED_SEEN] = 0  # read as the host count alone until restored
+        state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = True, True, True
+        # torchmetrics' forward ends with new state tensors: their values are copied back into these, which stay the
+        # states (the addresses compiled code was traced with).
+        owned = state[OWNED_STATES]
+        accumulated = {attr: state[attr] for attr in self._defaults if isinstance(state[attr], Tensor)}
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            state["_update_count"], state[COMPILED_SEEN] = host, None
+            state[COUNTS_ON_HOST], state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = False, None, previous
+            for attr, tensor in accumulated.items():
+                final = state[attr]
+                if final is not tensor and isinstance(final, Tensor) and same_layout(tensor, final):
+                    tensor.copy_(final)
+                    state[attr] = owned[attr] = tensor
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """Torchmetrics' ``merge_state``; also merges a plain instance of this metric's torchmetrics class.
+
+        Example:
+            >>> import torch, torchmetrics
+            >>> from torchmetrics_async import MeanMetric
+            >>> driver, worker = MeanMetric(), torchmetrics.MeanMetric()
+            >>> driver.update(torch.tensor(1.0))
+            >>> worker.update(torch.tensor(3.0))
+            >>> driver.merge_state(worker)
+            >>> driver.compute()
+            tensor(2.)
+        """
+        if (
+            isinstance(incoming_state, Metric)
+            and not isinstance(incoming_state, type(self))
+            and is_same_torchmetrics_class(self, incoming_state)
+        ):
+            incoming_state = incoming_state.metric_state
+        Metric.merge_state(self, incoming_state)
 
     def _extra_states(self) -> tuple[str, ...]:
         """The states this package adds to torchmetrics' own."""
@@ -433,6 +524,28 @@ def has_stock_compute(metric: Any) -> bool:
     return wrap is Metric._wrap_compute or (
         wrap is SyncFreeMixin._wrap_compute and not isinstance(metric, WrapperMetric)
     )
+
+
+def is_same_torchmetrics_class(metric: Any, incoming: Any) -> bool:
+    """Whether ``metric`` is an instance of ``incoming``'s class and both stand for the same torchmetrics class."""
+    cls = type(incoming)
+    tm_class = torchmetrics_base(cls)
+    return isinstance(metric, cls) and tm_class is not None and tm_class is torchmetrics_base(type(metric))
+
+
+def _reword_device_mismatch(metric: Any, err: RuntimeError) -> None:
+    """Raise torchmetrics' device-mismatch message for ``err`` if it is one (a ``RuntimeError`` naming devices)."""
+    if DEVICE_MISMATCH_MARKER in str(err):
+        raise RuntimeError(device_mismatch_message(metric.__class__.__name__)) from err
+
+
+def _detach(stats: Any) -> Any:
+    if isinstance(stats, Tensor):
+        return stats.detach()
+    if isinstance(stats, tuple):
+        detached = (_detach(s) for s in stats)
+        return type(stats)(*detached) if hasattr(stats, "_fields") else tuple(detached)  # keep NamedTuples' types
+    return stats
 
 
 def _to_device(value: Any, device: torch.device) -> Any:

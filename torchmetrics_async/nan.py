@@ -96,7 +96,7 @@ def apply_nan_strategy_to_numbers(
 class DeferredNanFlag:
     """Mixin deferring ``"error"``/``"warn"`` NaNs to a check (:data:`NAN_FLAG_STATE`) that ``compute()`` reports."""
 
-    def _add_nan_flag_state(self) -> None:
+    def _add_extra_states(self) -> None:  # reached from SyncFreeMixin's, earlier in the MRO
         message = {"error": NAN_ERROR_MESSAGE, "warn": NAN_WARN_MESSAGE}.get(self.nan_strategy)
         if message is not None:
             self._add_deferred_check(NAN_FLAG_STATE, message, self.nan_strategy)

@@ -1,7 +1,7 @@
 """torchmetrics' wrappers over sync-free metrics: ``Running`` around any accelerated base metric.
 
 torchmetrics' ``Running`` resets its base every step, which around an accelerated base would read the base's deferred
-flags every step; this one reports them itself (see :mod:`torchmetrics_async.running`).
+flags every step; this one reports them itself (see :class:`~torchmetrics_async.aggregation.SyncFreeRunning`).
 
 Example:
     >>> import torch
@@ -19,8 +19,8 @@ from typing import Any
 from torchmetrics_async._torchmetrics import Metric, rank_zero_warn
 from torchmetrics_async._torchmetrics import Running as _TorchmetricsRunning
 from torchmetrics_async.accelerate import accelerate, accelerated_class_for
+from torchmetrics_async.aggregation import SyncFreeRunning
 from torchmetrics_async.metric import SyncFreeMixin
-from torchmetrics_async.running import SyncFreeRunning
 
 __all__ = ["Running"]
 
