@@ -51,12 +51,20 @@ def _states(metric: Any) -> tuple[Tensor, ...]:
     return tuple(getattr(metric, name) for name in metric._stat_states)
 
 
-def _average(scores: Tensor, weights: Tensor, multioutput: str) -> Tensor:
+def _scores(
+    numerator: Tensor, denominator: Tensor, nonzero: tuple[Tensor, Tensor], like: Tensor, multioutput: str
+) -> Tensor:
+    """R2's and explained variance's ``1 - numerator / denominator`` (1 or 0 where zero), averaged: no mask writes."""
+    nonzero_numerator, nonzero_denominator = nonzero
+    scores = torch.ones_like(like)
+    ratio = (1 - numerator / denominator).to(scores.dtype)
+    scores = torch.where(nonzero_numerator & nonzero_denominator, ratio, scores)
+    scores = scores.masked_fill(nonzero_numerator & ~nonzero_denominator, 0.0)
     if multioutput == "raw_values":
         return scores
     if multioutput == "uniform_average":
         return torch.mean(scores)
-    return torch.sum(weights / torch.sum(weights) * scores)
+    return torch.sum(denominator / torch.sum(denominator) * scores)
 
 
 def r2_value(
@@ -78,12 +86,9 @@ def r2_value(
         raise ValueError(R2_TOO_FEW_SAMPLES_MESSAGE)
     mean_obs = sum_obs / num_obs
     tss = sum_squared_obs - sum_obs * mean_obs
-    cond_rss = ~torch.isclose(rss, torch.zeros_like(rss), atol=1e-4)
-    cond_tss = ~torch.isclose(tss, torch.zeros_like(tss), atol=1e-4)
-    raw_scores = torch.ones_like(rss)
-    raw_scores = torch.where(cond_rss & cond_tss, (1 - rss / tss).to(raw_scores.dtype), raw_scores)
-    raw_scores = raw_scores.masked_fill(cond_rss & ~cond_tss, 0.0)
-    r2 = _average(raw_scores, tss, multioutput)
+    nonzero_rss = ~torch.isclose(rss, torch.zeros_like(rss), atol=1e-4)
+    nonzero_tss = ~torch.isclose(tss, torch.zeros_like(tss), atol=1e-4)
+    r2 = _scores(rss, tss, (nonzero_rss, nonzero_tss), rss, multioutput)
     if adjusted == 0:
         return r2 if host_count else r2.masked_fill(num_obs < 2, math.nan)
     if host_count:
@@ -116,13 +121,7 @@ def explained_variance_value(
     numerator = sum_squared_error / num_obs - (diff_avg * diff_avg)
     target_avg = sum_target / num_obs
     denominator = sum_squared_target / num_obs - (target_avg * target_avg)
-    nonzero_numerator = numerator != 0
-    nonzero_denominator = denominator != 0
-    scores = torch.ones_like(diff_avg)
-    ratio = (1.0 - (numerator / denominator)).to(scores.dtype)
-    scores = torch.where(nonzero_numerator & nonzero_denominator, ratio, scores)
-    scores = scores.masked_fill(nonzero_numerator & ~nonzero_denominator, 0.0)
-    return _average(scores, denominator, multioutput)
+    return _scores(numerator, denominator, (numerator != 0, denominator != 0), diff_avg, multioutput)
 
 
 def pearson_value(
