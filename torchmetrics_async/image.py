@@ -1,15 +1,8 @@
 """Sync-free image metrics, torchmetrics' values: each overrides only what syncs in torchmetrics' class.
 
-- ``SpatialCorrelationCoefficient``, ``VisualInformationFidelity``: boolean-mask writes (``x[x < 0] = 0``: a
-  ``nonzero`` per write) become ``torch.where`` of the same values, in torchmetrics' op order; SCC's CPU filter is
-  copied to the metric's device when it moves, VIF's constants are fill kernels.
-- ``RootMeanSquaredErrorUsingSlidingWindow``, ``RelativeAverageSpectralError``: the reflection padding mirrors with
-  ``flip`` (torchmetrics indexes with a CPU ``arange``); RASE's count is a ``torch.full``.
-- ``StructuralSimilarityIndexMeasure``, ``MultiScaleStructuralSimilarityIndexMeasure``: with ``data_range=None`` the
-  images' range is found on the device (torchmetrics' Python ``max()`` of two tensors reads the host); MS-SSIM's
-  ``betas`` are copied to the device once per device, not per update (with ``gaussian_kernel=False`` torchmetrics'
-  ``_ssim_update``, used as it is, still copies ``kernel_size``).
-- ``PeakSignalNoiseRatioWithBlockedEffect``: block indices built on the device, ``if d_b > d_bc`` a ``torch.where``.
+Boolean-mask writes become ``torch.where`` (in torchmetrics' op order), indexing by CPU tensors and Python ``max()`` of
+tensors become device ops, and constants reach the metric's device once, not per update: each function and class
+says which.
 
 Example:
     >>> import torch
@@ -165,12 +158,7 @@ class VisualInformationFidelity(SyncFreeBatchStats, tm.VisualInformationFidelity
 
 
 def uniform_filter(x: Tensor, window_size: int) -> Tensor:
-    """Torchmetrics' ``_uniform_filter``, its reflection padding by ``flip`` (torchmetrics: CPU index tensors).
-
-    Example:
-        >>> uniform_filter(torch.ones(1, 1, 4, 4), 3).shape
-        torch.Size([1, 1, 4, 4])
-    """
+    """Torchmetrics' ``_uniform_filter``, its reflection padding by ``flip`` (torchmetrics: CPU index tensors)."""
     pad, outer = window_size // 2, window_size % 2
     for dim in (2, 3):  # torchmetrics' _single_dimension_pad: `pad` leading and `pad + outer - 1` trailing, mirrored
         size = x.shape[dim]
@@ -182,12 +170,7 @@ def uniform_filter(x: Tensor, window_size: int) -> Tensor:
 
 
 def rmse_sw_map(preds: Tensor, target: Tensor, window_size: int) -> Tensor:
-    """Torchmetrics' ``_rmse_sw_update`` checks and per-image RMSE map ``(N, C, H, W)``, without a host sync.
-
-    Example:
-        >>> rmse_sw_map(torch.zeros(1, 1, 8, 8), torch.ones(1, 1, 8, 8), 3).mean()
-        tensor(1.)
-    """
+    """Torchmetrics' ``_rmse_sw_update`` checks and per-image RMSE map ``(N, C, H, W)``, without a host sync."""
     if preds.dtype != target.dtype:
         raise TypeError(
             f"Expected `preds` and `target` to have the same data type. But got {preds.dtype} and {target.dtype}."
