@@ -66,11 +66,6 @@ def _one_d(x: Tensor) -> Tensor:
     return x.reshape(1) if x.ndim == 0 else x
 
 
-def _count(x: Tensor) -> Tensor:
-    """``x.numel()`` as a 0-dim int64 device tensor (a kernel argument, no copy)."""
-    return torch.full((), x.numel(), device=x.device)
-
-
 def _entropy(size: Tensor, first: Tensor, n: Tensor) -> Tensor:
     """Torchmetrics' ``calculate_entropy`` from the entries' group sizes."""
     return -torch.where(first, size / n * (size.log() - n.log()), 0).sum()
@@ -78,7 +73,7 @@ def _entropy(size: Tensor, first: Tensor, n: Tensor) -> Tensor:
 
 def _mutual_info(preds: Tensor, target: Tensor) -> tuple[Tensor, ...]:
     """Torchmetrics' ``mutual_info_score``; also the entropies of ``preds``, ``target`` and the entries' sizes."""
-    n = _count(preds)
+    n = torch.full((), preds.numel(), device=preds.device)  # a kernel argument, no copy
     rank_t, a, first_t = groups(target)
     rank_p, b, first_p = groups(preds)
     _, c, first_c = groups(rank_t * max(preds.numel(), 1) + rank_p)
@@ -253,15 +248,7 @@ class _Intrinsic(SyncFreeBatchStats):
         return {CLUSTER_COUNT: self._count_message}
 
     def update(self, data: Tensor, labels: Tensor) -> None:
-        """Append a batch of embeddings ``(N, d)`` and their cluster labels ``(N,)`` without a host sync.
-
-        Example:
-            >>> import torch
-            >>> metric = CalinskiHarabaszScore()
-            >>> metric.update(torch.tensor([[0.0], [1.0], [5.0]]), torch.tensor([0, 0, 1]))
-            >>> metric.compute()
-            tensor(27.)
-        """
+        """Append a batch of embeddings ``(N, d)`` and their cluster labels ``(N,)`` without a host sync."""
         self._merge_stats(self._batch_stats(data, labels))
 
     def _batch_stats(self, data: Tensor, labels: Tensor) -> BatchStats:

@@ -1,15 +1,8 @@
 """Sync-free image metrics, torchmetrics' values: each overrides only what syncs in torchmetrics' class.
 
-- ``SpatialCorrelationCoefficient``, ``VisualInformationFidelity``: boolean-mask writes (``x[x < 0] = 0``: a
-  ``nonzero`` per write) become ``torch.where`` of the same values, in torchmetrics' op order; SCC's CPU filter is
-  copied to the metric's device when it moves, VIF's constants are fill kernels.
-- ``RootMeanSquaredErrorUsingSlidingWindow``, ``RelativeAverageSpectralError``: the reflection padding mirrors with
-  ``flip`` (torchmetrics indexes with a CPU ``arange``); RASE's count is a ``torch.full``.
-- ``StructuralSimilarityIndexMeasure``, ``MultiScaleStructuralSimilarityIndexMeasure``: with ``data_range=None`` the
-  images' range is found on the device (torchmetrics' Python ``max()`` of two tensors reads the host); MS-SSIM's
-  ``betas`` are copied to the device once per device, not per update (with ``gaussian_kernel=False`` torchmetrics'
-  ``_ssim_update``, used as it is, still copies ``kernel_size``).
-- ``PeakSignalNoiseRatioWithBlockedEffect``: block indices built on the device, ``if d_b > d_bc`` a ``torch.where``.
+Boolean-mask writes become ``torch.where`` (in torchmetrics' op order), indexing by CPU tensors and Python ``max()`` of
+tensors become device ops, and constants reach the metric's device once, not per update: each function and class
+says which.
 
 Example:
     >>> import torch
@@ -91,14 +84,11 @@ class SpatialCorrelationCoefficient(SyncFreeBatchStats, tm.SpatialCorrelationCoe
 
     def _device_filter(self, device: torch.device) -> Tensor:
         """``hp_filter`` as float32 on ``device``, copied when the metric moves (or ``hp_filter`` is replaced)."""
-        state = self.__dict__
-        copied = state.get("_hp_filter_on_device")
-        if copied is None or state["_hp_filter_source"] is not self.hp_filter or copied.device != device:
-            state["_hp_filter_source"], state["_hp_filter_on_device"] = (
-                self.hp_filter,
-                self.hp_filter.to(device, torch.float32),
-            )
-        return state["_hp_filter_on_device"]
+        source, copied = self.__dict__.get("_hp_filter_copy", (None, None))
+        if source is not self.hp_filter or copied.device != device:
+            source, copied = self.hp_filter, self.hp_filter.to(device, torch.float32)
+            self.__dict__["_hp_filter_copy"] = source, copied
+        return copied
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         hp_filter = self._device_filter(preds.device)
@@ -165,12 +155,7 @@ class VisualInformationFidelity(SyncFreeBatchStats, tm.VisualInformationFidelity
 
 
 def uniform_filter(x: Tensor, window_size: int) -> Tensor:
-    """Torchmetrics' ``_uniform_filter``, its reflection padding by ``flip`` (torchmetrics: CPU index tensors).
-
-    Example:
-        >>> uniform_filter(torch.ones(1, 1, 4, 4), 3).shape
-        torch.Size([1, 1, 4, 4])
-    """
+    """Torchmetrics' ``_uniform_filter``, its reflection padding by ``flip`` (torchmetrics: CPU index tensors)."""
     pad, outer = window_size // 2, window_size % 2
     for dim in (2, 3):  # torchmetrics' _single_dimension_pad: `pad` leading and `pad + outer - 1` trailing, mirrored
         size = x.shape[dim]
@@ -182,12 +167,7 @@ def uniform_filter(x: Tensor, window_size: int) -> Tensor:
 
 
 def rmse_sw_map(preds: Tensor, target: Tensor, window_size: int) -> Tensor:
-    """Torchmetrics' ``_rmse_sw_update`` checks and per-image RMSE map ``(N, C, H, W)``, without a host sync.
-
-    Example:
-        >>> rmse_sw_map(torch.zeros(1, 1, 8, 8), torch.ones(1, 1, 8, 8), 3).mean()
-        tensor(1.)
-    """
+    """Torchmetrics' ``_rmse_sw_update`` checks and per-image RMSE map ``(N, C, H, W)``, without a host sync."""
     if preds.dtype != target.dtype:
         raise TypeError(
             f"Expected `preds` and `target` to have the same data type. But got {preds.dtype} and {target.dtype}."

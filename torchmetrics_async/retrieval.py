@@ -42,14 +42,7 @@ EMPTY_MESSAGE = "`indexes`, `preds` and `target` must be non-empty and non-scala
 def retrieval_inputs(
     preds: Tensor, target: Tensor, indexes: Tensor | None, ignore_index: int | None
 ) -> tuple[tuple[Tensor, ...], Tensor | None]:
-    """Torchmetrics' ``_check_retrieval_inputs`` without host reads: entries as it stores them, and a keep-mask.
-
-    Example:
-        >>> preds, target, indexes = torch.tensor([0.5, 0.1]), torch.tensor([1, -1]), torch.tensor([0, 0])
-        >>> (i, p, t), keep = retrieval_inputs(preds, target, indexes, ignore_index=-1)
-        >>> t, keep
-        (tensor([ 1, -1]), tensor([ True, False]))
-    """
+    """Torchmetrics' ``_check_retrieval_inputs`` without host reads: entries as it stores them, and a keep-mask."""
     if indexes is None:
         raise ValueError("Argument `indexes` cannot be None")
     if indexes.shape != preds.shape or preds.shape != target.shape:

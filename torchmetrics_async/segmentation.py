@@ -201,13 +201,7 @@ class GeneralizedDiceScore(_SyncFreeSegmentation, tm.GeneralizedDiceScore):
 
 
 def generalized_dice_terms(preds: Tensor, target: Tensor, weight_type: str) -> tuple[Tensor, Tensor]:
-    """Torchmetrics' ``_generalized_dice_update`` on masks, its infinite-weight mask writes done by ``torch.where``.
-
-    Example:
-        >>> masks = torch.tensor([[[1, 0], [0, 1]]])
-        >>> generalized_dice_terms(masks, masks, "linear")
-        (tensor([[2., 2.]]), tensor([[2, 2]]))
-    """
+    """Torchmetrics' ``_generalized_dice_update`` on masks, its infinite-weight mask writes done by ``torch.where``."""
     reduce_axis = list(range(2, target.ndim))
     intersection = torch.sum(preds * target, dim=reduce_axis)
     target_sum = torch.sum(target, dim=reduce_axis)
@@ -255,12 +249,7 @@ class DiceScore(_SyncFreeSegmentation, tm.DiceScore):
 def dice_compute(
     numerator: Tensor, denominator: Tensor, support: Tensor | None, average: str | None, aggregation_level: str
 ) -> Tensor:
-    """Torchmetrics' ``DiceScore.compute`` on concatenated states; ``"weighted"`` restores NaN with ``masked_fill``.
-
-    Example:
-        >>> dice_compute(torch.tensor([[2, 0]]), torch.tensor([[2, 0]]), torch.tensor([[1, 0]]), "weighted", "global")
-        tensor(1.)
-    """
+    """Torchmetrics' ``DiceScore.compute`` on concatenated states; ``"weighted"`` restores NaN with ``masked_fill``."""
     if average != "weighted":
         return _dice_score_compute(numerator, denominator, average, aggregation_level, support).nanmean(dim=0)
     if aggregation_level == "global":

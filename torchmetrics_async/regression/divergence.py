@@ -1,7 +1,5 @@
 """Sync-free KL and Jensen-Shannon divergences: torchmetrics' ``_safe_xlogy`` mask write done with ``masked_fill``."""
 
-from typing import ClassVar
-
 import torch
 import torchmetrics.regression as tm
 from torch import Tensor
@@ -61,8 +59,6 @@ def _js_divergence_measures(p: Tensor, q: Tensor, log_prob: bool) -> tuple[Tenso
 class _SyncFreeDivergence(SyncFreeSums):
     """A divergence per observation (``_measures``): summed or kept in a list (``"none"``), as torchmetrics."""
 
-    # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
-    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
     _reassigned_states = frozenset({"measures"})  # torchmetrics: `self.measures = self.measures + measures.sum()`
 
     @property

@@ -1,7 +1,5 @@
 """Sync-free mean-error regression metrics: one-pass ``forward`` on :mod:`~torchmetrics_async.regression.sums`."""
 
-from typing import ClassVar
-
 import torch
 import torchmetrics.regression as tm
 from torch import Tensor
@@ -53,16 +51,11 @@ class MeanAbsoluteError(SyncFreeSums, tm.MeanAbsoluteError):
     _stat_states = ("sum_abs_error", "total")
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
-        return BatchStats(_mean_absolute_error_stats(preds, target, self.num_outputs), {})
-
-
-def _mean_absolute_error_stats(preds: Tensor, target: Tensor, num_outputs: int) -> tuple[Tensor, int]:
-    """Torchmetrics' ``_mean_absolute_error_update`` minus ``if x.is_floating_point`` (always true; Dynamo fails)."""
-    _check_same_shape(preds, target)
-    if num_outputs == 1:
-        preds = preds.view(-1)
-        target = target.view(-1)
-    return torch.sum(torch.abs(preds - target), dim=0), target.shape[0]
+        # torchmetrics' _mean_absolute_error_update minus `if x.is_floating_point` (always true; Dynamo fails on it)
+        _check_same_shape(preds, target)
+        if self.num_outputs == 1:
+            preds, target = preds.view(-1), target.view(-1)
+        return BatchStats((torch.sum(torch.abs(preds - target), dim=0), target.shape[0]), {})
 
 
 class MeanAbsolutePercentageError(SyncFreeSums, tm.MeanAbsolutePercentageError):
@@ -130,9 +123,6 @@ class RelativeSquaredError(SyncFreeSums, tm.RelativeSquaredError):
 
 class CriticalSuccessIndex(SyncFreeSums, tm.CriticalSuccessIndex):
     """No host sync in ``update()`` or ``forward()``."""
-
-    # torch.jit.script compiles properties unless listed here; this one depends on a constructor argument.
-    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeSums.__jit_unused_properties__, "_stat_states"]
 
     @property
     def _stat_states(self) -> tuple[str, ...]:  # type: ignore[override]

@@ -42,21 +42,24 @@ __all__ = [
 MOMENTS = ("mean_x", "mean_y", "max_abs_dev_x", "max_abs_dev_y", "var_x", "var_y", "corr_xy", "n_total")
 
 
-def _in_batch_forward(metric: Any) -> bool:
-    """Whether ``compute()`` runs inside the generic ``forward`` (an overriding subclass), where it must not read."""
-    return metric.__dict__.get(FORWARD_BATCH) is not None
-
-
 def _states(metric: Any) -> tuple[Tensor, ...]:
     return tuple(getattr(metric, name) for name in metric._stat_states)
 
 
-def _average(scores: Tensor, weights: Tensor, multioutput: str) -> Tensor:
+def _scores(
+    numerator: Tensor, denominator: Tensor, nonzero: tuple[Tensor, Tensor], like: Tensor, multioutput: str
+) -> Tensor:
+    """R2's and explained variance's ``1 - numerator / denominator`` (1 or 0 where zero), averaged: no mask writes."""
+    nonzero_numerator, nonzero_denominator = nonzero
+    scores = torch.ones_like(like)
+    ratio = (1 - numerator / denominator).to(scores.dtype)
+    scores = torch.where(nonzero_numerator & nonzero_denominator, ratio, scores)
+    scores = scores.masked_fill(nonzero_numerator & ~nonzero_denominator, 0.0)
     if multioutput == "raw_values":
         return scores
     if multioutput == "uniform_average":
         return torch.mean(scores)
-    return torch.sum(weights / torch.sum(weights) * scores)
+    return torch.sum(denominator / torch.sum(denominator) * scores)
 
 
 def r2_value(
@@ -78,12 +81,9 @@ def r2_value(
         raise ValueError(R2_TOO_FEW_SAMPLES_MESSAGE)
     mean_obs = sum_obs / num_obs
     tss = sum_squared_obs - sum_obs * mean_obs
-    cond_rss = ~torch.isclose(rss, torch.zeros_like(rss), atol=1e-4)
-    cond_tss = ~torch.isclose(tss, torch.zeros_like(tss), atol=1e-4)
-    raw_scores = torch.ones_like(rss)
-    raw_scores = torch.where(cond_rss & cond_tss, (1 - rss / tss).to(raw_scores.dtype), raw_scores)
-    raw_scores = raw_scores.masked_fill(cond_rss & ~cond_tss, 0.0)
-    r2 = _average(raw_scores, tss, multioutput)
+    nonzero_rss = ~torch.isclose(rss, torch.zeros_like(rss), atol=1e-4)
+    nonzero_tss = ~torch.isclose(tss, torch.zeros_like(tss), atol=1e-4)
+    r2 = _scores(rss, tss, (nonzero_rss, nonzero_tss), rss, multioutput)
     if adjusted == 0:
         return r2 if host_count else r2.masked_fill(num_obs < 2, math.nan)
     if host_count:
@@ -116,13 +116,7 @@ def explained_variance_value(
     numerator = sum_squared_error / num_obs - (diff_avg * diff_avg)
     target_avg = sum_target / num_obs
     denominator = sum_squared_target / num_obs - (target_avg * target_avg)
-    nonzero_numerator = numerator != 0
-    nonzero_denominator = denominator != 0
-    scores = torch.ones_like(diff_avg)
-    ratio = (1.0 - (numerator / denominator)).to(scores.dtype)
-    scores = torch.where(nonzero_numerator & nonzero_denominator, ratio, scores)
-    scores = scores.masked_fill(nonzero_numerator & ~nonzero_denominator, 0.0)
-    return _average(scores, denominator, multioutput)
+    return _scores(numerator, denominator, (numerator != 0, denominator != 0), diff_avg, multioutput)
 
 
 def pearson_value(
@@ -153,13 +147,7 @@ def pearson_value(
 
 
 def concordance_value(mean_x: Tensor, mean_y: Tensor, *moments: Tensor) -> Tensor:
-    """Torchmetrics' ``_concordance_corrcoef_compute`` on :func:`pearson_value` (its ``moments``): no host read.
-
-    Example:
-        >>> ones = torch.ones(1)
-        >>> concordance_value(0 * ones, 0 * ones, ones, ones, ones, ones, ones, 2 * ones)
-        tensor([1.])
-    """
+    """Torchmetrics' ``_concordance_corrcoef_compute`` on :func:`pearson_value` (its ``moments``): no host read."""
     pearson = pearson_value(*moments)
     _, _, var_x, var_y, _, nb = moments
     var_x = var_x / (nb - 1)
@@ -167,7 +155,17 @@ def concordance_value(mean_x: Tensor, mean_y: Tensor, *moments: Tensor) -> Tenso
     return 2.0 * pearson * var_x.sqrt() * var_y.sqrt() / (var_x + var_y + (mean_x - mean_y) ** 2)
 
 
-class R2Score(SyncFreeSums, tm.R2Score):
+class _NoReadInForward:
+    """``compute()`` inside the generic ``forward`` (of a subclass overriding it): ``_value`` of the states, no read."""
+
+    def compute(self) -> Tensor:
+        """Torchmetrics' ``compute`` (inside an overriding subclass's ``forward``: without host reads)."""
+        if self.__dict__.get(FORWARD_BATCH) is not None:
+            return self._value(_states(self))
+        return super().compute()  # type: ignore[misc]
+
+
+class R2Score(_NoReadInForward, SyncFreeSums, tm.R2Score):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("sum_squared_error", "sum_error", "residual", "total")
@@ -178,14 +176,11 @@ class R2Score(SyncFreeSums, tm.R2Score):
         sum_squared_obs, sum_obs, rss, _ = self._batch_states(stats[0])
         return r2_value(sum_squared_obs, sum_obs, rss, stats[0][3], self.adjusted, self.multioutput)
 
-    def compute(self) -> Tensor:
-        """Torchmetrics' R2 score of the states (inside an overriding subclass's ``forward``: without host reads)."""
-        if _in_batch_forward(self):
-            return r2_value(*_states(self), self.adjusted, self.multioutput)
-        return super().compute()
+    def _value(self, states: tuple[Tensor, ...]) -> Tensor:
+        return r2_value(*states, self.adjusted, self.multioutput)
 
 
-class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
+class ExplainedVariance(_NoReadInForward, SyncFreeSums, tm.ExplainedVariance):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("num_obs", "sum_error", "sum_squared_error", "sum_target", "sum_squared_target")
@@ -193,16 +188,13 @@ class ExplainedVariance(SyncFreeSums, tm.ExplainedVariance):
     _sums_update = staticmethod(_explained_variance_update)
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
-        return explained_variance_value(*self._batch_states(stats[0]), self.multioutput)
+        return self._value(self._batch_states(stats[0]))
 
-    def compute(self) -> Tensor:
-        """Torchmetrics' explained variance (inside an overriding subclass's ``forward``: no host read)."""
-        if _in_batch_forward(self):
-            return explained_variance_value(*_states(self), self.multioutput)
-        return super().compute()
+    def _value(self, states: tuple[Tensor, ...]) -> Tensor:
+        return explained_variance_value(*states, self.multioutput)
 
 
-class _SyncFreeMoments(SyncFreeBatchStats):
+class _SyncFreeMoments(_NoReadInForward, SyncFreeBatchStats):
     """Running moments updated in place; the batch value (``_from_moments``) from the batch's own, no host read."""
 
     _stat_states = MOMENTS
@@ -233,12 +225,6 @@ class _SyncFreeMoments(SyncFreeBatchStats):
         if (self.num_outputs == 1 and mean_x.numel() > 1) or (self.num_outputs > 1 and mean_x.ndim > 1):
             moments = _final_aggregation(*moments)
         return self._from_moments(*moments)
-
-    def compute(self) -> Tensor:
-        """Torchmetrics' value of the running moments (inside an overriding subclass's ``forward``: no host read)."""
-        if _in_batch_forward(self):
-            return self._value(_states(self))
-        return super().compute()
 
 
 class PearsonCorrCoef(_SyncFreeMoments, tm.PearsonCorrCoef):

@@ -5,7 +5,7 @@ shape); a class names the latter in ``_reassigned_states``.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -18,7 +18,9 @@ __all__ = ["SyncFreeSums"]
 class SyncFreeSums(SyncFreeBatchStats):
     """Batch sums (``_batch_stats``: torchmetrics' functional update) added into states; batch value from them alone."""
 
-    _stat_states: tuple[str, ...] = ()
+    _stat_states: tuple[str, ...] = ()  # a property where it depends on a constructor argument
+    # torch.jit.script compiles properties unless listed here.
+    __jit_unused_properties__: ClassVar[list[str]] = [*SyncFreeBatchStats.__jit_unused_properties__, "_stat_states"]
     #: torchmetrics' functional update, where it gives the batch sums of ``(preds, target)`` in ``_stat_states`` order.
     _sums_update: Callable[[Tensor, Tensor], tuple] | None = None
 
