@@ -13,7 +13,7 @@ torchmetrics twin and judges the outcomes:
   ours may raise ``ValueError`` at once on a batch whose shapes torchmetrics rejects or broadcasts across the batch;
 - warnings: what torchmetrics warns in ``update()`` is warned by the next ``compute()`` at the latest;
 - host syncs: every ``update()``/``forward()`` of ours runs under ``no_host_sync()``, but for the caveats of
-  ``torchmetrics_async.coverage.FORWARD_CAVEATS``.
+  ``tools.coverage.FORWARD_CAVEATS``.
 
 The README's deviation table is the only allow-list (:data:`ALLOWED`: each entry quotes the "what" cell of the row it
 relies on; ``tests/test_fuzz.py`` checks every quote is in README.md). A finding is shrunk (operations dropped, batches
@@ -42,9 +42,9 @@ import torch
 from torch import Tensor
 
 from tests.examples import example_for
+from tools.coverage import FORWARD_CAVEATS
 from torchmetrics_async.accelerate import patch
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
-from torchmetrics_async.coverage import FORWARD_CAVEATS
 from torchmetrics_async.registry import registry
 from torchmetrics_async.testing import HostSyncError, no_host_sync
 
