@@ -60,6 +60,7 @@ __all__ = [
     "unpatch",
 ]
 __all__ += aggregation.__all__
+__all__ += clustering.__all__
 __all__ += tasks.__all__
 __all__ += regression.__all__
 __all__ += retrieval.__all__
