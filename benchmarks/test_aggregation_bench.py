@@ -2,7 +2,7 @@
 
 Run (``scripts/bench`` does this and prints the ratio table)::
 
-    python -m pytest benchmarks --benchmark-enable --benchmark-json=benchmarks/results/latest.json \
+    python -m pytest benchmarks -n 0 --benchmark-enable --benchmark-json=benchmarks/results/latest.json \
         -p no:cacheprovider -q
 
 Without ``--benchmark-enable`` (``--benchmark-disable`` is in the project's addopts) every case runs its call once, so

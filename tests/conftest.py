@@ -1,11 +1,11 @@
 """The ``slow`` marker: by place (spawned ranks, Lightning fits, compile sweeps), and for all but the first case of a
 ``sweep``.
 
-``pytest -m "not slow"`` is the quick run (at most 3 minutes on 2 cores); ``scripts/test`` runs everything. A test
-added in a slow place (:data:`SLOW_FOLDERS`, :data:`SLOW_FILES`) is slow without being listed; a slow test
-elsewhere carries ``@pytest.mark.slow`` itself. A parametrized test over the registry or many configurations carries
-``@pytest.mark.sweep``: its first case stays in the quick run (so every property is still exercised there), the
-others are slow.
+``pytest -m "not slow"`` is the quick run (at most 3 minutes on 2 cores, in the 2 processes of addopts' ``-n 2``);
+``scripts/test`` runs everything. A test added in a slow place (:data:`SLOW_FOLDERS`, :data:`SLOW_FILES`) is slow
+without being listed; a slow test elsewhere carries ``@pytest.mark.slow`` itself. A parametrized test over the
+registry or many configurations carries ``@pytest.mark.sweep``: its first case stays in the quick run (so every
+property is still exercised there), the others are slow.
 """
 
 import fnmatch

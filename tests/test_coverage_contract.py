@@ -17,8 +17,7 @@ import torchmetrics.classification as tmc
 
 import torchmetrics_async as tma
 from tests.examples import Example, example_for
-from torchmetrics_async.accelerate import patch, registry, unpatch
-from torchmetrics_async.coverage import (
+from tools.coverage import (
     ACCELERATED,
     FORWARD_CAVEATS,
     NOT_SYNC_FREE,
@@ -27,6 +26,7 @@ from torchmetrics_async.coverage import (
     accelerated_coverage,
     why_not_accelerated,
 )
+from torchmetrics_async.accelerate import patch, registry, unpatch
 from torchmetrics_async.metric import SyncFreeMixin
 from torchmetrics_async.registry import is_deprecated_alias
 from torchmetrics_async.testing import HostSyncError, no_host_sync
@@ -207,8 +207,3 @@ def test_listing_is_the_same_while_patched(rows: list[CoverageRow]) -> None:
         assert accelerated_coverage() == rows
     finally:
         unpatch()
-
-
-def test_package_exports_the_listing() -> None:
-    assert tma.accelerated_coverage is accelerated_coverage
-    assert tma.CoverageRow is CoverageRow

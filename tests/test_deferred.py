@@ -18,8 +18,8 @@ from torch import Tensor
 import torchmetrics_async as ta
 from tests.example_families import is_task_wrapper as _is_task_wrapper
 from tests.examples import example_for, violating_example_for
+from tools.coverage import FORWARD_CAVEATS
 from torchmetrics_async.accelerate import registry
-from torchmetrics_async.coverage import FORWARD_CAVEATS
 from torchmetrics_async.registry import torchmetrics_origin
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 

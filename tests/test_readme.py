@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tools import coverage_table
-from torchmetrics_async import accelerated_coverage
+from tools.coverage import accelerated_coverage
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

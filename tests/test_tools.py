@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 
-TOOLS = ["tools.conformance", "tools.conformance_plugin", "tools.coverage_table", "tools.demo"]
+TOOLS = ["tools.conformance", "tools.conformance_plugin", "tools.coverage", "tools.coverage_table", "tools.demo"]
 
 
 @pytest.mark.parametrize("name", TOOLS)

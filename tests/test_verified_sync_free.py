@@ -14,8 +14,7 @@ import torchmetrics.functional.audio
 
 from tests.parity import assert_same
 from tests.sync_free_examples import example_for_unaccelerated
-from torchmetrics_async import AsyncMetricCollector, accelerate
-from torchmetrics_async.coverage import (
+from tools.coverage import (
     EXPLAINED,
     NOT_SYNC_FREE,
     SYNC_FREE_AS_IS,
@@ -23,6 +22,7 @@ from torchmetrics_async.coverage import (
     CoverageRow,
     accelerated_coverage,
 )
+from torchmetrics_async import AsyncMetricCollector, accelerate
 from torchmetrics_async.registry import registry
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
 

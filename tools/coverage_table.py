@@ -1,7 +1,7 @@
 """docs/coverage.md's "what is accelerated" tables and compile caveats, with the caveat data they print.
 
 ``scripts/coverage-table`` runs it (``python -m tools.coverage_table``): the summary table from
-``torchmetrics_async.accelerated_coverage()``, with its three statuses (accelerated, sync-free as it is (verified), not
+``tools.coverage.accelerated_coverage()``, with its three statuses (accelerated, sync-free as it is (verified), not
 sync-free with the reason); ``--all``: one row per torchmetrics class, with its status and reason; ``--compile``: the
 classes that a compiled step cannot keep in one graph (:data:`COMPILE_CAVEATS`).
 docs/coverage.md's two tables and docs/compile.md's caveats are this module's output, pasted (``tests/test_readme.py``
@@ -28,11 +28,10 @@ import torchmetrics.regression
 import torchmetrics.retrieval
 import torchmetrics.segmentation
 
-from torchmetrics_async import accelerated_coverage
+from tools.coverage import ACCELERATED, NOT_SYNC_FREE, SYNC_FREE_AS_IS, accelerated_coverage
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.clustering import __all__ as CLUSTERING_NAMES
-from torchmetrics_async.coverage import ACCELERATED, NOT_SYNC_FREE, SYNC_FREE_AS_IS
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 
 
@@ -203,7 +202,7 @@ def summary() -> str:
 
 
 def counts(rows: list) -> str:
-    """The three totals of ``rows`` (:class:`~torchmetrics_async.CoverageRow`), in a sentence without its full stop.
+    """The three totals of ``rows`` (:class:`~tools.coverage.CoverageRow`), in a sentence without its full stop.
 
     Example:
         >>> counts(accelerated_coverage()).startswith("Of ")

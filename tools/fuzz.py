@@ -13,7 +13,7 @@ torchmetrics twin and judges the outcomes:
   ours may raise ``ValueError`` at once on a batch whose shapes torchmetrics rejects or broadcasts across the batch;
 - warnings: what torchmetrics warns in ``update()`` is warned by the next ``compute()`` at the latest;
 - host syncs: every ``update()``/``forward()`` of ours runs under ``no_host_sync()``, but for the caveats of
-  ``torchmetrics_async.coverage.FORWARD_CAVEATS``.
+  ``tools.coverage.FORWARD_CAVEATS``.
 
 The README's deviation table is the only allow-list (:data:`ALLOWED`: each entry quotes the "what" cell of the row it
 relies on; ``tests/test_fuzz.py`` checks every quote is in README.md). A finding is shrunk (operations dropped, batches
@@ -42,9 +42,9 @@ import torch
 from torch import Tensor
 
 from tests.examples import example_for
+from tools.coverage import FORWARD_CAVEATS
 from torchmetrics_async.accelerate import patch
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
-from torchmetrics_async.coverage import FORWARD_CAVEATS
 from torchmetrics_async.registry import registry
 from torchmetrics_async.testing import HostSyncError, no_host_sync
 
@@ -1485,12 +1485,23 @@ def _state_values(metric: Any) -> list[Any]:
         if isinstance(value, Tensor):
             zeros = not bool(value.ne(0).any())  # NaN counts as non-zero
             bits = value.detach().reshape(-1).contiguous().view(torch.uint8)  # NaN-safe, every dtype
-            values.append(None if zeros else (value.dtype, value.shape, bytes(bits.tolist())))
+            values.append(None if zeros else (value.dtype, value.shape, bits.clone()))
         elif isinstance(value, list):
             values.append([id(item) for item in value])
         else:
             values.append(value)
     return values
+
+
+def _same_state_values(now: list[Any], before: list[Any]) -> bool:
+    """Whether two :func:`_state_values` snapshots are equal (tensor bits compared with ``torch.equal``)."""
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, tuple) and isinstance(b, tuple):
+            return a[:2] == b[:2] and torch.equal(a[2], b[2])
+        return a == b
+
+    return len(now) == len(before) and all(same(a, b) for a, b in zip(now, before, strict=True))
 
 
 def _list_states(metric: Any) -> bool:
@@ -1624,11 +1635,11 @@ class Lockstep:
             )
         if theirs.error is not None and ours.error is not None:
             # Both reject the batch at once: the types may differ (the order of checks differs), the contract holds.
-            if before and _state_values(self.ns[o]) != before[o]:
+            if before and not _same_state_values(_state_values(self.ns[o]), before[o]):
                 raise Finding("update() that raised changed the states", f"ours {ours.describe()}")
             # torchmetrics may have changed its state before raising (forward() raises between its reset and restore)
             torchmetrics_may_have_changed = method == "forward" or self.case.origin.full_state_update is not False
-            if before and _state_values(self.ns[t]) != before[t]:
+            if before and not _same_state_values(_state_values(self.ns[t]), before[t]):
                 if not self._allowed(kind="partial update", **situation):
                     raise Finding("torchmetrics' update() that raised changed its states", f"{theirs.describe()}")
                 torchmetrics_may_have_changed = True

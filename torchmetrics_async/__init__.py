@@ -17,7 +17,6 @@ from torchmetrics_async.classification import tasks
 from torchmetrics_async.classification.tasks import *  # noqa: F403
 from torchmetrics_async.clustering import *  # noqa: F403
 from torchmetrics_async.collector import AsyncMetricCollector
-from torchmetrics_async.coverage import CoverageRow, accelerated_coverage
 from torchmetrics_async.decorators import scalar_to_tensor_updates, suppress_nan_check, sync_free
 from torchmetrics_async.distributed import MetricCollection, sync_metrics
 from torchmetrics_async.errors import ShapeMismatchError
@@ -39,7 +38,6 @@ from torchmetrics_async.text import Perplexity
 
 __all__ = [
     "AsyncMetricCollector",
-    "CoverageRow",
     "CramersV",
     "DiceScore",
     "FleissKappa",
@@ -52,7 +50,6 @@ __all__ = [
     "TheilsU",
     "TschuprowsT",
     "accelerate",
-    "accelerated_coverage",
     "is_patched",
     "patch",
     "scalar_to_tensor_updates",
@@ -63,6 +60,7 @@ __all__ = [
     "unpatch",
 ]
 __all__ += aggregation.__all__
+__all__ += clustering.__all__
 __all__ += tasks.__all__
 __all__ += regression.__all__
 __all__ += retrieval.__all__

@@ -23,7 +23,7 @@ import torchmetrics.text
 
 __all__ = ["EXPLAINED", "SYNC_FREE_AS_IS", "VERIFIED_SYNC_FREE"]
 
-#: The status of a torchmetrics class listed in :data:`VERIFIED_SYNC_FREE` (``torchmetrics_async.coverage``).
+#: The status of a torchmetrics class listed in :data:`VERIFIED_SYNC_FREE` (the coverage table in ``docs/coverage.md``).
 SYNC_FREE_AS_IS = "sync-free as it is (verified)"
 
 

@@ -30,14 +30,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _worker(fn: Callable[[int, int], Any], rank: int, world_size: int, port: int, out: str) -> None:
+def _worker(fn: Callable[[int, int], Any], rank: int, world_size: int, store: str, out: str) -> None:
     result: Any
     try:
         # A failing scenario can leave the other rank waiting in a collective: fail in minutes, not half an hour. Not
         # less: a loaded machine can take a minute to start the other rank (imports), and the wait covers its arrival.
         dist.init_process_group(
             "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
+            init_method=f"file://{store}",
             rank=rank,
             world_size=world_size,
             timeout=datetime.timedelta(seconds=300),
@@ -58,11 +58,12 @@ def run(fn: Callable[[int, int], Any], world_size: int = 2, timeout: float = 900
         AssertionError: if a worker raised (with its traceback), died, or ran past ``timeout`` seconds.
     """
     context = mp.get_context("spawn")
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
+        # The ranks meet in a file, not on a port: no port to pick, so none that another process can take first.
+        store = os.path.join(tmp, "store")
         paths = [os.path.join(tmp, f"rank{rank}.pt") for rank in range(world_size)]
         processes = [
-            context.Process(target=_worker, args=(fn, rank, world_size, port, paths[rank]), daemon=True)
+            context.Process(target=_worker, args=(fn, rank, world_size, store, paths[rank]), daemon=True)
             for rank in range(world_size)
         ]
         for process in processes:

@@ -8,7 +8,7 @@ import torchmetrics.segmentation as tms
 from torchmetrics.functional.segmentation import hausdorff_distance
 from torchmetrics.functional.segmentation.utils import binary_erosion
 
-from torchmetrics_async.coverage import EXPLAINED
+from tools.coverage import EXPLAINED
 from torchmetrics_async.testing import count_host_syncs
 
 

@@ -1,5 +1,7 @@
 """What is accelerated: every torchmetrics ``Metric`` class, with one of three statuses, and why.
 
+The data behind docs/coverage.md (``tools.coverage_table`` prints it) and the contract tests; not shipped.
+
 ``accelerated`` (registered: sync-free ``update()``/``forward()``, checked by ``tests/test_coverage_contract.py``),
 ``sync-free as it is (verified)`` (torchmetrics' own class, listed in :data:`VERIFIED_SYNC_FREE` only because
 ``tests/test_verified_sync_free.py`` passes it under ``no_host_sync()``), or ``not sync-free`` with the reason
