@@ -9,9 +9,17 @@ property is still exercised there), the others are slow.
 """
 
 import fnmatch
+import os
 from pathlib import Path
 
 import pytest
+import torch
+
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # One thread per worker: with addopts' 2 workers on 2 cores, torch's default of a thread per core oversubscribes
+    # them (the quick run took 3 min 9 s so, 2 min 30 s with one thread each). Spawned ranks inherit the variable.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 TESTS = Path(__file__).parent
 # Folders of tests/ whose every test is slow, and file name patterns (anywhere under tests/).
