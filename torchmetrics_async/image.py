@@ -84,11 +84,14 @@ class SpatialCorrelationCoefficient(SyncFreeBatchStats, tm.SpatialCorrelationCoe
 
     def _device_filter(self, device: torch.device) -> Tensor:
         """``hp_filter`` as float32 on ``device``, copied when the metric moves (or ``hp_filter`` is replaced)."""
-        source, copied = self.__dict__.get("_hp_filter_copy", (None, None))
-        if source is not self.hp_filter or copied.device != device:
-            source, copied = self.hp_filter, self.hp_filter.to(device, torch.float32)
-            self.__dict__["_hp_filter_copy"] = source, copied
-        return copied
+        state = self.__dict__
+        copied = state.get("_hp_filter_on_device")
+        if copied is None or state["_hp_filter_source"] is not self.hp_filter or copied.device != device:
+            state["_hp_filter_source"], state["_hp_filter_on_device"] = (
+                self.hp_filter,
+                self.hp_filter.to(device, torch.float32),
+            )
+        return state["_hp_filter_on_device"]
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         hp_filter = self._device_filter(preds.device)
