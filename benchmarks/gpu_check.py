@@ -131,8 +131,9 @@ def section_cuda_tests(device: str, quick: bool, outdir: Path) -> dict[str, Any]
     xml = outdir / "cuda-tests.xml"
     command = [sys.executable, "-m", "pytest", "-m", "cuda", "tests/cuda", "-p", "no:cacheprovider", "-q", "-rfEX"]
     command.append(f"--junitxml={xml}")
-    if importlib.util.find_spec("pytest_benchmark") is None:
-        command += ["-o", "addopts=-ra"]  # pyproject's addopts name pytest-benchmark's flag; a bare machine lacks it
+    if any(importlib.util.find_spec(plugin) is None for plugin in ("pytest_benchmark", "xdist")):
+        # pyproject's addopts name pytest-benchmark's and pytest-xdist's flags; a bare machine lacks them
+        command += ["-o", "addopts=-ra"]
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
