@@ -38,7 +38,7 @@ def test_cpu_quick_dry_run_writes_every_section(tmp_path):
     assert sections["cuda_graphs"]["status"] == "n/a on cpu"
     table = sections["table"]
     assert table["status"] == "ok"
-    assert [(row["model"], len(row["modes"])) for row in table["rows"]] == [("small_cnn", 4), ("resnet18", 4)]
+    assert [(row["model"], len(row["modes"])) for row in table["rows"]] == [("small_cnn", 4)]
     demo = sections["demo"]
     assert demo["status"] == "ok"
     assert demo["values_identical"] is True
@@ -171,3 +171,15 @@ def test_trace_summary_side_work_entirely_inside_or_outside_main_kernels():
     outside = gpu_check.summarize_trace({"traceEvents": [_kernel(1, 0, 100), _kernel(2, 100, 20)]})
     assert outside["side_concurrent_fraction"] == 0.0
     assert gpu_check.summarize_trace({"traceEvents": []}) == {"streams": 0}
+
+
+@pytest.mark.slow
+def test_step_table_loop_trains_resnet18_on_cpu():
+    """The table's ResNet-18 rows (run on the GPU) use the same loop: one tiny block and one counted interval here."""
+    from benchmarks.step_share import Loop, _batches
+
+    cpu = torch.device("cpu")
+    loop = Loop("accelerated", "resnet18", cpu, log_every=2, batches=_batches(1, 2, 16, cpu, 0))
+    assert loop.block(2) > 0
+    assert loop.count(2) == (0.0, 10.0)  # no sync in the updates; five compute() reads and five .item() per log
+    assert loop.steps == 4
