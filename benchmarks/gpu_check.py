@@ -8,9 +8,16 @@ repository root) runs, in order, and writes the report after each section (a run
   reasons, skipped); on the CPU the tests are collected and skipped, and the section says so;
 - ``demo``: :func:`tools.demo.run` with its three modes (torchmetrics, accelerated, accelerated_async)
   on the device: step time, host syncs per step and per log, and whether the final values are identical;
-- ``overlap`` (CUDA only): a ``torch.profiler`` trace of the collector over a few training-like steps, summarised as
-  how much of the side stream's work ran while the main stream was busy, how long the main stream sat idle while the
-  side stream worked, and how long the host waited in ``collect_results()``;
+- ``table``: the article's table (:func:`benchmarks.step_share.step_table`): per model and batch size, the step time
+  with no metrics, torchmetrics, accelerated, and accelerated with the collector, interleaved over repeated rounds;
+  the metrics' share of the step (``(mode - none) / none``) with its spread, and host syncs per step and per log;
+- ``overlap`` (CUDA only): a ``torch.profiler`` trace (CUDA activity) of the collector mode's ResNet-18 loop (batch
+  128, logging every 20 steps), summarised as how much of the side stream's work ran while main-stream kernels ran,
+  how long the main stream sat idle while the side stream worked, the main stream's busy share of the loop, and the
+  host time of each logging step;
+- ``cuda_graphs`` (CUDA only): a training step whose forward, loss and metric updates (accuracy, F1, mean loss) are one
+  ``torch.compile(mode="reduce-overhead", fullgraph=True)`` graph: graph breaks, CUDA-graph skips, values against
+  eager, step time against the same step without metrics; and a ``torch.cuda.graph`` capture of the updates;
 - ``benchmarks``: per-call time of a handful of the ``benchmarks/`` cases, torchmetrics and accelerated, on the
   device (CUDA events on CUDA, ``perf_counter`` on the CPU) and their ratio;
 - ``compile``: ``torch._dynamo.explain`` of the demo's metric updates (graph breaks and their reasons).
@@ -48,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("environment", "cuda_tests", "demo", "overlap", "benchmarks", "compile")
+SECTIONS = ("environment", "cuda_tests", "demo", "table", "overlap", "cuda_graphs", "benchmarks", "compile")
 NO_CUDA = "skipped: no CUDA device"
 
 __all__ = ["NO_CUDA", "SECTIONS", "main", "render_markdown", "run_check"]
@@ -264,66 +271,49 @@ def summarize_trace(trace: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def section_table(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    from benchmarks.step_share import format_table, step_table
+
+    if device == "cuda":
+        configs = [("small_cnn", 64, 32), ("resnet18", 32, 224), ("resnet18", 128, 224)]
+        settings = {"steps_per_block": 20 if quick else 40, "log_every": 20, "repeats": 3 if quick else 5}
+    else:
+        # CPU rows: the table's code path on a scale a CPU runs in seconds (its times say nothing about a GPU)
+        # (--quick: the tiny CNN only; ResNet-18's SGD step over 11.7 M parameters takes seconds on a shared CPU)
+        configs = [("small_cnn", 8, 16)] if quick else [("small_cnn", 64, 32), ("resnet18", 8, 32)]
+        settings = {"steps_per_block": 2 if quick else 20, "log_every": 2 if quick else 10, "repeats": 3}
+    table = step_table(configs, device, **settings)
+    ours = [row["modes"][mode] for row in table["rows"] for mode in ("accelerated", "accelerated_async")]
+    return {
+        "status": "ok" if not any(result["syncs_per_step"] for result in ours) else "failed: syncs in our updates",
+        "markdown": format_table(table),
+        **table,
+    }
+
+
 def section_overlap(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
     if device != "cuda":
         return {"status": "n/a on cpu"}
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    from benchmarks.step_share import overlap_trace
 
-    from tools.demo import build_metrics, update_metrics
-    from torchmetrics_async import AsyncMetricCollector, accelerate
-
-    dev = torch.device("cuda")
-    metrics = accelerate({name: metric.to(dev) for name, metric in build_metrics(1000).items()})
-    collector = AsyncMetricCollector(metrics)
-    collector.bind()
-    weight = torch.randn(4096, 4096, device=dev)
-    generator = torch.Generator(device=dev).manual_seed(0)
-
-    def step() -> None:  # main-stream work of a few ms, then the article's metric updates on its output
-        hidden = torch.randn(128, 4096, generator=generator, device=dev)
-        for _ in range(8):
-            hidden = torch.tanh(hidden @ weight)
-        logits = hidden[:, :1000]
-        target = torch.randint(0, 1000, (128,), generator=generator, device=dev)
-        update_metrics(metrics, logits.square().mean(), logits, target)
-
-    def window(steps_between: int, waits: list[float]) -> None:
-        collector.schedule_collection()
-        for _ in range(steps_between):
-            step()
-        start = time.perf_counter()
-        collector.collect_results()
-        waits.append(1000 * (time.perf_counter() - start))
-
-    for _ in range(3):  # warm-up: kernels, cuBLAS, pinned host blocks
-        step()
-    window(2, [])
-    torch.cuda.synchronize()
-    windows, between = (2, 3) if quick else (4, 4)
-    waits: list[float] = []
-    trace_path = outdir / "overlap-trace.json"
-    start = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(windows):
-            step()
-            window(between, waits)
-        torch.cuda.synchronize()
-    loop_ms = 1000 * (time.perf_counter() - start)
-    prof.export_chrome_trace(str(trace_path))
-    collector.unbind()
-    summary = summarize_trace(json.loads(trace_path.read_text()))
+    summary = overlap_trace(outdir, steps=40 if quick else 60, log_every=20)
     return {
         "status": "ok" if summary.get("side_events") else "failed: no side-stream GPU work in the trace",
-        "windows": windows,
-        "steps_between_schedule_and_collect": between,
-        "host_wait_in_collect_ms": waits,
-        "profiled_loop_ms": loop_ms,
-        "trace": trace_path.name,
         "how": "main stream = the stream with the most GPU time in the trace; every other stream's kernels and"
         " copies count as the collector's side-stream work (sync, compute, device-to-host copy)",
         **summary,
     }
+
+
+def section_cuda_graphs(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    if device != "cuda":
+        return {"status": "n/a on cpu"}
+    from benchmarks.step_share import cuda_graph_check
+
+    result = cuda_graph_check(steps=20 if quick else 30, repeats=3 if quick else 5)
+    captured = not result["graph_breaks"] and not result["cudagraph_skips"]
+    ok = captured and result["values_equal_eager"]
+    return {"status": "ok" if ok else "failed: graph breaks, CUDA-graph skips or values differ", **result}
 
 
 def _to(obj: Any, device: str) -> Any:
@@ -475,7 +465,9 @@ RUNNERS: dict[str, Callable[[str, bool, Path], dict[str, Any]]] = {
     "environment": section_environment,
     "cuda_tests": section_cuda_tests,
     "demo": section_demo,
+    "table": section_table,
     "overlap": section_overlap,
+    "cuda_graphs": section_cuda_graphs,
     "benchmarks": section_benchmarks,
     "compile": section_compile,
 }
@@ -548,24 +540,57 @@ def render_markdown(report: dict[str, Any]) -> str:
             ratios = {mode: r.get("step_ratio_to_torchmetrics") for mode, r in demo["report"]["modes"].items()}
             lines += ["", "Step time / torchmetrics: " + ", ".join(f"{m} {_fmt(v, 3)}" for m, v in ratios.items())]
         _error(lines, demo)
+    table = sections.get("table")
+    if table:
+        lines += ["", "## Metrics' share of the step", "", f"Status: {table.get('status')}"]
+        if "markdown" in table:
+            lines += [
+                "",
+                f"Device `{table['device']}`; {table['repeats']} rounds of one {table['steps_per_block']}-step"
+                f" block per mode (modes interleaved, order rotated), logging every {table['log_every']} steps; share ="
+                " (mode - none) / none per round, median [min, max]; spread = (max - min) / median of the step time.",
+                "",
+                table["markdown"],
+            ]
+        _error(lines, table)
     overlap = sections.get("overlap")
     if overlap:
         lines += ["", "## Overlap", "", f"Status: {overlap.get('status')}"]
         if "side_busy_ms" in overlap:
             lines += [
                 "",
-                f"- side-stream GPU work (sync + compute + copy): {_fmt(overlap['side_busy_ms'], 3)} ms over"
-                f" {overlap['windows']} windows ({overlap['side_events']} kernels/copies)",
+                f"- loop: {overlap['model']}, {overlap['steps']} steps profiled, logging every {overlap['log_every']}",
+                f"- side-stream GPU work (sync + compute + copy): {_fmt(overlap['side_busy_ms'], 3)} ms"
+                f" ({overlap['side_events']} kernels/copies)",
                 f"- of it concurrent with main-stream kernels: {_fmt(overlap['side_concurrent_ms'], 3)} ms"
                 f" ({_fmt(100 * (overlap['side_concurrent_fraction'] or 0), 1)} %)",
                 f"- main stream idle while the side stream worked: {_fmt(overlap['main_idle_during_side_ms'], 3)} ms",
-                f"- main stream busy: {_fmt(overlap['main_busy_ms'], 1)} ms;"
-                f" profiled loop {_fmt(overlap['profiled_loop_ms'], 1)} ms",
-                "- host wait in collect_results() per window (ms): "
-                + ", ".join(_fmt(v, 3) for v in overlap["host_wait_in_collect_ms"]),
+                f"- main stream busy: {_fmt(overlap['main_busy_ms'], 1)} ms of a {_fmt(overlap['profiled_loop_ms'], 1)}"
+                f" ms profiled loop ({_fmt(overlap['main_busy_pct_of_loop'], 1)} %)",
+                "- host time per logging step (ms): " + ", ".join(_fmt(v, 3) for v in overlap["host_ms_per_log"]),
                 f"- method: {overlap['how']}; trace: `{overlap['trace']}`",
             ]
         _error(lines, overlap)
+    graphs = sections.get("cuda_graphs")
+    if graphs:
+        lines += ["", "## Metric updates in CUDA graphs", "", f"Status: {graphs.get('status')}"]
+        if "graph_breaks" in graphs:
+            steps = graphs["step_ms"]
+            share = graphs["metrics_share_pct"]
+            lines += [
+                "",
+                f"torch {graphs['torch']}; {graphs['model']}; forward, loss and the updates of accuracy, F1 and mean"
+                ' loss in one `torch.compile(mode="reduce-overhead", fullgraph=True)` graph, backward and SGD outside.',
+                "",
+                f"- graph breaks: {graphs['graph_breaks']}; CUDA-graph skips: {graphs['cudagraph_skips']}",
+                f"- values equal eager (twin updated with the same logits, {graphs['steps_checked']} steps):"
+                f" {graphs['values_equal_eager']}",
+                f"- step ms with metrics {_fmt(steps['with_metrics']['median'], 3)}, without"
+                f" {_fmt(steps['without_metrics']['median'], 3)}; share {_fmt(share['median'], 1)} %"
+                f" [{_fmt(share['min'], 1)}, {_fmt(share['max'], 1)}]",
+                f"- torch.cuda.graph capture of the updates: {graphs['raw_capture']}",
+            ]
+        _error(lines, graphs)
     bench = sections.get("benchmarks")
     if bench:
         lines += ["", "## Benchmarks", "", f"Status: {bench.get('status')}"]

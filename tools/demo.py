@@ -244,9 +244,13 @@ class _Logging:
         self.host_syncs = 0
         self.collectives = 0
         self.seconds = 0.0
+        self.counting = True  # False: log without the counters (``benchmarks.step_share`` times those logs)
 
     @contextlib.contextmanager
     def _measure(self) -> Iterator[None]:
+        if not self.counting:
+            yield
+            return
         collectives = count_collectives() if self.distributed else contextlib.nullcontext(None)
         with count_host_syncs(record_events=False) as syncs, collectives as counted:
             start = time.perf_counter()
