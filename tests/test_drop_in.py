@@ -152,7 +152,7 @@ def test_copy_mid_window_is_independent(name: str, how: str) -> None:
 @pytest.mark.parametrize("nan_strategy", NAN_STRATEGIES)
 @pytest.mark.parametrize("name", NAMES)
 def test_state_dict_keys_are_torchmetrics_keys(name: str, nan_strategy: Any) -> None:
-    """The extra states stay out of the keys (a plain metric loads with ``strict=True``); the count rides in metadata."""
+    """The extra states stay out of the keys (plain metrics load with ``strict=True``); the count rides in metadata."""
     ours, ref = make_pair(name, nan_strategy=nan_strategy)
     assert set(ours.state_dict()) == set(ref.state_dict())  # not persistent by default, as in torchmetrics
     ours.persistent(True)
