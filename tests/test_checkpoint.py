@@ -5,6 +5,7 @@ The 2-rank round trips (each rank its own window) are in tests/distributed/test_
 
 from __future__ import annotations
 
+import copy
 import io
 import warnings
 
@@ -146,3 +147,66 @@ def test_torchmetrics_state_arriving_warns_compute_before_update_as_torchmetrics
     expected, got = results
     assert got == expected
     assert bool(expected) == (receiver == "fresh")
+
+
+# --- issue 29, item 1: checkpoints load both ways, whatever persistent() says, before or after accelerate() --------
+
+
+def _plain_collection() -> torchmetrics.MetricCollection:
+    return torchmetrics.MetricCollection(
+        {
+            "acc": torchmetrics.classification.MulticlassAccuracy(num_classes=3),
+            "f1": torchmetrics.classification.MulticlassF1Score(num_classes=3),  # a compute group with acc
+            "loss": torchmetrics.MeanMetric(nan_strategy="error"),
+            "seen": torchmetrics.CatMetric(nan_strategy="warn"),
+        }
+    )
+
+
+def _feed_collection(collection, step: int) -> None:
+    preds, target = torch.tensor([0, 1, 2, step % 3]), torch.tensor([0, 1, 1, 2])
+    for name, metric in collection.items(keep_base=True, copy_state=False):
+        if name in ("acc", "f1"):
+            metric.update(preds, target)
+        else:
+            metric.update(torch.tensor([float(step), float("nan") if name == "seen" else 0.5]))
+
+
+def _values(collection) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the "warn" NaN, and "compute before update" after a load into plain
+        return {name: value.tolist() for name, value in collection.compute().items()}
+
+
+@pytest.mark.parametrize("persistent_set", ["after", "before accelerate()"])
+def test_a_collection_checkpoint_loads_strictly_into_plain_torchmetrics_and_back(persistent_set):
+    ours, reference = _plain_collection(), _plain_collection()
+    if persistent_set == "before accelerate()":
+        ours.persistent(True)
+    ta.accelerate(ours)
+    ours.persistent(True)
+    for step in range(3):
+        _feed_collection(ours, step)
+        _feed_collection(reference, step)
+    buffer = io.BytesIO()
+    torch.save(ours.state_dict(), buffer)  # a file, as Lightning writes it: the metadata travels
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=True)
+    plain = _plain_collection()
+    plain.persistent(True)
+    plain.load_state_dict(copy.deepcopy(saved), strict=True)  # the plugin switched off: the same values
+    assert _values(plain) == _values(reference) == _values(ours)
+    # switched on again from the accelerated checkpoint: the window's update count and its NaN warning come back
+    resumed = ta.accelerate(_plain_collection())
+    resumed.persistent(True)
+    resumed.load_state_dict(saved, strict=True)
+    assert [m.update_count for m in resumed.values(copy_state=False)] == [3, 3, 3, 3]
+    with pytest.warns(UserWarning, match="Encountered `nan` values"):
+        resumed["seen"].compute()
+    assert _values(resumed) == _values(reference)
+    # and from the plain checkpoint of the switched-off run, after it went on
+    _feed_collection(plain, 3)
+    _feed_collection(reference, 3)
+    again = ta.accelerate(_plain_collection())
+    again.load_state_dict(plain.state_dict(), strict=True)
+    assert _values(again) == _values(reference)

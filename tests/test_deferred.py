@@ -7,6 +7,7 @@ label out of range for classification), through the one-pass ``forward``, the ge
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -314,3 +315,42 @@ def test_a_violation_written_after_a_clean_compute_is_raised_by_the_next(kind: s
     _write_violation(kind, metric)
     with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
         metric.compute()
+
+
+def _persistent_with_recorded_error(cls: type, persistent_set: str) -> tuple[Any, Any]:
+    """(an accelerated metric whose window recorded a deferred error, its states persistent; the example)."""
+    bad = violating_example_for(cls)
+    if persistent_set == "after":
+        metric = cls(**bad.init)
+        metric.persistent(True)
+    else:  # accelerate() adds the check states after the user made the states persistent
+        metric = torchmetrics_origin(cls)(**bad.init)
+        metric.persistent(True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ta.accelerate(metric)
+    metric.update(*bad.inputs)
+    return metric, bad
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("persistent_set", ["after", "before accelerate()"])
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_a_checkpoint_with_a_recorded_error_is_refused_by_plain_torchmetrics(cls: type, persistent_set: str) -> None:
+    """Never silently wrong: the recorded error keeps its check state's key, which a plain metric refuses under
+    ``strict=True``; an accelerated metric loads it and raises the error as the source would."""
+    source, bad = _persistent_with_recorded_error(cls, persistent_set)
+    saved = source.state_dict()
+    with pytest.raises(RuntimeError) as recorded:
+        source.compute()
+    plain = torchmetrics_origin(cls)(**bad.init)
+    plain.persistent(True)
+    checks = "|".join(source._deferred_checks_registered())
+    with pytest.raises(RuntimeError, match=rf'Unexpected key\(s\) in state_dict: "({checks})"'):
+        plain.load_state_dict(saved, strict=True)
+    receiver = cls(**bad.init)
+    receiver.load_state_dict(saved, strict=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a fresh receiver warns "compute before update", as torchmetrics
+        with pytest.raises(RuntimeError, match=re.escape(str(recorded.value))):
+            receiver.compute()

@@ -276,19 +276,28 @@ def test_loading_a_state_dict_leaves_it_alone(origin: type, accelerated: type) -
     torch.testing.assert_close(saved, kept, rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("persistent_set", ["after", pytest.param("before accelerate()", marks=pytest.mark.sweep)])
 @parametrize_registered
-def test_torchmetrics_loads_our_state_dict(origin: type, accelerated: type) -> None:
-    """A consumer without this package reads the accelerated checkpoint as torchmetrics' own (extra states ignored).
+def test_torchmetrics_loads_our_state_dict_strictly(origin: type, accelerated: type, persistent_set: str) -> None:
+    """A consumer without this package loads the accelerated checkpoint with ``strict=True``, mid-window, whenever
+    ``persistent()`` was set: the same values, then and on, as torchmetrics after loading its own checkpoint.
 
     Compared with torchmetrics loading its own checkpoint: a value torchmetrics keeps outside its states (the
     sliding-window RMSE map) is not in either.
     """
-    ours, ref = _persistent_pair(origin, accelerated)
+    if persistent_set == "after":
+        ours, ref = _persistent_pair(origin, accelerated)
+    else:  # the extra states are added by accelerate(), after the user made the states persistent
+        ours, ref = _pair(origin, origin, example_for(origin))
+        ours.persistent(True)
+        ref.persistent(True)
+        _quiet(accelerate, ours)
     _steps(ours, ref, _batches(origin, 2))
     plain, reloaded = _persistent_pair(origin, accelerated)[1], _persistent_pair(origin, accelerated)[1]
-    result = plain.load_state_dict(copy.deepcopy(ours.state_dict()), strict=False)
-    assert not result.missing_keys
+    plain.load_state_dict(copy.deepcopy(ours.state_dict()), strict=True)
     reloaded.load_state_dict(copy.deepcopy(ref.state_dict()))
+    _compute_same(plain, reloaded)
+    _steps(plain, reloaded, _batches(origin, 2, start=5))
     _compute_same(plain, reloaded)
 
 

@@ -1823,12 +1823,17 @@ class Lockstep:
         return bool(self.pending) or self._allowed(kind="plain takes ours", op="load")
 
     def _op_load_into_plain(self, op: Op) -> None:
-        if self._plain_cannot_take_ours():
+        """A plain metric loads our state dict strictly; a pending error must make it refuse (never silently lost)."""
+        if self._allowed(kind="plain takes ours", op="load"):  # README-listed kept entries a plain metric counts
             return
-        text = (
-            "ours.persistent(True); _new = make_theirs(); _new.load_state_dict(ours.state_dict(), strict=False); "
-            "_ours = make_ours(); _ours.load_state_dict(ours.state_dict()); ours, theirs = _ours, _new"
-        )
+        load = "ours.persistent(True); _new = make_theirs(); _new.load_state_dict(ours.state_dict(), strict=True)"
+        if self.pending:
+            result = self._exec(load)
+            self._note(f"{load}  # {result.describe() if result.error else 'ok'}")
+            if result.error is None or "Unexpected key(s)" not in str(result.error):
+                raise Finding("torchmetrics took our state_dict with a pending error", result.describe())
+            return
+        text = f"{load}; _ours = make_ours(); _ours.load_state_dict(ours.state_dict()); ours, theirs = _ours, _new"
         result = self._exec(text)
         self._note(f"{text}  # {result.describe() if result.error else 'ok'}")
         if result.error is not None:

@@ -454,6 +454,11 @@ class SyncFreeRunning(SyncFreeMixin):
         base.__dict__[DEFERRED_RAISE_OWNED] = True
         super()._add_extra_states()
 
+    def _extra_states(self) -> tuple[str, ...]:
+        """Our own, and the window slots of the base's (torchmetrics' ``Running`` has slots of its states only)."""
+        extra = self.base_metric._extra_states()
+        return (*super()._extra_states(), *(f"{key}_{slot}" for key in extra for slot in range(self.window)))
+
     @property
     def _num_vals_seen(self) -> int:
         """The count of updates since the last reset (torchmetrics' window position), as a Python int."""

@@ -38,6 +38,7 @@ __all__ = [
     "read_deferred",
     "read_deferred_together",
     "record_violation",
+    "recorded_checks",
     "report_deferred",
     "report_unreported_checks",
     "reset_deferred",
@@ -132,6 +133,15 @@ def read_deferred(metric: Any) -> list[tuple[str, str, bool]]:
             metric._fold_compiled_count(values.pop())
     state[UNREPORTED] = False
     return [(message, action, value) for (message, action), value in zip(checks.values(), values, strict=True)]
+
+
+def recorded_checks(metric: Any) -> list[str]:
+    """The names of the checks set in the window (one host read; none for meta states), without reporting them."""
+    checks = deferred_checks_registered(metric)
+    flags = [getattr(metric, name) for name in checks]
+    if not flags or flags[0].is_meta:
+        return []
+    return [name for name, recorded in zip(checks, torch.stack(flags).tolist(), strict=True) if recorded]
 
 
 def reset_deferred(metric: Any) -> None:

@@ -36,6 +36,7 @@ from torchmetrics_async.deferred import (
     mark_static_address,
     mark_unreported,
     nan_where,
+    recorded_checks,
     report_deferred,
 )
 from torchmetrics_async.nan import NAN_FLAG_STATE, NAN_KEPT_STATE
@@ -49,6 +50,7 @@ from torchmetrics_async.sync.metrics import sync_states
 from torchmetrics_async.sync.states import fused_sync_dist
 
 __all__ = [
+    "CHECKPOINT_METADATA",
     "COMPILED_UPDATES",
     "OWNED_STATES",
     "SyncFreeMixin",
@@ -69,7 +71,9 @@ _SYNCING_OPTIONS = (
     ("compute_on_cpu", "list", "copies list states to the CPU after every update, a blocking device-to-host copy"),
 )
 _ANNOUNCED: set[tuple[str, str]] = set()
-# state_dict key of the update count (persisted with the states: "mean" merges and compute's warning depend on it).
+# What a checkpoint carries beside torchmetrics' keys: the update count ("mean" merges and compute's warning depend
+# on it) and the recorded checks, in the module's state dict metadata under this key.
+CHECKPOINT_METADATA = "torchmetrics_async"
 _UPDATE_COUNT_KEY = "_update_count"
 # What torchmetrics' forward switches for the batch and puts back only when the batch's update succeeds.
 _FORWARD_SWITCHES = (
@@ -428,11 +432,33 @@ class SyncFreeMixin:
                 owned[attr] = mark_static_address(current)
 
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
-        """The torchmetrics ``state_dict`` plus ``_update_count`` whenever any state is persistent."""
+        """Torchmetrics' ``state_dict`` with torchmetrics' keys only: a plain metric loads it with ``strict=True``.
+
+        Whenever a state is persistent, what torchmetrics has no key for (the update count, the deferred checks
+        recorded in the window) rides in the module's entry of the state dict's ``_metadata``, which ``torch.save``,
+        ``torch.load`` and ``copy.deepcopy`` keep and loading ignores. A recorded error (one host read of the checks)
+        also keeps its check state's key, so a plain metric refuses it (``Unexpected key(s)``) instead of losing it.
+        """
         destination = super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
+        extras = self._extra_states()
+        for attr in extras:  # read by _as_torchmetrics_holds (the keep-masks), whatever their persistent
+            destination.setdefault(prefix + attr, getattr(self, attr))
         self._as_torchmetrics_holds(destination, prefix)
-        if self._window_counter == _UPDATE_COUNT_KEY and any(self._persistent.values()):
-            destination[prefix + _UPDATE_COUNT_KEY] = torch.tensor(self._update_count)
+        for attr in extras:
+            del destination[prefix + attr]
+        if not any(persistent for attr, persistent in self._persistent.items() if attr not in extras):
+            return destination
+        checks = self._deferred_checks_registered()
+        recorded = recorded_checks(self)
+        for name in recorded:
+            if checks[name][1] == "error":
+                destination[prefix + name] = getattr(self, name).detach().clone()
+        carried: dict[str, Any] = {"checks": recorded}
+        if self._window_counter == _UPDATE_COUNT_KEY:
+            carried[_UPDATE_COUNT_KEY] = self._update_count
+        metadata = getattr(destination, "_metadata", None)
+        if metadata is not None:
+            metadata.setdefault(prefix[:-1], {})[CHECKPOINT_METADATA] = carried
         return destination
 
     @property
@@ -445,12 +471,19 @@ class SyncFreeMixin:
     def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
         """Rewrite, in place, states that a plain torchmetrics consumer reads (``metric_state``, ``state_dict``)."""
 
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
-        count = state_dict.pop(prefix + _UPDATE_COUNT_KEY, None)
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+    def _load_from_state_dict(
+        self, state_dict: dict, prefix: str, local_metadata: dict, *args: Any, **kwargs: Any
+    ) -> None:
+        carried = local_metadata.get(CHECKPOINT_METADATA, {})
+        # Checkpoints of earlier versions hold the count under its own key.
+        count = carried.get(_UPDATE_COUNT_KEY, state_dict.pop(prefix + _UPDATE_COUNT_KEY, None))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, *args, **kwargs)
         self._own_states()  # a door: torchmetrics holds the caller's tensors as the states
         if count is not None:
             set_update_count(self, int(count))
+        for name in carried.get("checks", ()):
+            if name in self._deferred_checks_registered():
+                getattr(self, name).fill_(True)
         mark_unreported(self)  # loaded states count as an update: recomputed, and their flags raised
 
     def _apply(self, fn: Callable, exclude_state: Any = "") -> Any:
