@@ -15,6 +15,11 @@ Example:
     ...     _ = metric(torch.tensor(x))
     >>> metric.compute()
     tensor(5.)
+    >>> from torchmetrics_async.wrappers import MinMaxMetric
+    >>> metric = MinMaxMetric(SumMetric())
+    >>> _ = metric(torch.tensor(2.0)), metric(torch.tensor(5.0))
+    >>> metric.compute()
+    {'raw': tensor(5.), 'max': tensor(5.), 'min': tensor(2.)}
 """
 
 from collections.abc import Callable
@@ -28,6 +33,7 @@ from torchmetrics_async._torchmetrics import MinMaxMetric as _TorchmetricsMinMax
 from torchmetrics_async._torchmetrics import Running as _TorchmetricsRunning
 from torchmetrics_async.accelerate import accelerate, accelerated_class_for
 from torchmetrics_async.aggregation import SyncFreeRunning
+from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, FORWARD_BATCH, nan_where
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = ["MinMaxMetric", "Running"]
@@ -63,16 +69,7 @@ class Running(SyncFreeRunning, _TorchmetricsRunning):
 
 
 class MinMaxMetric(SyncFreeMixin, _TorchmetricsMinMaxMetric):
-    """No host sync in ``update()`` and ``forward()`` over an accelerated ``base_metric``: bounds by ``torch.where``.
-
-    Example:
-        >>> import torch
-        >>> from torchmetrics_async import SumMetric
-        >>> metric = MinMaxMetric(SumMetric())
-        >>> _ = metric(torch.tensor(2.0)), metric(torch.tensor(5.0))
-        >>> metric.compute()
-        {'raw': tensor(5.), 'max': tensor(5.), 'min': tensor(2.)}
-    """
+    """No host sync in ``update()`` and ``forward()`` over an accelerated ``base_metric``: bounds by ``torch.where``."""
 
     def __new__(cls, base_metric: Any = None, *args: Any, **kwargs: Any) -> Any:
         """This class around an accelerated base, torchmetrics' ``MinMaxMetric`` (after one warning) otherwise."""
@@ -110,18 +107,31 @@ class MinMaxMetric(SyncFreeMixin, _TorchmetricsMinMaxMetric):
         return self._track(self._base_metric.compute())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Torchmetrics' forward: the batch's value and bounds; the base then holds the batch alone, as there."""
+        """Torchmetrics' forward (update, the base reset, update, compute), without reading the base's flags.
+
+        The base then holds the batch alone, as there; the checks its window recorded stay with it, raised by
+        ``compute()``/``reset()`` (torchmetrics raised them in the update), and a violating batch's value is NaN.
+        """
         base = self._base_metric
-        value = base(*args, **kwargs)  # validates, scores the batch without a sync (NaN for a violating batch)
-        # torchmetrics resets the base and updates it with the batch again (its full-state forward): the same here,
-        # but the checks the window recorded stay with the base, raised by compute()/reset() (torchmetrics raised
-        # them in their update).
+        # Where update and compute are ours, the base's one-pass forward scores the batch (also when compiled).
+        own = type(self).update is _TorchmetricsMinMaxMetric.update and type(self).compute is MinMaxMetric.compute
         checks = {name: getattr(base, name).clone() for name in base._deferred_checks_registered()}
+        # An eager (shape) error is raised before anything is reset, as torchmetrics.
+        value = base(*args, **kwargs) if own else self.update(*args, **kwargs)
         base._reset_states(in_place=True)
-        base.update(*args, **kwargs)
-        for name, flag in checks.items():
-            base._record_violation(name, flag)
-        self._forward_cache = self._track(value)
+        self.update(*args, **kwargs)
+        violated = base._deferred_violated()  # this batch's alone
+        state = base.__dict__
+        previous = state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED]
+        state[FORWARD_BATCH] = state[DEFERRED_RAISE_OWNED] = True  # the base's compute: NaN where violated, no read
+        try:
+            value = self._track(value) if own else self.compute()  # a NaN value moves neither bound
+        finally:
+            state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = previous
+            state["_computed"] = None  # the next compute() raises the kept checks
+            for name, flag in checks.items():
+                base._record_violation(name, flag)
+        self._forward_cache = nan_where(violated, value)
         return self._forward_cache
 
     def reset(self) -> None:
