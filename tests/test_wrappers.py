@@ -394,3 +394,14 @@ def test_minmax_forward_keeps_the_base_error_for_compute_or_reset(read: str) -> 
     metric(torch.tensor(1.0))  # the base is reset for this batch: the error stays
     with pytest.raises(RuntimeError, match="Encountered `nan`"):
         getattr(metric, read)()
+
+
+def test_minmax_forward_of_a_batch_whose_nans_are_dropped_keeps_the_bounds() -> None:
+    """Fuzz finding (seed 29): a "warn" check (NaNs dropped, torchmetrics warns) is no error: its batch value is
+    torchmetrics' (NaN raw, bounds unchanged), not a violating batch's NaNs."""
+    ours = ta.accelerate(wrappers.MinMaxMetric(torchmetrics.MeanMetric()))
+    theirs = wrappers.MinMaxMetric(torchmetrics.MeanMetric())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for value in (float("nan"), 1.0, float("nan")):
+            assert_same(ours(torch.tensor(value)), theirs(torch.tensor(value)), exact=True)

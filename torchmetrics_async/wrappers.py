@@ -34,6 +34,7 @@ from torchmetrics_async._torchmetrics import Running as _TorchmetricsRunning
 from torchmetrics_async.accelerate import accelerate, accelerated_class_for
 from torchmetrics_async.aggregation import SyncFreeRunning
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, FORWARD_BATCH, nan_where
+from torchmetrics_async.deferred import deferred_checks_registered as checks_of
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = ["MinMaxMetric", "Running"]
@@ -115,12 +116,14 @@ class MinMaxMetric(SyncFreeMixin, _TorchmetricsMinMaxMetric):
         base = self._base_metric
         # Where update and compute are ours, the base's one-pass forward scores the batch (also when compiled).
         own = type(self).update is _TorchmetricsMinMaxMetric.update and type(self).compute is MinMaxMetric.compute
-        checks = {name: getattr(base, name).clone() for name in base._deferred_checks_registered()}
+        checks = {name: getattr(base, name).clone() for name in checks_of(base)}
         # An eager (shape) error is raised before anything is reset, as torchmetrics.
         value = base(*args, **kwargs) if own else self.update(*args, **kwargs)
         base._reset_states(in_place=True)
         self.update(*args, **kwargs)
-        violated = base._deferred_violated()  # this batch's alone
+        # This batch's errors alone (a "warn" check, e.g. NaNs dropped, leaves torchmetrics' value as it is).
+        errors = [getattr(base, name) for name, (_, action) in checks_of(base).items() if action == "error"]
+        violated = torch.stack(errors).any() if errors else None
         state = base.__dict__
         previous = state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED]
         state[FORWARD_BATCH] = state[DEFERRED_RAISE_OWNED] = True  # the base's compute: NaN where violated, no read
