@@ -53,8 +53,9 @@ def _why_not(obj: Any) -> str:
         return f"{obj.__name__}: {why_not_accelerated(obj)}"
     if isinstance(obj, Metric):
         reason = why_not_accelerated(type(obj))
-        base = getattr(obj, "base_metric", None)
-        if not reason and isinstance(base, Metric):
+        held = (m for m in obj.modules() if m is not obj and isinstance(m, Metric))
+        base = next((m for m in held if accelerated_class_for(type(m)) is None), None)
+        if not reason and base is not None:
             reason = f"its base metric {type(base).__name__} is not accelerated, so the wrapper is left as it is too"
         return f"{type(obj).__name__}: {reason}"
     return f"{obj!r:.200} is not a torchmetrics Metric, MetricCollection or a container of them"
@@ -96,12 +97,11 @@ def _plan(obj: Any, steps: list[_Step]) -> None:
         _plan_held(obj, steps)
     elif isinstance(obj, Metric):
         target = accelerated_class_for(type(obj))
-        base = getattr(obj, "base_metric", None)
-        if target is not None and isinstance(base, Metric):
+        if target is not None and isinstance(obj, WrapperMetric):  # Running, MinMaxMetric: their base metrics first
             planned = len(steps)
-            _plan(base, steps)
+            _plan_held(obj, steps)
             if any(to is None for _, to in steps[planned:]):
-                target = None  # a window over a base that stays torchmetrics' stays torchmetrics' too
+                target = None  # a wrapper over a base that stays torchmetrics' stays torchmetrics' too
         steps.append((obj, target))
     elif isinstance(obj, (dict, list, tuple)):
         for value in obj.values() if isinstance(obj, dict) else obj:
