@@ -213,7 +213,7 @@ class AsyncMetricCollector:
             self._done = ops.record_event(self._side)
 
     def _compute(self, ops: StreamOps | None) -> tuple[Any, _Transfer]:
-        """Compute the window: its results, and them, its deferred flags and its unread plan checks for one host read."""
+        """Compute the window; pack its results, deferred flags and unread plan checks for one host read."""
         tree = self._shadow.compute()
         checks = [check.rows() for check in self._plans.unread]
         return tree, _Transfer([*_tensor_leaves(tree, []), *self._shadow.read_flags(), *checks], ops)
