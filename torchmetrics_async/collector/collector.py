@@ -30,7 +30,7 @@ from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_wi
 from torchmetrics_async.metric import fused_reset
 from torchmetrics_async.sync.collectives import SyncHandle
 from torchmetrics_async.sync.gather import _DTYPES
-from torchmetrics_async.sync.metrics import sync_metrics
+from torchmetrics_async.sync.metrics import agree_plans, sync_metrics
 from torchmetrics_async.sync.plan import AgreedPlans
 
 __all__ = ["AsyncMetricCollector", "drain_in_flight"]
@@ -76,11 +76,14 @@ class AsyncMetricCollector:
         self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
-        # The plan every rank verified at the first window: later windows launch at once and check it when collected.
+        # The plan every rank verified at bind(): the windows launch at once and check it when collected.
         self._plans = AgreedPlans()
 
     def bind(self, device: torch.device | str | None = None) -> None:
-        """Move the metrics to ``device`` (if given; they must share one), create the side stream and the buffers."""
+        """Move the metrics to ``device`` (if given; they must share one), create the side stream and the buffers.
+
+        In a distributed run, collective: every rank verifies the plan of the windows' sync here (one host read).
+        """
         if self._bound:
             raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
         if device is not None:
@@ -99,8 +102,11 @@ class AsyncMetricCollector:
         if ops is None and metric_device.type == "cuda":
             ops = CudaStreamOps(metric_device)
         self._ops = ops
+        shadow = _Shadow(self._metric, self._live)
+        if jit_distributed_available():  # before any window: schedule_collection() then never waits for the ranks
+            agree_plans(shadow.sync_units, self._plans)
         self._side = ops.new_stream() if ops is not None else None
-        self._shadow = _Shadow(self._metric, self._live)
+        self._shadow = shadow
         self._bound = True
         if self._pending is not None:  # a window loaded before bind(): its snapshot goes into the buffers now
             pending, self._pending = self._pending, None

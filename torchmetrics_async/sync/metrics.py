@@ -30,7 +30,7 @@ from torchmetrics_async.sync.states import (
     _fusable_metric,
 )
 
-__all__ = ["sync_metrics", "sync_states"]
+__all__ = ["agree_plans", "sync_metrics", "sync_states"]
 
 
 def _plan_states(
@@ -130,11 +130,13 @@ def _start_state_sync(
     labels: Mapping[int, str],
     plans: AgreedPlans | None = None,
     position: int = 0,
+    check_only: bool = False,
 ) -> SyncHandle:
     """Plan and pack a fused ``_sync_dist`` of ``metrics`` over ``group``, and launch its plan check.
 
     The plan follows only what every rank shares (never local data). The second phase verifies a new plan on the host,
-    then launches; the agreed plan of ``plans`` launches at once and is verified with the results (see AgreedPlans).
+    then launches (nothing, ``check_only``); the agreed plan of ``plans`` launches at once and is verified with the
+    results (see AgreedPlans).
     """
     reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
     member_labels = [_label(metric, labels) for metric in metrics]
@@ -152,7 +154,7 @@ def _start_state_sync(
         bucket.pack()  # the states as they are when the sync starts
     gather = _Gather(items, group, gather_device, flags) if gathers else None
     agreed = None if plans is None else plans.agreed.get(position)
-    read = agreed is None or agreed[0] != plan.fingerprint
+    read = check_only or agreed is None or agreed[0] != plan.fingerprint
     check = _PlanCheck(
         plan.fingerprint, plan.member_hashes, member_labels, group, collective_device(group, metrics[0].device), read
     )
@@ -174,6 +176,8 @@ def _start_state_sync(
                 sizes = [(b.device, b.dtype, b.op, b.numel) for b in buckets]
                 words = None if gather is None else (gather_device, len(items), gather.meta_local.numel())
                 plans.agreed[position] = (plan.fingerprint, sizes, words)
+        if check_only:
+            return []
         works = [bucket.launch(group, async_op) for bucket in buckets]
         if gather is not None:
             works.append(gather.start(async_op))
@@ -256,6 +260,7 @@ def _start_state_syncs(
     async_op: bool,
     labels: Mapping[int, str],
     plans: AgreedPlans | None = None,
+    check_only: bool = False,
 ) -> list[SyncHandle]:
     """One fused sync per process group, in first-appearance order (the same on every rank)."""
     groups: dict[int, tuple[Any, list[Metric]]] = {}
@@ -264,7 +269,7 @@ def _start_state_syncs(
         group = dist.group.WORLD if group is None else group
         groups.setdefault(id(group), (group, []))[1].append(metric)
     return [
-        _start_state_sync(members, group, async_op, labels, plans, position)
+        _start_state_sync(members, group, async_op, labels, plans, position, check_only)
         for position, (group, members) in enumerate(groups.values())
         if _member(group)  # outside the group there is nothing to exchange: the local states stand
     ]
@@ -367,3 +372,22 @@ def sync_metrics(
         return SyncHandle.completed(None) if async_op else None
     handle = _start_metric_sync(collected, process_group, async_op, labels, plans)
     return handle if async_op else handle.wait()
+
+
+def agree_plans(metrics: Any, plans: AgreedPlans, process_group: Any = None) -> None:
+    """Verify on every rank now (one host read) the plans of the fused syncs of ``metrics``, and keep them in ``plans``.
+
+    Collective. Later ``sync_metrics(metrics, ..., plans=plans)`` with these plans launch without reading their check.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> plans = AgreedPlans()
+        >>> agree_plans([SumMetric()], plans)  # not distributed: nothing to agree on
+        >>> plans.agreed
+        {}
+    """
+    labels: dict[int, str] = {}
+    collected = [metric for metric in _collect_metrics(metrics, labels).values() if _distributed(metric)]
+    fused = [metric for metric in collected if _fusable_metric(metric)]  # the members sync_metrics fuses
+    for handle in _start_state_syncs(fused, process_group, True, labels, plans, check_only=True):
+        handle.launch_remaining()
