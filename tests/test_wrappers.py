@@ -299,3 +299,42 @@ def test_generic_running_around_an_accelerated_metric_never_loses_an_error() -> 
     reference(torch.tensor(1.0))
     with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
         reference(torch.tensor(float("nan")))
+
+
+LIST_STATE_BASES: dict[str, tuple[Callable[[], Any], Callable[[torch.Generator], tuple]]] = {
+    "CatMetric": (lambda: torchmetrics.CatMetric(), lambda g: (torch.randn(3, generator=g),)),  # noqa: PLW0108
+    "samplewise MulticlassAccuracy": (
+        lambda: torchmetrics.classification.MulticlassAccuracy(num_classes=3, multidim_average="samplewise"),
+        lambda g: (torch.randint(0, 3, (2, 4), generator=g), torch.randint(0, 3, (2, 4), generator=g)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LIST_STATE_BASES))
+def test_running_over_list_states_keeps_the_window_where_torchmetrics_loses_it(name: str) -> None:
+    """Issue 31, a listed deviation: torchmetrics' Running stores its base's list states by reference, and the base's
+    reset() then empties them (a CatMetric window computes [], a samplewise base raises "No samples to concatenate").
+    Ours computes the window as torchmetrics' Running.compute() means to: each slot's state (the last batch that went
+    to it) merged by torchmetrics' own ``_reduce_states`` in slot order (incoming first: a CatMetric's newest slot
+    leads)."""
+    build, make = LIST_STATE_BASES[name]
+    generator = torch.Generator().manual_seed(31)
+    batches = [make(generator) for _ in range(5)]
+    last_in_slot = {j % 2: batch for j, batch in enumerate(batches)}  # batch j goes to slot j % 2
+    window = build()
+    for slot in range(2):
+        one = build()
+        one.update(*last_in_slot[slot])
+        window._reduce_states({key: getattr(one, key) for key in window._defaults})
+    window._update_count = len(batches)
+    ours, theirs = ta.wrappers.Running(build(), window=2), wrappers.Running(build(), window=2)
+    for batch in batches:
+        ours.update(*batch)
+        theirs.update(*batch)
+    torch.testing.assert_close(ours.compute(), window.compute())
+    try:
+        wrong = theirs.compute()
+    except ValueError as err:
+        assert "No samples to concatenate" in str(err)
+    else:  # the installed torchmetrics still loses the window (else the README's row is out of date)
+        assert not (isinstance(wrong, torch.Tensor) and wrong.shape == window.compute().shape), wrong
