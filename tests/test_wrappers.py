@@ -332,9 +332,9 @@ def test_running_over_list_states_keeps_the_window_where_torchmetrics_loses_it(n
         ours.update(*batch)
         theirs.update(*batch)
     torch.testing.assert_close(ours.compute(), window.compute())
-    try:
-        wrong = theirs.compute()
-    except ValueError as err:
-        assert "No samples to concatenate" in str(err)
-    else:  # the installed torchmetrics still loses the window (else the README's row is out of date)
-        assert not (isinstance(wrong, torch.Tensor) and wrong.shape == window.compute().shape), wrong
+    # The installed torchmetrics still loses the window (else the README's deviation row is out of date).
+    if name == "CatMetric":
+        assert theirs.compute() == []
+    else:
+        with pytest.raises(ValueError, match="No samples to concatenate"):
+            theirs.compute()
