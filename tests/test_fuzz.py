@@ -170,6 +170,12 @@ ISSUE_31 = [
         ),
         id="vif-empty-float32-float64",
     ),
+    # found by the extended generators (seed 3104): torchmetrics' DunnIndex.forward() scores 3-D embeddings (4.8672),
+    # ours rejects them at once, as its update() does (README row "clustering metrics' dtype and shape checks")
+    pytest.param(
+        lambda: _steps("^DunnIndex$", {}, ("forward", (torch.randn(3, 2, 1), torch.tensor([0, 0, -1])))),
+        id="dunn-3d-embeddings-forward",
+    ),
 ]
 
 
