@@ -1175,6 +1175,7 @@ def draw_batch(rng: random.Random, origin: type, init: dict[str, Any], edge: boo
             args.append(Arg(value, layouts[name] if _batched(value) else "plain"))
     if "num_groups" in init and "groups" in roles.order:  # as passed: an edge case may have changed the groups
         groups = args[roles.order.index("groups")].make()
+        groups = groups[(groups >= 0) & (groups < init["num_groups"])]  # an id out of range stands for no group
         if groups.unique().numel() < init["num_groups"]:
             tags.add("missing_group")  # torchmetrics counts the later groups in the wrong rows
     return Batch(tuple(args), frozenset(tags))
