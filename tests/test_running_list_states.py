@@ -10,7 +10,6 @@ from torchmetrics import wrappers
 
 import torchmetrics_async as ta
 
-
 LIST_STATE_BASES: dict[str, tuple[Callable[[], Any], Callable[[torch.Generator], tuple]]] = {
     "CatMetric": (lambda: torchmetrics.CatMetric(), lambda g: (torch.randn(3, generator=g),)),  # noqa: PLW0108
     "samplewise MulticlassAccuracy": (

@@ -299,4 +299,3 @@ def test_generic_running_around_an_accelerated_metric_never_loses_an_error() -> 
     reference(torch.tensor(1.0))
     with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
         reference(torch.tensor(float("nan")))
-
