@@ -229,3 +229,62 @@ def test_half_precision_and_nan_data_give_torchmetrics_values(name: str, kwargs:
     nan = torch.tensor([[6.4, 7.8], [-4.7, -5.9], [float("nan"), 12.6], [8.7, 9.4], [-6.8, -5.5]])
     steps = [Step("forward", (data, labels)), Step("forward", (nan, torch.tensor([2, -2, 4, 3, -2])))]
     run_side_by_side(*_pair(name, kwargs), steps)
+
+
+def _identical_points(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """2 to 4 clusters of 1 to 13 identical points each (float32 or float64, 1 to 5 dims), shuffled."""
+    clusters, dims = (int(torch.randint(2, high, (1,), generator=generator)) for high in (5, 6))
+    dtype = (torch.float32, torch.float64)[int(torch.randint(0, 2, (1,), generator=generator))]
+    points = torch.randn(clusters, dims, generator=generator, dtype=dtype) * 10
+    sizes = torch.randint(1, 13, (clusters,), generator=generator)
+    sizes[0] += 1  # more points than clusters, as torchmetrics requires
+    labels = torch.repeat_interleave(torch.arange(clusters), sizes)
+    labels = labels[torch.randperm(labels.numel(), generator=generator)]
+    return points[labels], labels * 3 - 2
+
+
+def test_identical_points_of_the_issue_keep_torchmetrics_exact_values() -> None:
+    """Issue 31: torchmetrics' torch.mean lands exactly on each cluster's point (CH 1.0, Dunn inf); a sum by
+    index_add_ over the count kept rounding noise (CH 6.4e13, Dunn 6.3e6)."""
+    x = [-12.836618423461914, 3.062027931213379, 17.43071746826172]
+    y = [-10.715895652770996, 4.1479105949401855, 11.88646125793457]
+    batch = (torch.tensor([x] * 8 + [y] * 2), torch.tensor([0] * 8 + [1] * 2))
+    for name, kwargs in INTRINSIC:
+        reference, accelerated = _pair(name, kwargs)
+        assert_same(accelerated(*batch), reference(*batch), exact=True)
+
+
+@pytest.mark.parametrize(("name", "kwargs"), INTRINSIC, ids=str)
+def test_identical_point_clusters_give_torchmetrics_values(name: str, kwargs: dict[str, Any]) -> None:
+    """A seeded sweep of clusters of identical points: the centroids are torchmetrics' bit for bit, so its exact
+    cases (CH 1.0, Dunn inf) stay exact; where its torch.mean is inexact both divide the same rounding noise (equal
+    within float tolerance: the within-cluster sums add in another order)."""
+    generator = torch.Generator().manual_seed(31)
+    reference, accelerated = _pair(name, kwargs)
+    exact_cases = 0
+    for _ in range(100):
+        data, labels = _identical_points(generator)
+        rank = groups(labels)[0]
+        means = tac.cluster_means(data, rank, torch.zeros_like(rank).index_add_(0, rank, torch.ones_like(rank)))
+        expected_means = torch.stack([data[labels == k].mean(dim=0) for k in labels.unique()])
+        assert_same(means[: expected_means.shape[0]], expected_means, exact=True)
+        expected = reference(data, labels)
+        assert_same(accelerated(data, labels), expected)
+        exact_cases += bool(expected == 1.0) if name == "CalinskiHarabaszScore" else bool(expected.isinf())
+    assert name == "DaviesBouldinScore" or exact_cases >= 10  # the sweep reaches torchmetrics' exact cases
+
+
+def test_cluster_means_are_torch_mean_bit_for_bit_and_sync_free() -> None:
+    """Random (not identical) data too: every cluster's mean is torchmetrics' ``data[labels == k].mean(dim=0)``."""
+    generator = torch.Generator().manual_seed(7)
+    shapes = [(37, 1, torch.float32), (50, 3, torch.float32), (64, 5, torch.float64), (45, 12, torch.float16)]
+    for size, dims, dtype in shapes:
+        labels = torch.randint(0, 4, (size,), generator=generator)
+        data = (torch.randn(size, dims, generator=generator) * 10).to(dtype)
+        rank = groups(labels)[0]
+        sizes = torch.zeros_like(rank).index_add_(0, rank, torch.ones_like(rank))
+        with no_host_sync():
+            means = tac.cluster_means(data, rank, sizes)
+        expected = torch.stack([data[labels == k].mean(dim=0) for k in labels.unique()])
+        assert_same(means[: expected.shape[0]], expected, exact=True)
+        assert not means[expected.shape[0] :].any()

@@ -139,3 +139,95 @@ def test_a_state_written_by_an_update_that_raised_is_found(monkeypatch: pytest.M
 def test_the_last_fuzz_findings_are_fixed_or_listed(case: Callable[[], fuzz.Case]) -> None:
     finding, log = fuzz.run_case(case())
     assert finding is None, f"{finding}\n" + "\n".join(log)
+
+
+def _steps(pattern: str, init: dict, *steps: tuple[str, tuple[torch.Tensor, ...]]) -> fuzz.Case:
+    """``update``/``forward`` steps (kind, batch), then ``compute()``."""
+    ops = tuple(fuzz.Op(kind, (fuzz.Batch(tuple(fuzz.Arg(x) for x in batch)),)) for kind, batch in steps)
+    return fuzz.Case(fuzz.targets(pattern)[0], init, "direct", (*ops, fuzz.Op("compute")))
+
+
+def _psnrb_rgb_after_gray() -> fuzz.Case:
+    generator = torch.Generator().manual_seed(0)
+    gray, rgb = (tuple(torch.rand(1, c, 16, 16, generator=generator) for _ in "pt") for c in (1, 3))
+    return _steps("^PeakSignalNoiseRatioWithBlockedEffect$", {"data_range": 1.0}, ("update", gray), ("update", rgb))
+
+
+def _identical_points(kind: str) -> Callable[[], fuzz.Case]:
+    x = [-12.836618423461914, 3.062027931213379, 17.43071746826172]
+    y = [-10.715895652770996, 4.1479105949401855, 11.88646125793457]
+    batch = (torch.tensor([x] * 8 + [y] * 2), torch.tensor([0] * 8 + [1] * 2))
+    return lambda: _steps(f"^{kind}$", {}, ("forward", batch))
+
+
+ISSUE_31 = [
+    pytest.param(_psnrb_rgb_after_gray, id="psnrb-rejected-rgb-batch"),
+    pytest.param(_identical_points("CalinskiHarabaszScore"), id="calinski-harabasz-identical-points"),
+    pytest.param(_identical_points("DunnIndex"), id="dunn-identical-points"),
+    pytest.param(
+        lambda: _steps(
+            "^VisualInformationFidelity$", {}, ("update", (torch.rand(0, 1, 41, 41), torch.rand(0, 1, 41, 41).double()))
+        ),
+        id="vif-empty-float32-float64",
+    ),
+    # found by the extended generators (seed 3104): torchmetrics' DunnIndex.forward() scores 3-D embeddings (4.8672),
+    # ours rejects them at once, as its update() does (README row "clustering metrics' dtype and shape checks")
+    pytest.param(
+        lambda: _steps("^DunnIndex$", {}, ("forward", (torch.randn(3, 2, 1), torch.tensor([0, 0, -1])))),
+        id="dunn-3d-embeddings-forward",
+    ),
+    # found by seed 3105 (case seed 837394141, as this version's generators draw it): out-of-range group ids hide
+    # groups as a missing group does (README row "group fairness ... on a batch without some group")
+    pytest.param(
+        lambda: fuzz.draw_case(random.Random(837394141), fuzz.targets("^BinaryGroupStatRates$")[0]),
+        id="group-ids-out-of-range",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ISSUE_31)
+def test_the_issue_31_findings_are_fixed(case: Callable[[], fuzz.Case]) -> None:
+    finding, log = fuzz.run_case(case())
+    assert finding is None, f"{finding}\n" + "\n".join(log)
+
+
+def test_an_image_update_that_raised_after_writing_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The failed-update state check covers the image metrics: PSNRB as it was before issue 31 (sum first)."""
+    from torchmetrics_async.image import PeakSignalNoiseRatioWithBlockedEffect as Psnrb
+
+    original = Psnrb.update
+
+    def adds_first(self: Psnrb, preds: torch.Tensor, target: torch.Tensor) -> None:
+        self.sum_squared_error += torch.sum(torch.pow(preds - target, 2))
+        original(self, preds, target)
+
+    monkeypatch.setattr(Psnrb, "update", adds_first)
+    finding, _ = fuzz.run_case(_psnrb_rgb_after_gray())
+    assert finding is not None
+    assert finding.kind == "update() that raised changed the states"
+
+
+IMAGE_INVALID = {"image_channels", "image_rank", "image_small"}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "init", "wanted"),
+    [
+        ("^PeakSignalNoiseRatioWithBlockedEffect$", {"data_range": 1.0}, IMAGE_INVALID),
+        ("^StructuralSimilarityIndexMeasure$", {}, {*IMAGE_INVALID, "constant"}),
+        ("^VisualInformationFidelity$", {}, {"image_small", "dtype", "empty", "constant"}),
+        ("^CalinskiHarabaszScore$", {}, {"identical_points", "one_cluster", "rank", "dtype", "empty"}),
+        ("^DunnIndex$", {}, {"identical_points", "one_cluster", "rank"}),
+        ("^CramersV$", {"num_classes": 3}, {"range", "rank", "dtype", "empty"}),
+        ("^FleissKappa$", {}, {"rank"}),
+        ("^BinaryGroupStatRates$", {"num_groups": 3}, {"range", "dtype", "empty"}),
+    ],
+)
+def test_the_generators_reach_invalid_and_degenerate_inputs(pattern: str, init: dict, wanted: set[str]) -> None:
+    """Issue 31: wrong channel counts and ranks, images too small, out-of-range categories and group ids, mixed
+    dtypes, empty batches, identical points, one cluster, constant images: each drawn within 300 batches."""
+    rng, origin = random.Random(31), fuzz.targets(pattern)[0]
+    seen: set[str] = set()
+    for _ in range(300):
+        seen |= fuzz.draw_batch(rng, origin, init).tags
+    assert wanted <= seen, wanted - seen

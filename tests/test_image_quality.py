@@ -5,7 +5,7 @@ import torch
 import torchmetrics.image as tmi
 from torchmetrics.functional.image.psnrb import _compute_bef
 
-from tests.parity import Step, run_side_by_side
+from tests.parity import Step, assert_rejected_alike, assert_same, run_side_by_side
 from torchmetrics_async import ShapeMismatchError
 from torchmetrics_async import image as image_quality
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
@@ -65,6 +65,32 @@ def test_psnrb_rejects_images_without_block_and_non_block_pixels_at_once(block_s
     metric = image_quality.PeakSignalNoiseRatioWithBlockedEffect(data_range=1.0, block_size=block_size)
     with no_host_sync(), pytest.raises(IndexError):
         metric.update(images, images)
+
+
+@pytest.mark.parametrize(
+    "bad", [(1, 3, 16, 16), (1, 1, 8, 16), (1, 1, 16, 4), (1, 16, 16)], ids=["rgb", "height", "width", "3-d"]
+)
+def test_psnrb_batch_it_rejects_adds_nothing(bad: tuple) -> None:
+    """Issue 31: a batch torchmetrics rejects before touching its states (ValueError or IndexError) was added to
+    ``sum_squared_error`` here first, so every later ``compute()`` was wrong (1.5750 for torchmetrics' 7.3812)."""
+    generator = torch.Generator().manual_seed(0)
+    good = torch.rand(1, 1, 16, 16, generator=generator), torch.rand(1, 1, 16, 16, generator=generator)
+    bad_batch = torch.rand(bad, generator=generator), torch.rand(bad, generator=generator)
+
+    def metric(module):
+        return lambda: module.PeakSignalNoiseRatioWithBlockedEffect(data_range=1.0)
+
+    assert_rejected_alike(metric(tmi), metric(image_quality), good, bad_batch)
+    theirs, ours = metric(tmi)(), metric(image_quality)()
+    for step in (good, bad_batch, good):
+        raised = []
+        for each in (theirs, ours):
+            try:
+                each.update(*step)
+            except (ValueError, IndexError) as err:
+                raised.append(type(err))
+        assert raised in ([], [ValueError] * 2, [IndexError] * 2)
+    assert_same(ours.compute(), theirs.compute())
 
 
 def test_msssim_uniform_kernel_keeps_torchmetrics_copy_of_the_kernel_size() -> None:
@@ -135,3 +161,28 @@ def test_rmse_sw_update_that_raises_leaves_the_states_as_they_were(first: str) -
         fresh = tmi.RootMeanSquaredErrorUsingSlidingWindow()
         fresh.update(good, good.flip(0))
         torch.testing.assert_close(ours.compute(), fresh.compute(), rtol=0, atol=0)
+
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@pytest.mark.parametrize("size", [0, 1], ids=["empty", "one"])
+def test_vif_mixed_dtypes_are_rejected_at_once_where_torchmetrics_rejects_them(size: int) -> None:
+    """Issue 31: an empty float32 / float64 batch failed in torchmetrics (an index put) but was taken here, then
+    compute() gave NaN. Every pair of float dtypes: rejected (a RuntimeError, at once) exactly where torchmetrics
+    rejects it, else the same value."""
+    for preds_dtype in FLOATS:
+        for target_dtype in FLOATS:
+            preds = torch.rand(size, 1, 41, 41, generator=torch.Generator().manual_seed(1)).to(preds_dtype)
+            target = torch.rand(size, 1, 41, 41, generator=torch.Generator().manual_seed(2)).to(target_dtype)
+            theirs, ours = tmi.VisualInformationFidelity(), image_quality.VisualInformationFidelity()
+            try:
+                theirs.update(preds, target)
+            except RuntimeError:
+                with no_host_sync(), pytest.raises(RuntimeError, match="of one dtype"):
+                    ours.update(preds, target)
+                with pytest.raises(RuntimeError, match="of one dtype"):
+                    ours(preds, target)
+                continue
+            ours.update(preds, target)
+            assert_same(ours.compute(), theirs.compute())

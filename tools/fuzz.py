@@ -23,6 +23,7 @@ cut) and printed as a self-contained Python snippet that reproduces it.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import inspect
 import math
@@ -302,8 +303,11 @@ ALLOWED: tuple[Allowance, ...] = (
         "group fairness (`BinaryFairness`, `BinaryGroupStatRates`) on a batch without some group",
         lambda case, s: (
             _name(case) in ("BinaryFairness", "BinaryGroupStatRates")
-            and s["kind"] == "value"
-            and "missing_group" in s["history"] | s["tags"]
+            and (
+                (s["kind"] == "value" and "missing_group" in s["history"] | s["tags"])
+                # "an id outside `[0, num_groups)` raises at `compute()`/`reset()`"
+                or (s["kind"] == "error" and "Expected group identifiers" in str(s.get("ours")))
+            )
         ),
     ),
     Allowance(
@@ -347,7 +351,7 @@ ALLOWED: tuple[Allowance, ...] = (
         lambda case, s: (
             _public(case.origin) == "torchmetrics.clustering"
             and s["kind"] == "error"
-            and s["op"] == "update"
+            and s["op"] in ("update", "forward")  # torchmetrics' DunnIndex takes embeddings of any rank in forward()
             and isinstance(s["ours"], (ValueError, RuntimeError))
             and s["theirs"] is None
         ),
@@ -870,6 +874,8 @@ class _Roles:
     target: str | None = "target"
     ignore_index: int | None = None
     tags: set[str] = field(default_factory=set)
+    #: The family's own invalid inputs (the "invalid" edge): changes ``tensors`` and returns the tag naming what it did.
+    invalid: Callable[[random.Random, torch.Generator], str] | None = None
 
 
 def _family(origin: type) -> str:
@@ -929,6 +935,7 @@ def _classification(origin: type, init: dict[str, Any], g: torch.Generator, rng:
     if "num_groups" in init:  # group fairness: one group per sample, ids 0 .. num_groups - 1
         found.order.append("groups")
         found.tensors["groups"] = torch.randint(0, init["num_groups"], (b,), generator=g)
+        found.labels["groups"] = init["num_groups"]  # the "range" edge: group ids out of range
     return found
 
 
@@ -979,7 +986,10 @@ def _segmentation(origin: type, init: dict[str, Any], g: torch.Generator, rng: r
 
 
 def _image(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
-    """Images shaped like the example's; SCC/VIF ``(N, C, H, W)`` of random sizes, some with flat halves."""
+    """Images shaped like the example's; SCC/VIF ``(N, C, H, W)`` of random sizes, some with flat halves or constant.
+
+    Its invalid inputs: another channel count, a rank of 3 or 5, sides too small for the kernel, scales or block size.
+    """
     flat = origin.__name__ in ("SpatialCorrelationCoefficient", "VisualInformationFidelity")
     if flat:
         size = 41 if origin.__name__ == "VisualInformationFidelity" else rng.randint(8, 12)
@@ -989,7 +999,29 @@ def _image(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.R
     tensors = {name: torch.rand(shape, generator=g) for name in ("preds", "target")}
     if flat and rng.random() < 0.3:
         tensors[rng.choice(["preds", "target"])][..., : shape[-1] // 2] = 0.5
-    return _Roles(["preds", "target"], tensors, {}, ["preds", "target"], None)
+    found = _Roles(["preds", "target"], tensors, {}, ["preds", "target"], None)
+    if rng.random() < 0.15:  # constant images: one, or both (the same constant or not)
+        for name in rng.choice([["preds"], ["target"], ["preds", "target"]]):
+            tensors[name] = torch.full(shape, rng.choice([0.0, 0.5, 1.0]))
+        found.tags.add("constant")
+
+    def invalid(rng: random.Random, g: torch.Generator) -> str:
+        how = rng.choice(["channels", "rank", "small"])
+        new = list(shape)
+        if how == "channels" and len(new) > 2:
+            new[1] = rng.choice([c for c in (1, 2, 3, 4) if c != new[1]])
+        elif how == "rank":
+            new = new[:1] + new[2:] if len(new) > 3 and rng.random() < 0.5 else [*new[:2], 1, *new[2:]]
+        else:
+            how = "small"
+            side = rng.randint(1, 12)
+            new[-2:] = [side, rng.choice([side, new[-1]])] if rng.random() < 0.5 else [new[-2], side]
+        for name in found.order:
+            found.tensors[name] = torch.rand(new, generator=g)
+        return f"image_{how}"
+
+    found.invalid = invalid
+    return found
 
 
 def _text(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
@@ -1029,7 +1061,9 @@ def _nominal(origin: type, init: dict[str, Any], g: torch.Generator, rng: random
             found = _Roles(["ratings"], {"ratings": torch.randn(b, categories, raters, generator=g)}, {}, ["ratings"])
             found.tags = {"range"} if raters < categories else set()  # torchmetrics one-hot encodes with raters
             return found
-        return _Roles(["ratings"], {"ratings": torch.randint(0, 4, (b, categories), generator=g)}, {}, [], None)
+        found = _Roles(["ratings"], {"ratings": torch.randint(0, 4, (b, categories), generator=g)}, {}, [], None)
+        found.invalid = functools.partial(_wrong_rank, found)
+        return found
     classes = init.get("num_classes") or _DEFAULT_CLASSES
     found = _Roles(["preds", "target"], {}, {}, [], None)
     for name in found.order:
@@ -1045,17 +1079,40 @@ def _nominal(origin: type, init: dict[str, Any], g: torch.Generator, rng: random
         found.labels[name] = classes
         if kind == "floats":
             found.floats.append(name)
+    found.invalid = functools.partial(_wrong_rank, found)
     return found
 
 
+def _wrong_rank(roles: _Roles, rng: random.Random, g: torch.Generator) -> str:
+    """One input with a dimension more or fewer (its values kept, or a scalar from a 1-D input)."""
+    name = rng.choice([n for n in roles.order if isinstance(roles.tensors[n], Tensor)])
+    x = roles.tensors[name]
+    roles.tensors[name] = x[..., 0] if x.ndim > 1 and rng.random() < 0.5 else torch.stack([x, x], -1)
+    return "rank"
+
+
 def _clustering(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
-    """Cluster labels (any integers: ranked as torch.unique does), or embeddings ``(N, d)`` and their labels."""
+    """Cluster labels (any integers: ranked as torch.unique does), or embeddings ``(N, d)`` and their labels.
+
+    Degenerate data: one cluster, or clusters of identical points (torchmetrics' exact cases: CH 1.0, Dunn inf).
+    """
     labels = torch.randint(-2, rng.randint(-1, 5), (b,), generator=g)
+    tags = set()
+    if rng.random() < 0.1:
+        labels, tags = torch.full((b,), rng.randint(-2, 3)), {"one_cluster"}
     if origin.__name__ in ("CalinskiHarabaszScore", "DaviesBouldinScore", "DunnIndex"):
-        data = torch.randn(b, rng.randint(1, 3), generator=g) + labels[:, None] * rng.choice([0.0, 1.0, 3.0])
-        return _Roles(["data", "labels"], {"data": data, "labels": labels}, {}, ["data"], None)
-    preds = torch.randint(-2, rng.randint(-1, 5), (b,), generator=g)
-    return _Roles(["preds", "target"], {"preds": preds, "target": labels}, {}, [], None)
+        dims = rng.randint(1, 3)
+        if rng.random() < 0.3:  # every cluster one point, repeated
+            data = (torch.randn(7, dims, generator=g) * rng.choice([1.0, 10.0]))[labels + 2]
+            tags.add("identical_points")
+        else:
+            data = torch.randn(b, dims, generator=g) + labels[:, None] * rng.choice([0.0, 1.0, 3.0])
+        found = _Roles(["data", "labels"], {"data": data, "labels": labels}, {}, ["data"], None)
+    else:
+        preds = torch.randint(-2, rng.randint(-1, 5), (b,), generator=g)
+        found = _Roles(["preds", "target"], {"preds": preds, "target": labels}, {}, [], None)
+    found.invalid, found.tags = functools.partial(_wrong_rank, found), tags
+    return found
 
 
 _FAMILIES: dict[str, Callable[..., _Roles]] = {
@@ -1081,6 +1138,7 @@ EDGES = {
     "all_ignored": 1,
     "range": 2,
     "shape": 1,
+    "invalid": 2,
 }
 
 
@@ -1096,7 +1154,7 @@ def draw_batch(rng: random.Random, origin: type, init: dict[str, Any], edge: boo
     g = torch.Generator().manual_seed(rng.randrange(1 << 30))
     size = rng.choice([0, 1, 1, 2, 3, 4, 5, 8]) if edge else rng.randint(2, 6)
     roles = _FAMILIES[family](origin, init, g, rng, size)
-    tags = ({"empty"} if size == 0 else ({"single"} if size == 1 else set())) | roles.tags
+    tags = {"empty"} if size == 0 else ({"single"} if size == 1 else set())
     layouts = dict.fromkeys(roles.order, "plain")
     if edge:
         picked = {name for name in EDGES if rng.random() < EDGES[name] / 12}
@@ -1107,6 +1165,7 @@ def draw_batch(rng: random.Random, origin: type, init: dict[str, Any], edge: boo
                 applied = False
             if applied:
                 tags.add(edge_name)
+    tags |= roles.tags
     args = []
     for name in roles.order:
         value = roles.tensors[name]
@@ -1116,6 +1175,7 @@ def draw_batch(rng: random.Random, origin: type, init: dict[str, Any], edge: boo
             args.append(Arg(value, layouts[name] if _batched(value) else "plain"))
     if "num_groups" in init and "groups" in roles.order:  # as passed: an edge case may have changed the groups
         groups = args[roles.order.index("groups")].make()
+        groups = groups[(groups >= 0) & (groups < init["num_groups"])]  # an id out of range stands for no group
         if groups.unique().numel() < init["num_groups"]:
             tags.add("missing_group")  # torchmetrics counts the later groups in the wrong rows
     return Batch(tuple(args), frozenset(tags))
@@ -1175,6 +1235,9 @@ def _apply_edge(  # noqa: PLR0911 - one return per edge case
             tensors[name] = x
             return True
         return False
+    if edge == "invalid" and roles.invalid is not None:
+        roles.tags.add(roles.invalid(rng, g))
+        return True
     if edge == "shape":
         name = rng.choice(roles.order)
         x = tensors[name]
@@ -1617,7 +1680,8 @@ class Lockstep:
         self._note(f"args = ({batch.code()},)")
         call = "{}.update(*args)" if method == "update" else "{}(*args)"
         guard = method == "update" or not _forward_may_sync(self.case)
-        before = {side: _state_values(self.ns[side]) for side in (o, t)} if method == "update" else {}
+        # Ours keeps its states through a call that raises, forward() too; torchmetrics' forward() may not.
+        before = {side: _state_values(self.ns[side]) for side in ((o, t) if method == "update" else (o,))}
         theirs = self._run(call.format(t))
         self.ns["args"] = batch.make()  # torchmetrics may write into inputs (README: float nan_strategy)
         ours = self._run(call.format(o), guard=guard)
@@ -1635,11 +1699,11 @@ class Lockstep:
             )
         if theirs.error is not None and ours.error is not None:
             # Both reject the batch at once: the types may differ (the order of checks differs), the contract holds.
-            if before and not _same_state_values(_state_values(self.ns[o]), before[o]):
-                raise Finding("update() that raised changed the states", f"ours {ours.describe()}")
+            if not _same_state_values(_state_values(self.ns[o]), before[o]):
+                raise Finding(f"{method}() that raised changed the states", f"ours {ours.describe()}")
             # torchmetrics may have changed its state before raising (forward() raises between its reset and restore)
             torchmetrics_may_have_changed = method == "forward" or self.case.origin.full_state_update is not False
-            if before and not _same_state_values(_state_values(self.ns[t]), before[t]):
+            if t in before and not _same_state_values(_state_values(self.ns[t]), before[t]):
                 if not self._allowed(kind="partial update", **situation):
                     raise Finding("torchmetrics' update() that raised changed its states", f"{theirs.describe()}")
                 torchmetrics_may_have_changed = True

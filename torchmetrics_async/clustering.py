@@ -32,6 +32,7 @@ __all__ = [
     "NormalizedMutualInfoScore",
     "RandScore",
     "VMeasureScore",
+    "cluster_means",
     "groups",
 ]
 
@@ -227,15 +228,44 @@ class VMeasureScore(_Extrinsic, tm.VMeasureScore):
         return torch.where(homogeneity + completeness == 0.0, 1.0, value)
 
 
+def cluster_means(data: Tensor, rank: Tensor, sizes: Tensor) -> Tensor:
+    """Each cluster's ``data[rank == k].mean(dim=0)``, bit for bit as torchmetrics takes it, without a host read.
+
+    A reduction's rounding depends on its length (CPU kernels split it into interleaved partial sums), so each possible
+    cluster size ``s`` gets its own ``mean`` over a table ``(batch // s, s, d)`` of the clusters of that size, their
+    entries in update order: exact cases (clusters of identical points) stay exact. O(batch² d) work; rows past the
+    cluster count are 0.
+
+    Example:
+        >>> data, labels = torch.tensor([[1.0], [3.0], [5.0]]), torch.tensor([1, 0, 1])
+        >>> rank = groups(labels)[0]
+        >>> cluster_means(data, rank, torch.zeros_like(rank).index_add_(0, rank, torch.ones_like(rank)))
+        tensor([[3.],
+                [3.],
+                [0.]])
+    """
+    n, d = data.shape
+    positions = torch.arange(2 * n + 1, device=data.device)
+    members = data[rank.sort(stable=True).indices]  # entries grouped by cluster, in update order
+    starts = sizes.cumsum(0) - sizes
+    by_size = sizes.argsort(stable=True)
+    first = torch.searchsorted(sizes[by_size], positions[: n + 2])  # where each size starts in `by_size`
+    means = data.new_zeros(2 * n, d)  # rows n.. take the unused slots (distinct targets, deterministic copies)
+    for s in range(1, n + 1):
+        slots = first[s] + positions[: n // s]
+        clusters = by_size[slots.clamp(max=n - 1)]
+        table = members[(starts[clusters][:, None] + positions[:s]).clamp(max=n - 1)]
+        target = torch.where(slots < first[s + 1], clusters, n + positions[: n // s])
+        means.index_copy_(0, target, table.mean(1))
+    return means[:n]
+
+
 def _centroids(data: Tensor, labels: Tensor) -> tuple[Tensor, ...]:
-    """Entries' cluster ranks, padded cluster sizes, centroids rounded as ``mean(dim=0)`` does, the cluster count."""
+    """Entries' cluster ranks, padded cluster sizes, torchmetrics' centroids (:func:`cluster_means`), cluster count."""
     rank, _, first = groups(labels)
+    sizes = torch.zeros_like(rank).index_add_(0, rank, torch.ones_like(rank))
     acc = torch.promote_types(data.dtype, torch.float32)
-    sizes = torch.zeros(data.shape[0], dtype=acc, device=data.device).index_add_(
-        0, rank, data.new_ones(rank.shape, dtype=acc)
-    )
-    sums = torch.zeros(data.shape, dtype=acc, device=data.device).index_add_(0, rank, data.to(acc))
-    return rank, sizes, (sums / sizes.clamp(min=1)[:, None]).to(data.dtype), first.sum()  # padding rows: 0
+    return rank, sizes.to(acc), cluster_means(data, rank, sizes), first.sum()  # padding rows: 0
 
 
 class _Intrinsic(SyncFreeBatchStats):

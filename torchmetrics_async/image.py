@@ -152,6 +152,12 @@ class VisualInformationFidelity(SyncFreeBatchStats, tm.VisualInformationFidelity
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         check_same_shape(preds, target)  # torchmetrics' update broadcasts a batch of 1 across the other
+        # torchmetrics' kernels reject differing dtypes, except an empty batch whose `preds` dtype holds `target`'s
+        # (its NaN); an empty float32 / float64 batch it rejects only in an index put: here at once, by name.
+        if preds.dtype != target.dtype and (
+            preds.numel() or torch.promote_types(preds.dtype, target.dtype) != preds.dtype
+        ):
+            raise RuntimeError(f"Expected `preds` and `target` of one dtype, got {preds.dtype} and {target.dtype}.")
         channels = preds.size(1)
         scores = [vif_per_channel(preds[:, i, :, :], target[:, i, :, :], self.sigma_n_sq) for i in range(channels)]
         return BatchStats((torch.mean(torch.stack(scores), 0) if channels > 1 else torch.cat(scores),), {})
@@ -267,13 +273,17 @@ class PeakSignalNoiseRatioWithBlockedEffect(SyncFreeMixin, tm.PeakSignalNoiseRat
     """No host sync in ``update()`` or ``forward()``."""
 
     def update(self, preds: Tensor, target: Tensor) -> None:
-        """Torchmetrics' ``update`` with :func:`block_effect` and the count added as a Python number."""
+        """Torchmetrics' ``update`` with :func:`block_effect` and the count added as a Python number.
+
+        A batch :func:`block_effect` rejects (RGB, 3-D, a side at most ``block_size``) leaves the states untouched.
+        """
         if preds.shape != target.shape:  # torchmetrics broadcasts (a batch of one) or fails in a kernel
             check_same_shape(preds, target)
         if self.clamping_fn is not None:
             preds, target = self.clamping_fn(preds), self.clamping_fn(target)
+        bef = block_effect(preds, self.block_size)  # its checks first: torchmetrics adds nothing from a rejected batch
         self.sum_squared_error += torch.sum(torch.pow(preds - target, 2))
-        self.bef += block_effect(preds, self.block_size)
+        self.bef += bef
         self.total += target.numel()
 
 
