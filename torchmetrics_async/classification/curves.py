@@ -152,10 +152,10 @@ def binned_confmat(
     totals = at_least[..., :1]
     above = at_least[..., 1:].index_select(-1, rank)
     below = totals - above
-    # [target][predicted]: tn, fp, fn, tp, stacked into a fresh contiguous (T, C, 4): laid out as torchmetrics' state,
-    # the curves' reductions over it run in torchmetrics' order (a strided view is summed in another: 1-2 ulp off).
-    confmat = torch.stack((below[:, 0].T, above[:, 0].T, below[:, 1].T, above[:, 1].T), dim=-1)
-    return confmat.view(count, classes, 2, 2)
+    # [target][predicted]: tn, fp, fn, tp. Contiguous, laid out as torchmetrics' state: the curves' reductions over it
+    # then run in torchmetrics' order (a strided view is summed in another: 1-2 ulp off).
+    confmat = torch.stack((below[:, 0], above[:, 0], below[:, 1], above[:, 1]), dim=-1)
+    return confmat.permute(1, 0, 2).reshape(count, classes, 2, 2).contiguous()
 
 
 def distinct_values(values: Tensor) -> Tensor:
