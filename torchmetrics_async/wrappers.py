@@ -35,7 +35,16 @@ from torchmetrics_async._torchmetrics import MinMaxMetric as _TorchmetricsMinMax
 from torchmetrics_async._torchmetrics import Running as _TorchmetricsRunning
 from torchmetrics_async.accelerate import accelerate, accelerated_class_for, is_patched
 from torchmetrics_async.aggregation import SyncFreeRunning
-from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, FORWARD_BATCH, nan_where
+from torchmetrics_async.deferred import (
+    DEFERRED_RAISE_OWNED,
+    FORWARD_BATCH,
+    UNREPORTED,
+    forget_preread,
+    nan_where,
+    read_deferred,
+    read_deferred_together,
+    report_deferred,
+)
 from torchmetrics_async.deferred import deferred_checks_registered as checks_of
 from torchmetrics_async.metric import SyncFreeMixin
 
@@ -69,24 +78,33 @@ def _checks_kept(metric: Any) -> dict[str, Tensor]:
 
 
 @contextlib.contextmanager
+def _switched(metrics: list, *names: str) -> Iterator[None]:
+    """The ``metrics``' per-call switches ``names`` on while in it (as they were after)."""
+    states = [metric.__dict__ for metric in metrics]
+    previous = [[state[name] for name in names] for state in states]
+    for state in states:
+        state.update(dict.fromkeys(names, True))
+    try:
+        yield
+    finally:
+        for state, before in zip(states, previous, strict=True):
+            state.update(zip(names, before, strict=True))
+
+
+@contextlib.contextmanager
 def _batch_values_unread(metrics: list, kept: list[dict[str, Tensor]]) -> Iterator[Tensor | None]:
     """The ``metrics``' computes give NaN where the batch violated a check, without a read; yields whether any did.
 
     ``None``: nothing to check. On leaving, each metric's ``kept`` checks are recorded again, so the next
     ``compute()``/``reset()`` raises them (torchmetrics raised them in the update).
     """
-    # This batch's errors alone (a "warn" check, e.g. NaNs dropped, leaves torchmetrics' value as it is).
-    errors = [getattr(m, name) for m in metrics for name, (_, action) in checks_of(m).items() if action == "error"]
-    states = [m.__dict__ for m in metrics]
-    previous = [(state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED]) for state in states]
-    for state in states:
-        state[FORWARD_BATCH] = state[DEFERRED_RAISE_OWNED] = True
+    errors = [flag for flag in (metric._deferred_violated() for metric in metrics) if flag is not None]
     try:
-        yield torch.stack(errors).any() if errors else None
+        with _switched(metrics, FORWARD_BATCH, DEFERRED_RAISE_OWNED):
+            yield torch.stack(errors).any() if errors else None
     finally:
-        for metric, state, before, checks in zip(metrics, states, previous, kept, strict=True):
-            state[FORWARD_BATCH], state[DEFERRED_RAISE_OWNED] = before
-            state["_computed"] = None  # the next compute() raises the kept checks
+        for metric, checks in zip(metrics, kept, strict=True):
+            metric.__dict__["_computed"] = None  # the next compute() raises the kept checks
             for name, flag in checks.items():
                 metric._record_violation(name, flag)
 
@@ -225,15 +243,30 @@ class BootStrapper(SyncFreeMixin, _TorchmetricsBootStrapper):
         self._forward_cache = nan_where(violated, value)
         return self._forward_cache
 
+    def compute(self) -> dict[str, Tensor]:
+        """Torchmetrics' compute; the copies' checks are read first, all in one host read (the first error raised)."""
+        copies = list(self.metrics)
+        reports = [(metric, read_deferred(metric)) for metric in read_deferred_together(copies)]  # all reported
+        for metric, report in reports:
+            report_deferred(metric, report)
+        with _switched(copies, DEFERRED_RAISE_OWNED):  # read already: the copies' computes do not read again
+            return super().compute()
+
     def reset(self) -> None:
-        """The wrapper's own reset, then every copy's; an error a copy's ``compute()`` did not raise is raised after."""
+        """The wrapper's own reset, then every copy's; their unreported checks are read in one host read.
+
+        An error a ``compute()`` did not raise is raised once every copy is reset.
+        """
         super().reset()
+        copies = list(self.metrics)
+        read_deferred_together([metric for metric in copies if metric.__dict__.get(UNREPORTED, False)])
         errors = []
-        for metric in self.metrics:
+        for metric in copies:
             try:
                 metric.reset()
-            except Exception as err:  # the copies' deferred errors: every copy is reset before one is raised
+            except Exception as err:  # a copy's deferred error: every copy is reset before the first is raised
                 errors.append(err)
+        forget_preread(copies)
         if errors:
             raise errors[0]
 
