@@ -319,15 +319,22 @@ def test_a_violation_written_after_a_clean_compute_is_raised_by_the_next(kind: s
         metric.compute()
 
 
+def _persistent(metric: Any) -> None:
+    """States persistent, a wrapper's held metrics' too (torchmetrics' ``persistent()`` sets the metric's own only)."""
+    for module in metric.modules():
+        if isinstance(module, Metric):
+            module.persistent(True)
+
+
 def _persistent_with_recorded_error(cls: type, persistent_set: str) -> tuple[Any, Any]:
     """(an accelerated metric whose window recorded a deferred error, its states persistent; the example)."""
     bad = violating_example_for(cls)
     if persistent_set == "after":
         metric = cls(**bad.init)
-        metric.persistent(True)
+        _persistent(metric)
     else:  # accelerate() adds the check states after the user made the states persistent
         metric = torchmetrics_origin(cls)(**bad.init)
-        metric.persistent(True)
+        _persistent(metric)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ta.accelerate(metric)
@@ -346,8 +353,13 @@ def test_a_checkpoint_with_a_recorded_error_is_refused_by_plain_torchmetrics(cls
     with pytest.raises(RuntimeError) as recorded:
         source.compute()
     plain = torchmetrics_origin(cls)(**bad.init)
-    plain.persistent(True)
-    checks = "|".join(source._deferred_checks_registered())
+    _persistent(plain)
+    checks = "|".join(  # a wrapper's: its held metrics', by their keys
+        re.escape(f"{prefix}.{name}".lstrip("."))
+        for prefix, module in source.named_modules()
+        if isinstance(module, Metric)
+        for name in module._deferred_checks_registered()
+    )
     with pytest.raises(RuntimeError, match=rf'Unexpected key\(s\) in state_dict: "({checks})"'):
         plain.load_state_dict(saved, strict=True)
     receiver = cls(**bad.init)

@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 import torch
+import torchmetrics
 
 import torchmetrics_async as ta
 from torchmetrics_async.nan import NAN_FLAG_STATE
@@ -132,3 +133,23 @@ def test_reloaded_metric_computes_without_compute_before_update_warning(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         torch.testing.assert_close(target.compute(), source.compute())
+
+
+def test_forward_of_an_overriding_subclass_keeps_the_value_of_a_batch_whose_nans_are_dropped() -> None:
+    """A "warn" check is no error: the generic forward (a subclass overriding update) returns torchmetrics' value of
+    the batch without its NaNs, not NaN (only an "error" check makes a batch value NaN)."""
+
+    class Overriding(ta.SumMetric):
+        def update(self, value: torch.Tensor) -> None:
+            super().update(value)
+
+    class Plain(torchmetrics.SumMetric):
+        def update(self, value: torch.Tensor) -> None:
+            super().update(value)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchmetrics' NaN warning, both
+        expected = Plain()(BAD)
+        got = Overriding()(BAD)
+    assert not torch.isnan(expected)
+    torch.testing.assert_close(got, expected)

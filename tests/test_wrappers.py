@@ -2,7 +2,9 @@
 accelerated, the wrapper stays torchmetrics' own, and every value equals plain torchmetrics'."""
 
 import copy
+import importlib
 import pickle
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +57,12 @@ WRAPPERS: dict[str, tuple[Callable[[], Any], Callable[[], tuple]]] = {
         _two_outputs,
     ),
     "BootStrapper": (
+        lambda: wrappers.BootStrapper(
+            torchmetrics.classification.BinaryAccuracy(), num_bootstraps=3, sampling_strategy="multinomial"
+        ),
+        _binary,
+    ),
+    "BootStrapper-poisson": (
         lambda: wrappers.BootStrapper(torchmetrics.classification.BinaryAccuracy(), num_bootstraps=3),
         _binary,
     ),
@@ -110,18 +118,28 @@ def _run(wrapper: Any, steps: list[tuple], seed: int) -> list:
     return out
 
 
+# Wrappers that still sync after accelerate() (their held metrics are accelerated): one warning names the cause.
+SYNCING = {"MultioutputWrapper", "BootStrapper-poisson"}
+
+
+def _accelerated_type(name: str, ref: Any) -> type:
+    """The wrapper's class after accelerate(): torchmetrics' own, unless it is accelerated itself (MinMaxMetric)."""
+    return type(ref) if name in SYNCING else registry().get(type(ref), type(ref))
+
+
 @pytest.mark.parametrize("name", list(WRAPPERS))
 def test_accelerated_wrapper_equals_torchmetrics(name: str) -> None:
     build, make = WRAPPERS[name]
     torch.manual_seed(0)
     steps = [make() for _ in range(4)]
     ref, ours = build(), build()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # every inner metric here is accelerable: no warning
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")  # every inner metric here is accelerable: a warning only for a syncing wrapper
         assert ta.accelerate(ours) is ours
-    # the wrapper stays torchmetrics' own, unless it is accelerated itself (MinMaxMetric)
-    assert type(ours) is registry().get(type(ref), type(ref))
-    assert isinstance(ours, SyncFreeMixin) is (type(ref) in registry())
+    warned = [str(w.message).split(":")[0] for w in record]
+    assert warned == ([f"torchmetrics_async cannot accelerate {type(ref).__name__}"] if name in SYNCING else [])
+    assert type(ours) is _accelerated_type(name, ref)
+    assert isinstance(ours, SyncFreeMixin) is (type(ours) is not type(ref))
     inner = _inner_metrics(ours)
     assert inner
     assert all(isinstance(m, SyncFreeMixin) for m in inner)
@@ -136,9 +154,10 @@ def test_wrappers_built_under_patch_hold_accelerated_metrics(name: str) -> None:
     torch.manual_seed(0)
     steps = [make() for _ in range(4)]
     ref = build()
-    with ta.patch():
+    with ta.patch(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a syncing wrapper's warning (tests below)
         ours = build()
-    assert type(ours) is registry().get(type(ref), type(ref))
+    assert type(ours) is _accelerated_type(name, ref)
     inner = _inner_metrics(ours)
     assert inner
     assert all(isinstance(m, SyncFreeMixin) for m in inner)
@@ -405,3 +424,154 @@ def test_minmax_forward_of_a_batch_whose_nans_are_dropped_keeps_the_bounds() -> 
         warnings.simplefilter("ignore")
         for value in (float("nan"), 1.0, float("nan")):
             assert_same(ours(torch.tensor(value)), theirs(torch.tensor(value)), exact=True)
+
+
+# BootStrapper (issue 29 item 4): (base builder, wrapper options, batch maker); builders look names up at call time.
+BOOTSTRAP_CASES: dict[str, tuple[Callable[[], Any], dict, Callable[[torch.Generator], tuple]]] = {
+    "BinaryAccuracy": (
+        lambda: torchmetrics.classification.BinaryAccuracy(),  # noqa: PLW0108 - looked up at call time (patch())
+        {},
+        lambda g: (torch.rand(7, generator=g), torch.randint(0, 2, (7,), generator=g)),
+    ),
+    "MeanSquaredError-float64-quantile-raw": (
+        lambda: torchmetrics.MeanSquaredError().double(),
+        {"quantile": 0.25, "raw": True, "num_bootstraps": 4},
+        lambda g: (torch.randn(5, generator=g).double(), torch.randn(5, generator=g).double()),
+    ),
+    # NaNs dropped with torchmetrics' warning: a "warn" check, not an error (the batch value is a number). The
+    # accelerated MeanMetric itself sums the kept values with the NaNs as zeros: its last bit may differ from
+    # torchmetrics' (the base alone, without a wrapper), so this case is compared to the usual tolerance.
+    "MeanMetric-nan-dropped": (
+        lambda: torchmetrics.MeanMetric(),  # noqa: PLW0108
+        {"std": False},
+        lambda g: (torch.where(torch.rand(6, generator=g) < 0.2, float("nan"), torch.randn(6, generator=g)),),
+    ),
+}
+
+
+def _bootstrap(name: str) -> Any:
+    build, options, _ = BOOTSTRAP_CASES[name]
+    return wrappers.BootStrapper(build(), **{"num_bootstraps": 3, **options, "sampling_strategy": "multinomial"})
+
+
+def _bootstrap_run(metric: Any, batches: list[tuple], seed: int) -> list:
+    """forward/update/compute in a mixed order (a keyword batch too), a reset, and again, from one torch seed."""
+    torch.manual_seed(seed)  # both draw from torch's global generator
+    out = []
+    for i, batch in enumerate(batches):
+        if i % 3 == 1:
+            metric.update(*batch)
+        elif i % 3 == 2 and len(batch) == 2:
+            out.append(metric(preds=batch[0], target=batch[1]))
+        else:
+            out.append(metric(*batch))
+        if i % 2:
+            out.append(metric.compute())
+    metric.reset()
+    out.append(metric(*batches[0]))
+    metric.update(*batches[1])
+    out.append(metric.compute())
+    out.append(torch.rand(3))  # the generator after the run: the same number of draws
+    return out
+
+
+@pytest.mark.parametrize("name", list(BOOTSTRAP_CASES))
+def test_bootstrapper_multinomial_equals_torchmetrics_bit_for_bit(name: str) -> None:
+    """The same draws in the same order (torchmetrics' own sampler), so the same values under the same seed."""
+    generator = torch.Generator().manual_seed(29)
+    batches = [BOOTSTRAP_CASES[name][2](generator) for _ in range(7)]
+    with ta.patch():
+        patched = _bootstrap(name)
+    ours = [ta.accelerate(_bootstrap(name)), patched]
+    with ta.patch():
+        ours.append(ta.wrappers.BootStrapper(BOOTSTRAP_CASES[name][0](), sampling_strategy="multinomial"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchmetrics' NaN warning, alike
+        expected = _bootstrap_run(_bootstrap(name), batches, seed=3)
+        for metric in ours[:2]:
+            assert type(metric) is ta.wrappers.BootStrapper
+            assert all(isinstance(copy, SyncFreeMixin) for copy in metric.metrics)
+            assert_same(_bootstrap_run(metric, batches, seed=3), expected, exact="nan-dropped" not in name)
+    assert type(ours[2]) is ta.wrappers.BootStrapper
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("name", list(BOOTSTRAP_CASES))
+def test_bootstrapper_multinomial_update_and_forward_make_no_host_sync(name: str, device: str) -> None:
+    generator = torch.Generator().manual_seed(0)
+    metric = ta.accelerate(_bootstrap(name)).to(device)
+    batches = [tuple(x.to(device) for x in BOOTSTRAP_CASES[name][2](generator)) for _ in range(3)]
+    with count_host_syncs() as syncs:
+        for batch in batches:
+            metric.update(*batch)
+            metric(*batch)
+    assert syncs.total == 0, syncs
+
+
+@pytest.mark.parametrize("read", ["compute", "reset"])
+def test_bootstrapper_forward_keeps_the_copies_error_for_compute_or_reset(read: str) -> None:
+    """torchmetrics raises in forward(); ours gives a NaN batch value and raises later, reading every copy's checks
+    in one host read (also after forward() has reset the copies for the next batch)."""
+    build = lambda: wrappers.BootStrapper(  # noqa: E731
+        torchmetrics.MeanMetric(nan_strategy="error"), num_bootstraps=3, sampling_strategy="multinomial"
+    )
+    bad = torch.full((4,), float("nan"))
+    with pytest.raises(RuntimeError, match="Encountered `nan`"):
+        build()(bad)
+    metric = ta.accelerate(build())
+    assert all(torch.isnan(value) for value in metric(bad).values())
+    metric(torch.ones(4))  # the copies are reset for this batch: the error stays
+    with count_host_syncs() as syncs, pytest.raises(RuntimeError, match="Encountered `nan`"):
+        getattr(metric, read)()
+    assert syncs.total == 1, syncs.summary()
+
+
+def _syncs_per_update_and_forward(metric: Any, batch: tuple) -> tuple[int, int]:
+    metric.update(*batch)
+    with count_host_syncs() as update:
+        metric.update(*batch)
+    with count_host_syncs() as forward:
+        metric(*batch)
+    return update.total, forward.total
+
+
+def test_poisson_bootstrapper_stays_torchmetrics_with_one_warning_giving_the_measured_syncs() -> None:
+    reason = ta.registry.SYNCING_ARGUMENTS[wrappers.BootStrapper][2]
+    for build in (
+        lambda: ta.accelerate(wrappers.BootStrapper(BinaryAccuracy(), num_bootstraps=3)),
+        lambda: ta.wrappers.BootStrapper(BinaryAccuracy(), num_bootstraps=3),
+    ):
+        with pytest.warns(UserWarning, match="cannot accelerate BootStrapper") as record:
+            metric = build()
+        assert [str(w.message) for w in record] == [
+            f"torchmetrics_async cannot accelerate BootStrapper: {reason}. It is left unchanged."
+        ]
+        assert type(metric) is wrappers.BootStrapper
+        assert all(isinstance(copy, SyncFreeMixin) for copy in metric.metrics)
+    with pytest.raises(TypeError, match="sampling_strategy='poisson'"):
+        ta.accelerate(wrappers.BootStrapper(BinaryAccuracy(), num_bootstraps=3), strict=True)
+    update, forward = _syncs_per_update_and_forward(metric, _binary())
+    assert f"({update} host syncs per update() and {forward} per forward() measured with 3 bootstraps" in reason
+
+
+def test_multioutput_wrapper_warns_once_giving_the_measured_syncs() -> None:
+    reason = ta.registry.EXPLAINED[wrappers.MultioutputWrapper]
+    with pytest.warns(UserWarning, match="cannot accelerate MultioutputWrapper") as record:
+        metric = ta.accelerate(wrappers.MultioutputWrapper(BinaryAccuracy(), num_outputs=2))
+    assert [str(w.message) for w in record] == [
+        f"torchmetrics_async cannot accelerate MultioutputWrapper: {reason}. It is left unchanged."
+    ]
+    assert all(isinstance(copy, SyncFreeMixin) for copy in metric.metrics)
+    masks = _syncs_per_update_and_forward(metric, _two_outputs())
+    copies = ta.accelerate(wrappers.MultioutputWrapper(BinaryAccuracy(), num_outputs=2, remove_nans=False))
+    copies = _syncs_per_update_and_forward(copies.to("meta"), tuple(x.to("meta") for x in _two_outputs()))
+    assert masks[0] == masks[1]  # forward() as update()
+    assert copies[0] == copies[1]
+    assert f"({copies[0]} host syncs per update() measured with 2 outputs on the meta device" in reason
+    assert f"({masks[0]} more on the CPU)" in reason
+    importlib.import_module("torchmetrics_async.accelerate")._CANNOT.discard(wrappers.MultioutputWrapper)  # once each
+    with (
+        ta.patch(),
+        pytest.warns(UserWarning, match=re.escape(f"patch() cannot accelerate MultioutputWrapper: {reason}")),
+    ):
+        wrappers.MultioutputWrapper(torchmetrics.classification.BinaryAccuracy(), num_outputs=2)

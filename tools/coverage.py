@@ -22,6 +22,7 @@ from torchmetrics_async.classification.curves import CURVE_ORIGINS, UNBINNED_FOR
 from torchmetrics_async.registry import (
     EXPLAINED,
     SYNC_FREE_AS_IS,
+    SYNCING_ARGUMENTS,
     VERIFIED_SYNC_FREE,
     accelerated_class_for,
     is_deprecated_alias,
@@ -99,7 +100,7 @@ class CoverageRow:
     """One torchmetrics class: the public module and name it is exported as, its accelerated class, and if none, why.
 
     ``reason`` is ``""`` when accelerated (for a verified class, the arguments checked); ``caveat`` names the arguments
-    under which an accelerated class's ``forward()`` still syncs.
+    under which an accelerated class's ``forward()`` still syncs, or under which it stays torchmetrics' own.
     """
 
     module: str
@@ -164,7 +165,8 @@ def accelerated_coverage() -> list[CoverageRow]:
     for cls, (module, name) in _public_metric_classes().items():
         # A deprecated alias (torchmetrics.RetrievalMAP) is accelerated by the class it is rebased on.
         accelerated = accelerated_class_for(cls) if is_deprecated_alias(cls) else registry().get(cls)
-        caveat = FORWARD_CAVEATS.get(cls.__base__ if is_deprecated_alias(cls) else cls, "") if accelerated else ""
+        listed = cls.__base__ if is_deprecated_alias(cls) else cls
+        caveat = FORWARD_CAVEATS.get(listed) or SYNCING_ARGUMENTS.get(listed, ("", "", ""))[2] if accelerated else ""
         reason = "" if accelerated else why_not_accelerated(cls)
         rows.append(CoverageRow(module, name, cls, accelerated, reason, caveat))
     return sorted(rows, key=lambda row: (row.module, row.name))

@@ -27,6 +27,7 @@ import torchmetrics.nominal
 import torchmetrics.regression
 import torchmetrics.retrieval
 import torchmetrics.segmentation
+import torchmetrics.wrappers
 
 from tools.coverage import ACCELERATED, NOT_SYNC_FREE, SYNC_FREE_AS_IS, accelerated_coverage
 from torchmetrics_async.accelerate import registry
@@ -98,6 +99,11 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
     ),
     torchmetrics.classification.BinaryFairness: CompileCaveat(
         ("forward",), "forward()'s keys name the groups of the lowest and highest rates: a host read"
+    ),
+    torchmetrics.wrappers.BootStrapper: CompileCaveat(
+        ("forward",),
+        "forward() computes each copy through torchmetrics' compute(), whose check that the copy was updated reads"
+        " the update count a compiled update() keeps on the device: Dynamo cannot guard on it",
     ),
 }
 

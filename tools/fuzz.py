@@ -1380,6 +1380,13 @@ import torchmetrics_async.text
 from torchmetrics_async.testing import no_host_sync
 
 nan, inf = float("nan"), float("inf")
+
+
+def persistent(metric):
+    # A wrapper's held metrics too: torchmetrics' persistent() sets the metric's own states only.
+    for module in metric.modules():
+        if isinstance(module, torchmetrics.Metric):
+            module.persistent(True)
 """
 
 
@@ -1682,11 +1689,15 @@ class Lockstep:
         guard = method == "update" or not _forward_may_sync(self.case)
         # Ours keeps its states through a call that raises, forward() too; torchmetrics' forward() may not.
         before = {side: _state_values(self.ns[side]) for side in ((o, t) if method == "update" else (o,))}
+        rng = torch.get_rng_state()  # both sides draw alike (BootStrapper resamples with torch's generator)
         theirs = self._run(call.format(t))
         self.ns["args"] = batch.make()  # torchmetrics may write into inputs (README: float nan_strategy)
+        torch.set_rng_state(rng)
         ours = self._run(call.format(o), guard=guard)
         sync = ", sync=True" if guard else ""
+        self._note("_rng = torch.get_rng_state()")
         self._note(f"{o}_out = show({call.format(o)!r}, lambda: {call.format(o)}{sync})  # fuzz saw: {ours.describe()}")
+        self._note("torch.set_rng_state(_rng)")
         self._note(f"{t}_out = show({call.format(t)!r}, lambda: {call.format(t)})  # fuzz saw: {theirs.describe()}")
         situation = {"op": method, "tags": batch.tags, "ours": ours.error, "theirs": theirs.error}
         if isinstance(ours.error, HostSyncError):
@@ -1863,15 +1874,13 @@ class Lockstep:
         self._transfer("clone", "{m} = {m}.clone()")
 
     def _op_load(self, op: Op) -> None:
-        self._transfer(
-            "load", "{m}.persistent(True); _new = {make}(); _new.load_state_dict({m}.state_dict()); {m} = _new"
-        )
+        self._transfer("load", "persistent({m}); _new = {make}(); _new.load_state_dict({m}.state_dict()); {m} = _new")
         self.loaded = True
 
     def _op_load_plain(self, op: Op) -> None:
         """Ours loads torchmetrics' state dict: afterwards both hold torchmetrics' state (a pending error goes)."""
         text = (
-            "theirs.persistent(True); _new = make_ours(); _new.load_state_dict(theirs.state_dict()); "
+            "persistent(theirs); _new = make_ours(); _new.load_state_dict(theirs.state_dict()); "
             "_twin = make_theirs(); _twin.load_state_dict(theirs.state_dict()); ours, theirs = _new, _twin"
         )
         ours = self._exec(text)
@@ -1890,7 +1899,7 @@ class Lockstep:
         """A plain metric loads our state dict strictly; a pending error must make it refuse (never silently lost)."""
         if self._allowed(kind="plain takes ours", op="load"):  # README-listed kept entries a plain metric counts
             return
-        load = "ours.persistent(True); _new = make_theirs(); _new.load_state_dict(ours.state_dict(), strict=True)"
+        load = "persistent(ours); _new = make_theirs(); _new.load_state_dict(ours.state_dict(), strict=True)"
         if self.pending:
             result = self._exec(load)
             self._note(f"{load}  # {result.describe() if result.error else 'ok'}")

@@ -4,6 +4,7 @@ Everything torchmetrics-async needs from torchmetrics beyond its public classes 
 off for this module) or restated here, so a torchmetrics upgrade breaks one place (the seam tests check each).
 """
 
+from lightning_utilities import apply_to_collection
 from torch import Tensor
 from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.collections import MetricCollection
@@ -82,6 +83,7 @@ from torchmetrics.utilities.data import (
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
 from torchmetrics.wrappers.abstract import WrapperMetric
+from torchmetrics.wrappers.bootstrapping import BootStrapper, _bootstrap_sampler
 from torchmetrics.wrappers.minmax import MinMaxMetric
 from torchmetrics.wrappers.running import Running
 from torchmetrics.wrappers.tracker import MetricTracker

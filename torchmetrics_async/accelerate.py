@@ -24,6 +24,7 @@ from torchmetrics_async.distributed.collection import fused_collection_class
 from torchmetrics_async.registry import (
     _DERIVED_BY,
     _REGISTRY,
+    EXPLAINED,
     accelerated_class_for,
     is_deprecated_alias,
     is_torchmetrics_class,
@@ -52,7 +53,7 @@ def _why_not(obj: Any) -> str:
     if isinstance(obj, type) and issubclass(obj, Metric):
         return f"{obj.__name__}: {why_not_accelerated(obj)}"
     if isinstance(obj, Metric):
-        reason = why_not_accelerated(type(obj))
+        reason = why_not_accelerated(obj)
         held = (m for m in obj.modules() if m is not obj and isinstance(m, Metric))
         base = next((m for m in held if accelerated_class_for(type(m)) is None), None)
         if not reason and base is not None:
@@ -95,13 +96,15 @@ def _plan(obj: Any, steps: list[_Step]) -> None:
         steps.append((obj, fused_collection_class(type(obj))))
     elif _holds_convertible_metrics(obj):
         _plan_held(obj, steps)
+        if type(obj) in _SYNCING_WRAPPERS:  # MultioutputWrapper: left as it is, with the reason
+            steps.append((obj, None))
     elif isinstance(obj, Metric):
         target = accelerated_class_for(type(obj))
-        if target is not None and isinstance(obj, WrapperMetric):  # Running, MinMaxMetric: their base metrics first
+        if target is not None and isinstance(obj, WrapperMetric):  # Running, MinMaxMetric...: their base metrics first
             planned = len(steps)
             _plan_held(obj, steps)
-            if any(to is None for _, to in steps[planned:]):
-                target = None  # a wrapper over a base that stays torchmetrics' stays torchmetrics' too
+            if any(to is None for _, to in steps[planned:]) or why_not_accelerated(obj):
+                target = None  # over a base that stays torchmetrics', or with arguments that sync: left as it is
         steps.append((obj, target))
     elif isinstance(obj, (dict, list, tuple)):
         for value in obj.values() if isinstance(obj, dict) else obj:
@@ -148,6 +151,8 @@ def accelerate(obj: T, strict: bool = False) -> T:
 # What patch() replaced: (module or class, attribute, the value it had; _ABSENT where it had none of its own).
 _PATCHED: list[tuple[ModuleType | type, str, Any]] = []
 _ABSENT = object()
+# torchmetrics wrappers that sync themselves: accelerate() converts what they hold, and names them.
+_SYNCING_WRAPPERS = [cls for cls in EXPLAINED if issubclass(cls, WrapperMetric)]
 _CANNOT: set[type] = set()  # classes patch() has warned it cannot accelerate (once each)
 
 
@@ -179,7 +184,9 @@ def _hooked_init(cls: type) -> Any:
         target = _target_of(built)
         if target is None or target is built:
             base = torchmetrics_base(built)
-            if target is None and base in _REGISTRY and _DERIVED_BY not in vars(built):  # decorated ones are as meant
+            if target is None and built in _SYNCING_WRAPPERS:  # it holds accelerated metrics, but syncs itself
+                _cannot(built, f"{built.__qualname__}: {EXPLAINED[built]}")
+            elif target is None and base in _REGISTRY and _DERIVED_BY not in vars(built):  # decorated ones are as meant
                 _cannot(
                     built,
                     f"{built.__qualname__}: its bases and those of the accelerated {_REGISTRY[base].__name__} have no"
@@ -204,14 +211,17 @@ def _hooked_init(cls: type) -> Any:
 
 
 def _hooked_classes() -> list[type]:
-    """The classes whose ``__init__`` patch() hooks (given one if they have none): those ``accelerate()`` converts."""
+    """The classes whose ``__init__`` patch() hooks (given one if they have none): those ``accelerate()`` converts.
+
+    And the wrappers that sync themselves, to say so.
+    """
     found, todo = set(), [*_REGISTRY, MetricCollection]
     while todo:
         cls = todo.pop()
         if cls not in found:
             found.add(cls)
             todo.extend(cls.__subclasses__())
-    return [cls for cls in found if _target_of(cls) not in (None, cls)]
+    return [cls for cls in found if _target_of(cls) not in (None, cls)] + _SYNCING_WRAPPERS
 
 
 def _replace(owner: ModuleType | type, name: str, value: Any) -> None:

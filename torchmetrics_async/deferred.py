@@ -93,8 +93,12 @@ def add_with_violations(metric: Any, states: list[Tensor], values: list[Tensor],
 
 
 def deferred_violated(metric: Any) -> Tensor | None:
-    """Whether any check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without checks."""
-    flags = [getattr(metric, name) for name in deferred_checks_registered(metric)]
+    """Whether any ``"error"`` check is set, as a 0-dim bool tensor on the device (no host read); ``None`` without one.
+
+    A ``"warn"`` check (NaNs dropped, with torchmetrics' warning) leaves torchmetrics' value as it is.
+    """
+    checks = deferred_checks_registered(metric).items()
+    flags = [getattr(metric, name) for name, (_, action) in checks if action == "error"]
     if not flags:
         return None
     return flags[0] if len(flags) == 1 else torch.stack(flags).any()

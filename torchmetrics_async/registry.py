@@ -19,10 +19,11 @@ from typing import Any
 
 from torchmetrics_async._docs import accelerated_doc
 from torchmetrics_async._torchmetrics import BaseAggregator, Metric
-from torchmetrics_async.unaccelerated import EXPLAINED, SYNC_FREE_AS_IS, VERIFIED_SYNC_FREE
+from torchmetrics_async.unaccelerated import EXPLAINED, SYNC_FREE_AS_IS, SYNCING_ARGUMENTS, VERIFIED_SYNC_FREE
 
 __all__ = [
     "EXPLAINED",
+    "SYNCING_ARGUMENTS",
     "SYNC_FREE_AS_IS",
     "VERIFIED_SYNC_FREE",
     "AutoRegistered",
@@ -231,14 +232,27 @@ def _is_task_wrapper(cls: type) -> bool:
         return False
 
 
-def why_not_accelerated(cls: type) -> str:
+def why_not_accelerated(cls: type | Metric) -> str:
     """A short reason why ``cls`` (torchmetrics' or a user's ``Metric`` subclass) is not accelerated (``""`` if it is).
+
+    Given an instance, its arguments count too: one listed in :data:`SYNCING_ARGUMENTS` is not accelerated.
 
     Example:
         >>> import torchmetrics
         >>> why_not_accelerated(torchmetrics.text.WordErrorRate).startswith("takes strings")
         True
+        >>> base = torchmetrics.MeanMetric()
+        >>> why_not_accelerated(torchmetrics.wrappers.BootStrapper(base, sampling_strategy="multinomial"))
+        ''
+        >>> why_not_accelerated(torchmetrics.wrappers.BootStrapper(base)).startswith("sampling_strategy='poisson'")
+        True
     """
+    if not isinstance(cls, type):
+        return _syncing_arguments(cls) or _class_reason(type(cls))
+    return _class_reason(cls)
+
+
+def _class_reason(cls: type) -> str:
     if accelerated_class_for(cls) is not None:
         return ""
     if is_torchmetrics_class(cls):
@@ -261,6 +275,12 @@ def why_not_accelerated(cls: type) -> str:
             " (decorate the class with sync_free to make the NaN handling sync-free)"
         )
     return f"subclasses torchmetrics' {base.__name__}, which is {_torchmetrics_reason(base)}"
+
+
+def _syncing_arguments(metric: Metric) -> str:
+    """The reason :data:`SYNCING_ARGUMENTS` gives for ``metric``'s arguments (``""``: none listed syncs)."""
+    attribute, value, reason = SYNCING_ARGUMENTS.get(torchmetrics_base(type(metric)), ("", None, ""))
+    return reason if attribute and getattr(metric, attribute, None) == value else ""
 
 
 def _listed_reason(cls: type) -> str:

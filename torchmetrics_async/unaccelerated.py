@@ -1,7 +1,8 @@
 """What is known about the torchmetrics classes this package does not accelerate, as data.
 
 ``VERIFIED_SYNC_FREE``: classes whose own ``update()`` and ``forward()`` make no host sync (the test suite runs each
-under ``no_host_sync()``); ``EXPLAINED``: the rest, with the reason.
+under ``no_host_sync()``); ``EXPLAINED``: the rest, with the reason; ``SYNCING_ARGUMENTS``: accelerated classes whose
+instances stay torchmetrics' own under some arguments, with the reason.
 :func:`torchmetrics_async.registry.why_not_accelerated` words them.
 
 Example:
@@ -20,8 +21,9 @@ import torchmetrics.multimodal
 import torchmetrics.segmentation
 import torchmetrics.shape
 import torchmetrics.text
+import torchmetrics.wrappers
 
-__all__ = ["EXPLAINED", "SYNC_FREE_AS_IS", "VERIFIED_SYNC_FREE"]
+__all__ = ["EXPLAINED", "SYNCING_ARGUMENTS", "SYNC_FREE_AS_IS", "VERIFIED_SYNC_FREE"]
 
 #: The status of a torchmetrics class listed in :data:`VERIFIED_SYNC_FREE` (the coverage table in ``docs/coverage.md``).
 SYNC_FREE_AS_IS = "sync-free as it is (verified)"
@@ -112,5 +114,24 @@ EXPLAINED: dict[type, str] = {
     torchmetrics.clustering.ClusterAccuracy: (
         "needs the optional torch_linear_assignment package: a compiled library not installed here, so it was not"
         " measured"
+    ),
+    torchmetrics.wrappers.MultioutputWrapper: (
+        "a wrapper whose own update() and forward() sync: for each output they build the index of torch.index_select"
+        " with torch.tensor(i, device=...), a host-to-device copy on an accelerator (4 host syncs per update()"
+        " measured with 2 outputs on the meta device), and with remove_nans=True (the default) they drop NaN rows with"
+        " boolean masks, a data-dependent shape (4 more on the CPU); accelerate() converts the metrics it holds"
+    ),
+}
+
+#: class -> (attribute, value, reason): an instance whose attribute has that value stays torchmetrics' own (its held
+#: metrics accelerated), and accelerate() says why. The tests measure the host syncs each reason gives.
+SYNCING_ARGUMENTS: dict[type, tuple[str, object, str]] = {
+    torchmetrics.wrappers.BootStrapper: (
+        "sampling_strategy",
+        "poisson",
+        "sampling_strategy='poisson' (the default) resamples to a data-dependent length: torchmetrics draws the counts"
+        " and expands them with repeat_interleave (6 host syncs per update() and 18 per forward() measured with 3"
+        " bootstraps on the CPU), so it stays torchmetrics' own BootStrapper, its copies accelerated;"
+        " sampling_strategy='multinomial' is accelerated",
     ),
 }
