@@ -563,7 +563,7 @@ def test_a_failed_launch_drains_what_it_started_before_releasing(monkeypatch, fa
         log.append("launch")
         raise RuntimeError("gather failed")
 
-    def started_sync(metrics: Any, process_group: Any = None, async_op: bool = False) -> Any:
+    def started_sync(metrics: Any, process_group: Any = None, async_op: bool = False, plans: Any = None) -> Any:
         # the first phase is in flight (it reads the buffers) when the second one fails
         return collector_module.SyncHandle(lambda: None, [_Work(log)], failing_second_phase)
 
@@ -716,9 +716,9 @@ def test_stream_path_orders_snapshot_event_wait_sync_compute_copies(monkeypatch)
     assert ops.calls == [("new_stream",)]
     ops.calls.clear()
 
-    def logged_sync(metrics: Any, process_group: Any = None, async_op: bool = False) -> Any:
+    def logged_sync(metrics: Any, process_group: Any = None, async_op: bool = False, plans: Any = None) -> Any:
         ops.calls.append(("sync", ops.current, async_op, process_group))
-        return real_sync(metrics, process_group, async_op)
+        return real_sync(metrics, process_group, async_op, plans=plans)
 
     real_sync = collector_module.sync_metrics
     monkeypatch.setattr(collector_module, "sync_metrics", logged_sync)

@@ -130,11 +130,11 @@ def batches(n: int, seed: int = 0, nan: bool = False) -> list[Tensor]:
 # suppress_nan_check
 
 
-@pytest.mark.parametrize("nan_strategy", NAN_STRATEGIES)
+@pytest.mark.parametrize("given", [{}, {"nan_strategy": "disable"}], ids=["default", "disable"])
 @pytest.mark.parametrize("name", AGGREGATORS)
-def test_suppress_nan_check_lets_nan_through(name: str, nan_strategy: Any) -> None:
+def test_suppress_nan_check_lets_nan_through(name: str, given: dict) -> None:
     cls = suppress_nan_check(getattr(torchmetrics, name))
-    metric = cls(nan_strategy=nan_strategy)
+    metric = cls(**given)
     ref = getattr(torchmetrics, name)(nan_strategy="disable")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no NaN error or warning, whatever the strategy says
@@ -231,16 +231,20 @@ def test_scalar_to_tensor_updates_rejects_non_metrics(target: Any) -> None:
 
 
 @pytest.mark.parametrize("cls", [ScalarSquaredTotal, DecoratedScalarSquaredTotal, SyncFreeSquaredTotal])
-def test_scalar_to_tensor_updates_accepts_numbers(cls: type) -> None:
-    values = [3, 2.5, True, torch.tensor(1.5), torch.tensor([1.0, -2.0])]
-    with pytest.raises(AttributeError):
-        SquaredTotal().update(2.5)  # the undecorated update needs tensors
+def test_scalar_to_tensor_updates_leaves_a_plain_update_its_numbers(cls: type) -> None:
+    """A user's own ``update`` gets what the plain class gets: it fails (or works) on a number as the plain one does."""
+    for v in (3, 2.5, True):
+        with pytest.raises(AttributeError) as plain:
+            SquaredTotal().update(v)  # the undecorated update needs tensors
+        with pytest.raises(AttributeError) as decorated:
+            cls().update(v)
+        assert str(decorated.value) == str(plain.value)
     metric, ref = cls(), SquaredTotal()
-    for v in values:
+    for v in (torch.tensor(1.5), torch.tensor([1.0, -2.0])):
         metric.update(v)
-        ref.update(torch.as_tensor(v, dtype=torch.float32))
+        ref.update(v)
     assert_same(metric.compute(), ref.compute())
-    assert_same(metric(4.0), ref(torch.tensor(4.0)))
+    assert_same(metric(torch.tensor(4.0)), ref(torch.tensor(4.0)))
     assert_same(metric.compute(), ref.compute())
 
 

@@ -20,6 +20,7 @@ import torchmetrics_async as ta
 from tests.example_families import is_task_wrapper as _is_task_wrapper
 from tests.examples import example_for, violating_example_for
 from tools.coverage import FORWARD_CAVEATS
+from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.registry import torchmetrics_origin
 from torchmetrics_async.testing import count_host_syncs, no_host_sync
@@ -114,8 +115,9 @@ def _arrive(door: str, receiver: Any, source: Any) -> None:
     if door == "merge_state":
         receiver.merge_state(source)
     else:
-        receiver.persistent(True)
-        source.persistent(True)
+        for metric in (*receiver.modules(), *source.modules()):  # a wrapper's base metric too (MinMaxMetric)
+            if isinstance(metric, Metric):
+                metric.persistent(True)
         receiver.load_state_dict(source.state_dict())
 
 

@@ -14,7 +14,9 @@ from torchmetrics import wrappers
 from torchmetrics.classification import BinaryAccuracy, MulticlassAccuracy
 
 import torchmetrics_async as ta
+from tests.parity import assert_same
 from torchmetrics_async.metric import SyncFreeMixin
+from torchmetrics_async.registry import registry
 from torchmetrics_async.testing import count_host_syncs
 
 
@@ -117,8 +119,9 @@ def test_accelerated_wrapper_equals_torchmetrics(name: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every inner metric here is accelerable: no warning
         assert ta.accelerate(ours) is ours
-    assert type(ours) is type(ref)  # the wrapper stays torchmetrics' own
-    assert not isinstance(ours, SyncFreeMixin)
+    # the wrapper stays torchmetrics' own, unless it is accelerated itself (MinMaxMetric)
+    assert type(ours) is registry().get(type(ref), type(ref))
+    assert isinstance(ours, SyncFreeMixin) is (type(ref) in registry())
     inner = _inner_metrics(ours)
     assert inner
     assert all(isinstance(m, SyncFreeMixin) for m in inner)
@@ -135,7 +138,7 @@ def test_wrappers_built_under_patch_hold_accelerated_metrics(name: str) -> None:
     ref = build()
     with ta.patch():
         ours = build()
-    assert type(ours) is type(ref)
+    assert type(ours) is registry().get(type(ref), type(ref))
     inner = _inner_metrics(ours)
     assert inner
     assert all(isinstance(m, SyncFreeMixin) for m in inner)
@@ -299,3 +302,106 @@ def test_generic_running_around_an_accelerated_metric_never_loses_an_error() -> 
     reference(torch.tensor(1.0))
     with pytest.raises(RuntimeError, match="Encountered `nan` values in tensor"):
         reference(torch.tensor(float("nan")))
+
+
+# MinMaxMetric (issue 29 item 4): base builders (looked up at call time) and a batch maker each.
+MINMAX_BASES: dict[str, tuple[Callable[[], Any], Callable[[torch.Generator], tuple]]] = {
+    "SumMetric": (lambda: torchmetrics.SumMetric(), lambda g: (torch.randn(5, generator=g),)),  # noqa: PLW0108
+    # a NaN batch: the value is NaN, which moves neither bound (the first one leaves them at +inf/-inf)
+    "MeanMetric-nan": (
+        lambda: torchmetrics.MeanMetric(nan_strategy="disable"),
+        lambda g: (torch.where(torch.rand(5, generator=g) < 0.3, float("nan"), torch.randn(5, generator=g)),),
+    ),
+    "BinaryAccuracy": (
+        lambda: torchmetrics.classification.BinaryAccuracy(),  # noqa: PLW0108 - looked up at call time (patch())
+        lambda g: (torch.rand(6, generator=g), torch.randint(0, 2, (6,), generator=g)),
+    ),
+    "MeanSquaredError-float64": (
+        lambda: torchmetrics.MeanSquaredError().double(),
+        lambda g: (torch.randn(4, generator=g).double(), torch.randn(4, generator=g).double()),
+    ),
+}
+
+
+def _minmax_run(metric: Any, batches: list[tuple]) -> list:
+    """forward/update/compute in a mixed order, a reset (bounds kept, as torchmetrics), and again."""
+    out = []
+    for i, batch in enumerate(batches):
+        if i % 3 == 1:
+            metric.update(*batch)
+        else:
+            out.append(metric(*batch))
+        if i % 2:
+            out.append(metric.compute())
+    metric.reset()
+    out.append(metric(*batches[0]))
+    metric.update(*batches[1])
+    out.append(metric.compute())
+    return out
+
+
+@pytest.mark.parametrize("name", list(MINMAX_BASES))
+def test_minmax_equals_torchmetrics_bit_for_bit(name: str) -> None:
+    build, make = MINMAX_BASES[name]
+    generator = torch.Generator().manual_seed(29)
+    batches = [make(generator) for _ in range(8)]
+    with ta.patch():
+        patched = wrappers.MinMaxMetric(build())
+    ours = [ta.accelerate(wrappers.MinMaxMetric(build())), ta.wrappers.MinMaxMetric(build()), patched]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torchmetrics' compute-before-update warning, alike
+        expected = _minmax_run(wrappers.MinMaxMetric(build()), batches)
+        for metric in ours:
+            assert type(metric) is ta.wrappers.MinMaxMetric
+            assert isinstance(metric._base_metric, SyncFreeMixin)
+            assert_same(_minmax_run(metric, batches), expected, exact=True)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("name", list(MINMAX_BASES))
+def test_minmax_update_and_forward_make_no_host_sync(name: str, device: str) -> None:
+    build, make = MINMAX_BASES[name]
+    generator = torch.Generator().manual_seed(0)
+    metric = ta.accelerate(wrappers.MinMaxMetric(build())).to(device)
+    batches = [tuple(x.to(device) for x in make(generator)) for _ in range(3)]
+    with count_host_syncs() as syncs:
+        for batch in batches:
+            metric.update(*batch)
+            metric(*batch)
+    assert syncs.total == 0, syncs
+
+
+def test_minmax_of_a_non_scalar_value_raises_torchmetrics_error() -> None:
+    preds, target = torch.randn(4, 2), torch.randn(4, 2)
+    theirs = wrappers.MinMaxMetric(torchmetrics.MeanSquaredError(num_outputs=2))
+    ours = ta.accelerate(wrappers.MinMaxMetric(torchmetrics.MeanSquaredError(num_outputs=2)))
+    for call in (lambda m: m(preds, target), lambda m: (m.update(preds, target), m.compute())):
+        with pytest.raises(RuntimeError, match="should be a float or scalar tensor") as expected:
+            call(theirs)
+        with pytest.raises(RuntimeError) as got:
+            call(ours)
+        assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("read", ["compute", "reset"])
+def test_minmax_forward_keeps_the_base_error_for_compute_or_reset(read: str) -> None:
+    """torchmetrics raises in forward(); ours gives a NaN batch value and raises it later, also after forward() has
+    reset the base for the next batch (torchmetrics' full-state forward)."""
+    with pytest.raises(RuntimeError, match="Encountered `nan`"):
+        wrappers.MinMaxMetric(torchmetrics.MeanMetric(nan_strategy="error"))(torch.tensor(float("nan")))
+    metric = ta.accelerate(wrappers.MinMaxMetric(torchmetrics.MeanMetric(nan_strategy="error")))
+    assert torch.isnan(metric(torch.tensor(float("nan")))["raw"])
+    metric(torch.tensor(1.0))  # the base is reset for this batch: the error stays
+    with pytest.raises(RuntimeError, match="Encountered `nan`"):
+        getattr(metric, read)()
+
+
+def test_minmax_forward_of_a_batch_whose_nans_are_dropped_keeps_the_bounds() -> None:
+    """Fuzz finding (seed 29): a "warn" check (NaNs dropped, torchmetrics warns) is no error: its batch value is
+    torchmetrics' (NaN raw, bounds unchanged), not a violating batch's NaNs."""
+    ours = ta.accelerate(wrappers.MinMaxMetric(torchmetrics.MeanMetric()))
+    theirs = wrappers.MinMaxMetric(torchmetrics.MeanMetric())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for value in (float("nan"), 1.0, float("nan")):
+            assert_same(ours(torch.tensor(value)), theirs(torch.tensor(value)), exact=True)

@@ -82,6 +82,7 @@ from torchmetrics.utilities.data import (
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
 from torchmetrics.wrappers.abstract import WrapperMetric
+from torchmetrics.wrappers.minmax import MinMaxMetric
 from torchmetrics.wrappers.running import Running
 from torchmetrics.wrappers.tracker import MetricTracker
 

@@ -9,6 +9,7 @@ Example:
     (True, 'torchmetrics_async.aggregation', tensor(2.))
 """
 
+import functools
 import sys
 import warnings
 from types import ModuleType
@@ -21,6 +22,7 @@ from torchmetrics_async._torchmetrics import CompositionalMetric, Metric, Metric
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.distributed.collection import fused_collection_class
 from torchmetrics_async.registry import (
+    _DERIVED_BY,
     _REGISTRY,
     accelerated_class_for,
     is_deprecated_alias,
@@ -51,8 +53,9 @@ def _why_not(obj: Any) -> str:
         return f"{obj.__name__}: {why_not_accelerated(obj)}"
     if isinstance(obj, Metric):
         reason = why_not_accelerated(type(obj))
-        base = getattr(obj, "base_metric", None)
-        if not reason and isinstance(base, Metric):
+        held = (m for m in obj.modules() if m is not obj and isinstance(m, Metric))
+        base = next((m for m in held if accelerated_class_for(type(m)) is None), None)
+        if not reason and base is not None:
             reason = f"its base metric {type(base).__name__} is not accelerated, so the wrapper is left as it is too"
         return f"{type(obj).__name__}: {reason}"
     return f"{obj!r:.200} is not a torchmetrics Metric, MetricCollection or a container of them"
@@ -94,12 +97,11 @@ def _plan(obj: Any, steps: list[_Step]) -> None:
         _plan_held(obj, steps)
     elif isinstance(obj, Metric):
         target = accelerated_class_for(type(obj))
-        base = getattr(obj, "base_metric", None)
-        if target is not None and isinstance(base, Metric):
+        if target is not None and isinstance(obj, WrapperMetric):  # Running, MinMaxMetric: their base metrics first
             planned = len(steps)
-            _plan(base, steps)
+            _plan_held(obj, steps)
             if any(to is None for _, to in steps[planned:]):
-                target = None  # a window over a base that stays torchmetrics' stays torchmetrics' too
+                target = None  # a wrapper over a base that stays torchmetrics' stays torchmetrics' too
         steps.append((obj, target))
     elif isinstance(obj, (dict, list, tuple)):
         for value in obj.values() if isinstance(obj, dict) else obj:
@@ -143,7 +145,78 @@ def accelerate(obj: T, strict: bool = False) -> T:
     return obj
 
 
-_PATCHED: list[tuple[ModuleType, str, Any]] = []
+# What patch() replaced: (module or class, attribute, the value it had; _ABSENT where it had none of its own).
+_PATCHED: list[tuple[ModuleType | type, str, Any]] = []
+_ABSENT = object()
+_CANNOT: set[type] = set()  # classes patch() has warned it cannot accelerate (once each)
+
+
+def _target_of(cls: type) -> type | None:
+    """The class ``accelerate()`` makes of an instance of ``cls``: itself if accelerated, ``None`` if it cannot."""
+    return fused_collection_class(cls) if issubclass(cls, MetricCollection) else accelerated_class_for(cls)
+
+
+def _cannot(cls: type, why: str) -> None:
+    if cls not in _CANNOT:
+        _CANNOT.add(cls)
+        message = f"patch() cannot accelerate {why}. Its instances are built as they are."
+        warnings.warn(message, UserWarning, stacklevel=4)
+
+
+def _hooked_init(cls: type) -> Any:
+    """``cls.__init__`` while patched: an object whose class finds it first is built as ``accelerate()``'s class.
+
+    That is a direct construction of the accelerated class (its own ``__init__`` and setup), whatever name ``cls`` was
+    found by. Reached from a subclass's own ``__init__`` instead, the construction has begun and is left as it is.
+    """
+    own = vars(cls).get("__init__") or functools.wraps(cls.__init__)(
+        lambda self, *args, **kwargs: super(cls, self).__init__(*args, **kwargs)  # a class without one: the next
+    )
+
+    @functools.wraps(own)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        built = type(self)
+        target = _target_of(built)
+        if target is None or target is built:
+            base = torchmetrics_base(built)
+            if target is None and base in _REGISTRY and _DERIVED_BY not in vars(built):  # decorated ones are as meant
+                _cannot(
+                    built,
+                    f"{built.__qualname__}: its bases and those of the accelerated {_REGISTRY[base].__name__} have no"
+                    " consistent MRO (multiple inheritance), so it cannot be rebased on that class",
+                )
+        elif built.__init__ is __init__ and target.__new__ is built.__new__:
+            self.__class__ = target
+            return target.__init__(self, *args, **kwargs)
+        elif built.__init__ is __init__:  # the target picks its class in __new__ (wrappers.Running): adopt it
+            own(self, *args, **kwargs)
+            accelerate(self)
+            return None
+        else:
+            _cannot(
+                built,
+                f"{built.__qualname__}: its own __init__ was defined after patch() on a class bound before it"
+                " (use accelerate(), or import the torchmetrics name after patch())",
+            )
+        return own(self, *args, **kwargs)
+
+    return __init__
+
+
+def _hooked_classes() -> list[type]:
+    """The classes whose ``__init__`` patch() hooks (given one if they have none): those ``accelerate()`` converts."""
+    found, todo = set(), [*_REGISTRY, MetricCollection]
+    while todo:
+        cls = todo.pop()
+        if cls not in found:
+            found.add(cls)
+            todo.extend(cls.__subclasses__())
+    return [cls for cls in found if _target_of(cls) not in (None, cls)]
+
+
+def _replace(owner: ModuleType | type, name: str, value: Any) -> None:
+    _PATCHED.append((owner, name, vars(owner).get(name, _ABSENT)))
+    setattr(owner, name, value)
 
 
 class _PatchHandle:
@@ -161,10 +234,15 @@ class _PatchHandle:
 
 
 def patch() -> _PatchHandle:
-    """Rebind torchmetrics' public names (``torchmetrics.MeanMetric``, ...) to the accelerated classes.
+    """Make every torchmetrics metric and ``MetricCollection`` built from now on what :func:`accelerate` makes of it.
 
-    Names imported before keep the original class (call ``patch()`` first, or use :func:`accelerate`). Calling it again
-    while patched does nothing; ``with patch():`` unpatches on exit.
+    torchmetrics' public names (``torchmetrics.MeanMetric``, ...) are rebound to the accelerated classes, and
+    construction is hooked (``__init__``), so a class imported before (``from torchmetrics import MeanMetric``), a
+    user's subclass of one and a ``MetricCollection`` built later are accelerated too, as if built from the accelerated
+    class.
+    Objects that exist already, and copies or unpickled objects (no ``__init__``), are left as they are (use
+    :func:`accelerate`). What it cannot cover it names in one ``UserWarning`` per class. Calling it again while patched
+    does nothing; ``with patch():`` unpatches on exit.
 
     Example:
         >>> import torchmetrics
@@ -175,8 +253,9 @@ def patch() -> _PatchHandle:
     if _PATCHED:
         return _PatchHandle(patched_now=False)
     # torchmetrics' own MetricCollection groups accelerated members too (see torchmetrics_async.compute_groups).
-    _PATCHED.append((MetricCollection, "_equal_metric_states", MetricCollection.__dict__["_equal_metric_states"]))
-    MetricCollection._equal_metric_states = staticmethod(equal_metric_states)
+    _replace(MetricCollection, "_equal_metric_states", staticmethod(equal_metric_states))
+    for cls in _hooked_classes():
+        _replace(cls, "__init__", _hooked_init(cls))
     for module_name, module in list(sys.modules.items()):
         if module is None or module_name.split(".")[0] != "torchmetrics":
             continue
@@ -186,16 +265,18 @@ def patch() -> _PatchHandle:
             # torchmetrics' deprecated aliases (torchmetrics.RetrievalMAP) get their rebased class: they still warn.
             accelerated = _REGISTRY.get(value) or (accelerated_class_for(value) if is_deprecated_alias(value) else None)
             if accelerated is not None:
-                _PATCHED.append((module, name, value))
-                setattr(module, name, accelerated)
+                _replace(module, name, accelerated)
     return _PatchHandle(patched_now=True)
 
 
 def unpatch() -> None:
-    """Restore exactly the torchmetrics names :func:`patch` replaced."""
+    """Restore exactly the torchmetrics names and construction hooks :func:`patch` replaced."""
     while _PATCHED:
-        module, name, value = _PATCHED.pop()
-        setattr(module, name, value)
+        owner, name, value = _PATCHED.pop()
+        if value is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, value)
 
 
 def is_patched() -> bool:

@@ -4,9 +4,15 @@
 host-to-device copy) and :func:`sync_free` (every acceleration that applies; a class with no accelerated counterpart
 gets a *generic* class, whose ``repr()`` says its ``update()`` may still sync). Decorated classes subclass the class
 they decorate, keep its name, and pickle.
+
+Numbers are made tensors only where torchmetrics' own code would copy them to the device (``torch.as_tensor(x,
+device=...)``): an aggregator's value and weight. Everywhere else a number reaches the user's ``update`` as it was
+given: an ``int``/``bool`` may be an index, a size or a flag, and a float is a kernel argument as it is
+(``tensor * 0.5`` copies nothing), while a tensor in ``if scale > 0.5`` or ``math.log(scale)`` would be a host read.
 """
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,11 +40,8 @@ def _require_subclass(decorator: str, cls: Any, base: type, why: str) -> None:
 
 
 def _number_to_tensor(metric: Metric, x: Any) -> Any:
-    if not isinstance(x, Tensor):
-        return torch.full((), x, dtype=metric.dtype, device=metric.device) if is_number(x) else x
-    if x.dim() == 0 and x.device.type == "cpu" and metric.device.type != "cpu":
-        return x.to(metric.device, non_blocking=True)
-    return x
+    """``x`` as torchmetrics' ``torch.as_tensor(x, dtype, device)`` makes it, by a fill kernel (no copy); else as is."""
+    return torch.full((), x, dtype=metric.dtype, device=metric.device) if is_number(x) else x
 
 
 def _neutral_element(metric: BaseAggregator) -> float | None:
@@ -47,7 +50,7 @@ def _neutral_element(metric: BaseAggregator) -> float | None:
 
 
 def _cast_without_nan_check(self: Any, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
-    x = _number_to_tensor(self, x) if not isinstance(x, Tensor) else x
+    x = _number_to_tensor(self, x)
     if not isinstance(x, Tensor):
         x = torch.as_tensor(x, dtype=self.dtype, device=self.device)
     if weight is None:
@@ -69,14 +72,41 @@ def suppress_nan_check(cls: M) -> M:
         tensor(nan)
     """
     _require_subclass("suppress_nan_check", cls, BaseAggregator, "they own _cast_and_nan_check_input")
-    # Numbers are made tensors before the class's update runs: torchmetrics' MeanMetric.update copies them to the
-    # device itself (torch.as_tensor) before it reaches _cast_and_nan_check_input.
-    namespace = {"_cast_and_nan_check_input": _cast_without_nan_check, **_scalar_namespace(cls)}
+    namespace = {
+        **_scalar_namespace(cls),
+        "_cast_and_nan_check_input": _cast_without_nan_check,
+        "__init__": _refusing_nan_strategies(cls),
+    }
     return derive(suppress_nan_check, cls, (cls,), namespace)
 
 
+def _refusing_nan_strategies(cls: type) -> Callable:
+    """``cls.__init__``, refusing a ``nan_strategy`` given explicitly that a class without NaN checks cannot honour."""
+    inner_init = cls.__init__
+    signature = inspect.signature(inner_init)
+    # A subclass may take nan_strategy through **kwargs only.
+    rest = next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+    @functools.wraps(inner_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        given = signature.bind_partial(self, *args, **kwargs).arguments
+        strategy = given.get("nan_strategy", given.get(rest, {}).get("nan_strategy", "disable"))
+        if strategy != "disable":
+            raise ValueError(
+                f"suppress_nan_check({cls.__name__}) makes no NaN check, so it cannot honour nan_strategy={strategy!r}"
+                " (NaNs reach the states). Leave nan_strategy out (or pass 'disable'), or use"
+                f" sync_free({cls.__name__}), which honours every strategy without a host sync."
+            )
+        inner_init(self, *args, **kwargs)
+
+    return __init__
+
+
 def scalar_to_tensor_updates(cls: M) -> M:
-    """A subclass of ``cls`` whose Python numbers (and 0-dim CPU tensors) reach ``update`` as device tensors, no copy.
+    """A subclass of ``cls`` in which Python numbers that torchmetrics would copy to the device are made there instead.
+
+    That is an aggregator's value and weight (``BaseAggregator._cast_and_nan_check_input``, and ``MeanMetric.update``
+    of torchmetrics); every other argument reaches ``update`` unchanged (see the module's docstring).
 
     Example:
         >>> from torchmetrics import MaxMetric
@@ -90,15 +120,27 @@ def scalar_to_tensor_updates(cls: M) -> M:
 
 
 def _scalar_namespace(cls: type) -> dict:
-    inner_update = cls.update
+    """Where torchmetrics copies numbers to the device: an aggregator's cast, and its own ``update`` (value, weight)."""
+    if not issubclass(cls, BaseAggregator):
+        return {}  # a number is left to the user's update, which the plain class also gets
+    inner_cast, inner_update = cls._cast_and_nan_check_input, cls.update
 
-    @functools.wraps(inner_update)
-    def update(self: Any, *args: Any, **kwargs: Any) -> None:
-        args = tuple(_number_to_tensor(self, a) for a in args)
-        kwargs = {k: _number_to_tensor(self, v) for k, v in kwargs.items()}
-        return inner_update(self, *args, **kwargs)
+    @functools.wraps(inner_cast)
+    def _cast_and_nan_check_input(self: Any, x: Any, weight: Any = None) -> tuple[Tensor, Tensor]:
+        weight = None if weight is None else _number_to_tensor(self, weight)
+        return inner_cast(self, _number_to_tensor(self, x), weight)
 
-    return {"update": update}
+    namespace: dict[str, Any] = {"_cast_and_nan_check_input": _cast_and_nan_check_input}
+    if inner_update.__module__ == BaseAggregator.__module__:  # torchmetrics' MeanMetric.update copies before the cast
+
+        @functools.wraps(inner_update)
+        def update(self: Any, *args: Any, **kwargs: Any) -> None:
+            args = tuple(_number_to_tensor(self, a) for a in args)
+            kwargs = {k: _number_to_tensor(self, v) for k, v in kwargs.items()}
+            return inner_update(self, *args, **kwargs)
+
+        namespace["update"] = update
+    return namespace
 
 
 class _SyncFreeNanAggregator(DeferredNanFlag):

@@ -278,6 +278,51 @@ MISMATCHES: dict[str, Callable[[int, int], Any]] = {
 }
 
 
+def _window(collector: Any, collection: Any) -> dict[str, Any]:
+    """One collector window of ``collection`` (updated first); where a PlanMismatchError was raised, the collectives."""
+    collection.update(torch.tensor([1.0, 2.0]))
+    out: dict[str, Any] = {"raised at": None, "values": None}
+    with count_collectives() as count:
+        try:
+            collector.schedule_collection()
+        except fused.PlanMismatchError as err:
+            out["raised at"], out["error"] = "schedule", str(err)
+    if out["raised at"] is None:
+        try:
+            out["values"] = collector.collect_results()
+        except fused.PlanMismatchError as err:
+            out["raised at"], out["error"] = "collect", str(err)
+    out["count"] = count.as_dict()
+    return out
+
+
+def plan_changed(rank: int, world_size: int) -> dict[str, Any]:
+    """A collector's plan, agreed at its first window, changes before the second: on one rank, then on every rank."""
+    out: dict[str, Any] = {}
+    for case, changes in (("one rank", rank == 1), ("one rank, list states", rank == 1), ("every rank", True)):
+        first_kind = torchmetrics.CatMetric if "list" in case else torchmetrics.MeanMetric  # + a shape exchange
+        members = {"first": first_kind(), "sum": torchmetrics.SumMetric()}
+        collection = tma.accelerate(torchmetrics.MetricCollection(members, compute_groups=False))
+        reference = torchmetrics.MetricCollection(
+            {"first": first_kind(), "sum": torchmetrics.SumMetric()}, compute_groups=False
+        )
+        collector = tma.AsyncMetricCollector(collection)
+        collector.bind()
+        first = _window(collector, collection)
+        if changes:  # the sum's state becomes float64: a bucket of its own, a plan of other sizes
+            collection["sum"].set_dtype(torch.float64)
+        if case == "every rank":  # (torchmetrics' own sync of states that differ would abort)
+            reference["sum"].set_dtype(torch.float64)
+        second = _window(collector, collection)
+        third = _window(collector, collection)  # the ranks are still in step, and still differ (or still agree)
+        collector.unbind()
+        reference.update(torch.tensor([1.0, 2.0]))
+        expected = {name: value.tolist() for name, value in reference.compute().items()}
+        after = fused.reduce_sum({"one": torch.ones(())})["one"]
+        out[case] = {"windows": [first, second, third], "theirs": expected, "after": after}
+    return out
+
+
 SCENARIOS: dict[str, Callable[[int, int], Any]] = {
     "idle_rank": idle_rank,
     "forward_only": forward_only,
@@ -295,7 +340,7 @@ def run_all(rank: int, world_size: int) -> dict[str, Any]:
 
 def run_mismatches(rank: int, world_size: int) -> dict[str, Any]:
     """The mismatched plans, in a spawn of their own (a regression that aborts a rank must not hide the others)."""
-    return run_scenarios(MISMATCHES, rank, world_size)
+    return run_scenarios({**MISMATCHES, "plan changed": plan_changed}, rank, world_size)
 
 
 __all__ = ["MISMATCHES", "SCENARIOS", "run_all", "run_mismatches"]

@@ -6,12 +6,13 @@ scenarios per spawn; :func:`run_scenarios` keeps going after a failing scenario 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import socket
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -21,6 +22,23 @@ import torch.multiprocessing as mp
 from torchmetrics_async.testing import COLLECTIVES, CollectiveCounter, count_collectives  # noqa: F401  (re-exported)
 
 ERROR = "__error__"
+
+
+@contextlib.contextmanager
+def count_waits() -> Iterator[list[int]]:
+    """Count blocking ``Work.wait()`` calls made from Python inside the block (a one-element list: the count)."""
+    count = [0]
+    original = dist.Work.wait
+
+    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return original(self, *args, **kwargs)
+
+    dist.Work.wait = wait
+    try:
+        yield count
+    finally:
+        dist.Work.wait = original
 
 
 def free_port() -> int:

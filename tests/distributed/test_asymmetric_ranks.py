@@ -112,3 +112,26 @@ def test_mismatched_plans_raise_a_clear_error_on_every_rank(mismatched, case):
                 assert part in result["error"], result["error"]
         assert result["count"] == {"all_gather_single": 1}, result["count"]
         assert_same(result["after"], torch.tensor(2.0), exact=True)  # still in step: the next collective works
+
+
+def test_a_collector_plan_that_changes_after_agreement_raises_on_every_rank_and_keeps_them_in_step(mismatched):
+    """Windows after the first launch without reading their check: a rank whose plan changed must still not abort."""
+    one, one_with_lists, every = zip(*(r.values() for r in scenario(mismatched, "plan changed")), strict=True)
+    for case in (one, one_with_lists):
+        for rank, result in enumerate(case):
+            first, second, third = result["windows"]
+            assert first["raised at"] is None
+            assert first["values"] == result["theirs"]
+            # the changed rank reads its check before launching and raises there; the other one launched at once and
+            # raises when it reads the check with its results
+            for window in (second, third):
+                assert window["raised at"] == ("schedule" if rank == 1 else "collect"), window
+                assert "the ranks planned different syncs" in window["error"]
+                assert "differ: '1' (SumMetric)" in window["error"]  # the collector syncs copies named by position
+                assert window["count"] == case[0]["windows"][1]["count"]  # the same collectives on both ranks
+            assert_same(result["after"], torch.tensor(2.0), exact=True)
+    for result in every:  # a change on every rank is a new plan every rank agrees on: values as torchmetrics'
+        for window in result["windows"]:
+            assert window["raised at"] is None, window
+            assert window["values"] == result["theirs"]  # small sums: exact
+        assert_same(result["after"], torch.tensor(2.0), exact=True)

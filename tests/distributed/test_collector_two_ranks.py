@@ -90,20 +90,25 @@ _COUNTS = ((3, 1), (1, 2), (0, 2))
 def windows(rank: int, world_size: int) -> dict[str, Any]:
     live = ta.MetricCollection(_members(ta))
     collector = AsyncMetricCollector(live)
-    collector.bind()
+    with harness.count_collectives() as bound, count_host_syncs() as syncs:
+        collector.bind()
     data = [_data(rank, window, counts[rank]) for window, counts in enumerate(_COUNTS)]
-    out: dict[str, Any] = {"ours": [], "theirs": [], "schedule": [], "collect": [], "schedule host syncs": []}
+    out: dict[str, Any] = {"ours": [], "theirs": [], "schedule": [], "collect": []}
+    out["bind"] = {"collectives": bound.as_dict(), "host syncs": syncs.total}
+    out.update({"schedule host syncs": [], "schedule waits": [], "collect host syncs": []})
     _update(live, data[0])
     for window in range(len(_COUNTS)):
-        with harness.count_collectives() as scheduled, count_host_syncs() as syncs:
+        with harness.count_collectives() as scheduled, count_host_syncs() as syncs, harness.count_waits() as waits:
             collector.schedule_collection()
         out["schedule"].append(scheduled.as_dict())
         out["schedule host syncs"].append(syncs.total)
+        out["schedule waits"].append(waits[0])
         if window + 1 < len(_COUNTS):
             _update(live, data[window + 1])  # the next window, while this one is in flight
-        with harness.count_collectives() as collected:
+        with harness.count_collectives() as collected, count_host_syncs() as syncs:
             out["ours"].append(collector.collect_results())
         out["collect"].append(collected.as_dict())
+        out["collect host syncs"].append(syncs.total)
     for window in range(len(_COUNTS)):
         out["theirs"].append(_torchmetrics_window(data[window]))
     with harness.count_collectives() as theirs:
@@ -296,11 +301,16 @@ def test_windows_equal_torchmetrics_computing_the_same_windows(ranks):
 def test_one_fused_round_per_schedule_without_barrier_and_nothing_at_collect(ranks):
     for results in scenario(ranks, "windows"):
         # f32 sums (mean value and weight, sum), f32 max (+ the bool NaN and value-check flags), int64 stat scores
-        # + the plan check: one fixed-size all_gather, read on the host before the all_reduces
+        # + the plan check: one fixed-size all_gather
         expected = {"all_gather_single": 1, "all_reduce": 3 if MulticlassAccuracy is not None else 2}
         assert results["schedule"] == [expected] * len(_COUNTS)
         assert results["collect"] == [{}] * len(_COUNTS)
-        assert results["schedule host syncs"] == [1] * len(_COUNTS)
+        # bind() verified the plan on every rank: each window launches at once, without waiting for the other rank,
+        # and its check is read with its results, in the one read of collect_results()
+        assert results["bind"] == {"collectives": {"all_gather_single": 1}, "host syncs": 1}
+        assert results["schedule host syncs"] == [0] * len(_COUNTS)
+        assert results["schedule waits"] == [0] * len(_COUNTS)
+        assert results["collect host syncs"] == [1] * len(_COUNTS)
         assert results["torchmetrics count"]["barrier"] > 0  # torchmetrics: a barrier and gathers per state
 
 
@@ -316,7 +326,7 @@ def test_list_states_exchange_shapes_and_data_at_schedule_and_nothing_at_collect
         assert results["ours"]["cat"] == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0, 13.0, 1.0]
         assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 3}  # plan check, shapes, data
         assert results["collect"] == {}
-        assert results["schedule host syncs"] == 2  # the plan check, the shapes (read to size the data exchange)
+        assert results["schedule host syncs"] == 1  # the shapes (read to size the data exchange); bind() read the plan
 
 
 def test_nan_on_one_rank_raises_at_collect_on_every_rank(ranks):

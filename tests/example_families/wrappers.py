@@ -1,4 +1,5 @@
-"""The generic ``Running`` wrapper: a window of 3 over a ``MeanMetric`` base, a fresh base for every metric built."""
+"""The wrappers: ``Running`` (a window of 3) and ``MinMaxMetric`` over a ``MeanMetric`` base, a fresh base for every
+metric built."""
 
 from typing import Any
 
@@ -6,7 +7,7 @@ import torch
 import torchmetrics
 
 from tests.example_families import BATCH, Example
-from torchmetrics_async._torchmetrics import Running
+from torchmetrics_async._torchmetrics import MinMaxMetric, Running
 
 
 class _FreshBase(dict):
@@ -28,15 +29,18 @@ class _FreshBase(dict):
         return dict.__getitem__(self, key)
 
 
+_OPTIONS = {Running: {"window": 3}, MinMaxMetric: {}}
+
+
 def example(origin: type, generator: torch.Generator) -> Example | None:
-    if origin is not Running:
+    if origin not in _OPTIONS:
         return None
-    return Example(_FreshBase(base_metric={}, window=3), (torch.randn(BATCH, generator=generator),))
+    return Example(_FreshBase(base_metric={}, **_OPTIONS[origin]), (torch.randn(BATCH, generator=generator),))
 
 
 def violating_example(origin: type, example: Example) -> Example | None:
-    if origin is not Running:
+    if origin not in _OPTIONS:
         return None
     value = example.inputs[0].clone()
     value[1] = float("nan")
-    return Example(_FreshBase(base_metric={"nan_strategy": "error"}, window=3), (value,))
+    return Example(_FreshBase(base_metric={"nan_strategy": "error"}, **_OPTIONS[origin]), (value,))

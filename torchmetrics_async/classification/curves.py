@@ -152,9 +152,10 @@ def binned_confmat(
     totals = at_least[..., :1]
     above = at_least[..., 1:].index_select(-1, rank)
     below = totals - above
-    # [target][predicted]: tn, fp, fn, tp.
-    confmat = torch.stack((below[:, 0], above[:, 0], below[:, 1], above[:, 1]), dim=-1)
-    return confmat.permute(1, 0, 2).reshape(count, classes, 2, 2)
+    # [target][predicted]: tn, fp, fn, tp, stacked into a fresh contiguous (T, C, 4): laid out as torchmetrics' state,
+    # the curves' reductions over it run in torchmetrics' order (a strided view is summed in another: 1-2 ulp off).
+    confmat = torch.stack((below[:, 0].T, above[:, 0].T, below[:, 1].T, above[:, 1].T), dim=-1)
+    return confmat.view(count, classes, 2, 2)
 
 
 def distinct_values(values: Tensor) -> Tensor:
@@ -180,7 +181,9 @@ def nan_ignoring_average(scores: Tensor, average: str | None, weights: Tensor) -
     nan = torch.isnan(scores)
     kept = scores.masked_fill(nan, 0)
     if average == "macro":
-        return kept.sum() / torch.logical_not(nan).sum()
+        # No NaN class (always so for binned AUROC/AP): torchmetrics' own mean, which CUDA computes as sum * (1 / n),
+        # not sum / n.
+        return torch.where(nan.any(), kept.sum() / torch.logical_not(nan).sum(), scores.mean())
     if average == "weighted" and weights is not None:
         weights = weights.masked_fill(nan, 0)
         return (kept * _safe_divide(weights, weights.sum())).sum()

@@ -1,6 +1,6 @@
 """The collector's lifecycle (bind, schedule, collect, unbind), its checkpoint (``Stateful``) and its one host read.
 
-A window's results and deferred flags are byte-packed into one buffer and read by the host in one copy.
+A window's results, deferred flags and plan check are byte-packed into one buffer and read by the host in one copy.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from torchmetrics_async.collector.window import _WHAT, _copied_window, _empty_wi
 from torchmetrics_async.metric import fused_reset
 from torchmetrics_async.sync.collectives import SyncHandle
 from torchmetrics_async.sync.gather import _DTYPES
-from torchmetrics_async.sync.metrics import sync_metrics
+from torchmetrics_async.sync.metrics import agree_plans, sync_metrics
+from torchmetrics_async.sync.plan import AgreedPlans
 
 __all__ = ["AsyncMetricCollector", "drain_in_flight"]
 
@@ -75,9 +76,14 @@ class AsyncMetricCollector:
         self._outcome: tuple[Any, Any] | None = None
         self._done: Any = None
         self._pending: dict[str, dict[str, Any]] | None = None  # a loaded window waiting for bind()
+        # The plan every rank verified at bind(): the windows launch at once and check it when collected.
+        self._plans = AgreedPlans()
 
     def bind(self, device: torch.device | str | None = None) -> None:
-        """Move the metrics to ``device`` (if given; they must share one), create the side stream and the buffers."""
+        """Move the metrics to ``device`` (if given; they must share one), create the side stream and the buffers.
+
+        In a distributed run, collective: every rank verifies the plan of the windows' sync here (one host read).
+        """
         if self._bound:
             raise RuntimeError("AsyncMetricCollector is already bound: call unbind() first.")
         if device is not None:
@@ -96,8 +102,11 @@ class AsyncMetricCollector:
         if ops is None and metric_device.type == "cuda":
             ops = CudaStreamOps(metric_device)
         self._ops = ops
+        shadow = _Shadow(self._metric, self._live)
+        if jit_distributed_available():  # before any window: schedule_collection() then never waits for the ranks
+            agree_plans(shadow.sync_units, self._plans)
         self._side = ops.new_stream() if ops is not None else None
-        self._shadow = _Shadow(self._metric, self._live)
+        self._shadow = shadow
         self._bound = True
         if self._pending is not None:  # a window loaded before bind(): its snapshot goes into the buffers now
             pending, self._pending = self._pending, None
@@ -155,8 +164,11 @@ class AsyncMetricCollector:
             if self._ops is not None:
                 self._ops.synchronize(self._done)  # the one host wait: sync, compute and copies are done
             values = transfer.values()  # one read
-            leaves = len(values) - self._shadow.flag_count()
-            self._shadow.report(values[leaves:])
+            checks = self._plans.unread
+            for check, rows in zip(checks, values[len(values) - len(checks) :], strict=True):
+                check.check(rows)  # ranks whose plans differ: before any result or deferred error of this one
+            leaves = len(values) - len(checks) - self._shadow.flag_count()
+            self._shadow.report(values[leaves : len(values) - len(checks)])
             return _to_python(tree, iter(values[:leaves]))
         finally:
             self._release()
@@ -186,9 +198,10 @@ class AsyncMetricCollector:
         """Start the sync of the buffers (and on the accelerator path, the compute and the host copies)."""
         shadow = self._shadow
         shadow.log.clear()
+        self._plans.unread.clear()
         ops = self._ops
         if ops is None:
-            handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
+            handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, True, plans=self._plans)
             # Every collective of the window is issued here, on every rank, so that collect_results() is local.
             handle.launch_remaining()
             if shadow.own_sync and jit_distributed_available():
@@ -199,16 +212,17 @@ class AsyncMetricCollector:
         ready = ops.record_event(ops.current_stream())  # after the snapshot's copies
         ops.wait_event(self._side, ready)
         with ops.use(self._side):
-            handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, async_op=True)
+            handle = self._handle = sync_metrics(shadow.sync_units, self._process_group, True, plans=self._plans)
             # NCCL's wait() orders the current (side) stream after the collectives; the host does not wait.
             handle.wait()
             self._outcome = self._compute(ops)
             self._done = ops.record_event(self._side)
 
     def _compute(self, ops: StreamOps | None) -> tuple[Any, _Transfer]:
-        """Compute the window: its results, and them and its deferred flags packed for one host read."""
+        """Compute the window; pack its results, deferred flags and unread plan checks for one host read."""
         tree = self._shadow.compute()
-        return tree, _Transfer([*_tensor_leaves(tree, []), *self._shadow.read_flags()], ops)
+        checks = [check.rows() for check in self._plans.unread]
+        return tree, _Transfer([*_tensor_leaves(tree, []), *self._shadow.read_flags(), *checks], ops)
 
     def _drain(self) -> None:
         """After a failed launch: stop whatever started from reading the buffers (the launch error is reported)."""

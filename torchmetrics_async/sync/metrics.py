@@ -20,8 +20,8 @@ from torchmetrics_async._torchmetrics import (
 from torchmetrics_async.reductions import STATE_OPS, fusable
 from torchmetrics_async.sync.buckets import _Bucket, _plan_buckets, _Segment, bucket_layout
 from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
-from torchmetrics_async.sync.gather import _CatPieces, _Gather, _gather_device
-from torchmetrics_async.sync.plan import _fingerprint, _label, _plan_entry, _PlanCheck
+from torchmetrics_async.sync.gather import _ROW, _CatPieces, _Gather, _gather_device
+from torchmetrics_async.sync.plan import AgreedPlans, PlanMismatchError, _fingerprint, _label, _plan_entry, _PlanCheck
 from torchmetrics_async.sync.states import (
     _announce_fallback,
     _collect_metrics,
@@ -30,7 +30,7 @@ from torchmetrics_async.sync.states import (
     _fusable_metric,
 )
 
-__all__ = ["sync_metrics", "sync_states"]
+__all__ = ["agree_plans", "sync_metrics", "sync_states"]
 
 
 def _plan_states(
@@ -123,10 +123,20 @@ def _cached_plan(
     return plan
 
 
-def _start_state_sync(metrics: list[Metric], group: Any, async_op: bool, labels: Mapping[int, str]) -> SyncHandle:
+def _start_state_sync(
+    metrics: list[Metric],
+    group: Any,
+    async_op: bool,
+    labels: Mapping[int, str],
+    plans: AgreedPlans | None = None,
+    position: int = 0,
+    check_only: bool = False,
+) -> SyncHandle:
     """Plan and pack a fused ``_sync_dist`` of ``metrics`` over ``group``, and launch its plan check.
 
-    The plan follows only what every rank shares (never local data); the second phase verifies it, then launches.
+    The plan follows only what every rank shares (never local data). The second phase verifies a new plan on the host,
+    then launches (nothing, ``check_only``); the agreed plan of ``plans`` launches at once and is verified with the
+    results (see AgreedPlans).
     """
     reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
     member_labels = [_label(metric, labels) for metric in metrics]
@@ -143,19 +153,35 @@ def _start_state_sync(metrics: list[Metric], group: Any, async_op: bool, labels:
     for bucket in buckets:
         bucket.pack()  # the states as they are when the sync starts
     gather = _Gather(items, group, gather_device, flags) if gathers else None
+    agreed = None if plans is None else plans.agreed.get(position)
+    read = check_only or agreed is None or agreed[0] != plan.fingerprint
     check = _PlanCheck(
-        plan.fingerprint, plan.member_hashes, member_labels, group, collective_device(group, metrics[0].device)
+        plan.fingerprint, plan.member_hashes, member_labels, group, collective_device(group, metrics[0].device), read
     )
+    if not read:
+        plans.unread.append(check)
     world_size = dist.get_world_size(group)
     rank = dist.get_rank(group)
 
     def launch() -> list[Any]:
         """The second phase: every collective whose size depends on the plan, once every rank's plan is known."""
-        check.verify()  # one host read; raises on every rank if the plans differ
+        if read:
+            try:
+                check.verify()  # one host read; raises on every rank if the plans differ
+            except PlanMismatchError:
+                if agreed is not None:  # the other ranks may have launched the agreed plan at once
+                    _run_without_data(agreed, group)
+                raise
+            if plans is not None and not fallbacks:  # torchmetrics' own gathers have no sizes to mirror
+                sizes = [(b.device, b.dtype, b.op, b.numel) for b in buckets]
+                words = None if gather is None else (gather_device, len(items), gather.meta_local.numel())
+                plans.agreed[position] = (plan.fingerprint, sizes, words)
+        if check_only:
+            return []
         works = [bucket.launch(group, async_op) for bucket in buckets]
         if gather is not None:
             works.append(gather.start(async_op))
-            described = gather.shapes()  # the second host read, with list states only
+            described = gather.shapes()  # a host read, with list states only
             works.append(gather.launch_data(described, async_op))
         for metric, attrs in fallbacks.values():  # blocking: torchmetrics' gathers, done by the time this returns
             _torchmetrics_sync_dist(metric, attrs, group)
@@ -163,6 +189,7 @@ def _start_state_sync(metrics: list[Metric], group: Any, async_op: bool, labels:
 
     def finish() -> None:
         """Local: wait for the collectives issued, unpack, set the states."""
+        check.wait()
         results: dict[int, Any] = {}
         if gather is not None:
             gathered = gather.data()
@@ -178,6 +205,26 @@ def _start_state_sync(metrics: list[Metric], group: Any, async_op: bool, labels:
             entry.metric.__dict__[entry.attr] = results[id(entry)]
 
     return SyncHandle(finish, [check.work], launch)
+
+
+def _run_without_data(agreed: tuple[int, list[tuple], tuple | None], group: Any) -> None:
+    """The agreed plan's collectives with zeros and no list elements: what the ranks that kept it launched."""
+    _, sizes, words = agreed
+    works = []
+    for device, dtype, op, numel in sizes:
+        bucket = _Bucket(device, dtype, op)
+        bucket.segments.append(_Segment(None, torch.zeros(numel, dtype=dtype, device=device), op))
+        works.append(bucket.launch(group, True))
+    if words is not None:
+        device, count, total = words
+        # The flag words after the shape rows: a zero segment of their length (every rank's flags are read as unset).
+        spare = [_Segment(None, torch.zeros(total - count * _ROW, dtype=torch.bool), "max")]
+        gather = _Gather([_CatPieces([]) for _ in range(count)], group, device, spare)
+        gather.start(False)
+        works.append(gather.launch_data(gather.shapes(), True))
+    for work in works:
+        if work is not None:
+            work.wait()
 
 
 def _combine_gathered(entry: _Entry, per_rank: list[Tensor | None], own: Tensor | None, rank: int) -> Tensor:
@@ -208,7 +255,12 @@ def _torchmetrics_sync_dist(metric: Metric, attrs: list[str], group: Any) -> Non
 
 
 def _start_state_syncs(
-    metrics: Iterable[Metric], process_group: Any, async_op: bool, labels: Mapping[int, str]
+    metrics: Iterable[Metric],
+    process_group: Any,
+    async_op: bool,
+    labels: Mapping[int, str],
+    plans: AgreedPlans | None = None,
+    check_only: bool = False,
 ) -> list[SyncHandle]:
     """One fused sync per process group, in first-appearance order (the same on every rank)."""
     groups: dict[int, tuple[Any, list[Metric]]] = {}
@@ -217,8 +269,8 @@ def _start_state_syncs(
         group = dist.group.WORLD if group is None else group
         groups.setdefault(id(group), (group, []))[1].append(metric)
     return [
-        _start_state_sync(members, group, async_op, labels)
-        for group, members in groups.values()
+        _start_state_sync(members, group, async_op, labels, plans, position, check_only)
+        for position, (group, members) in enumerate(groups.values())
         if _member(group)  # outside the group there is nothing to exchange: the local states stand
     ]
 
@@ -266,7 +318,11 @@ def _joined(
 
 
 def _start_metric_sync(
-    metrics: list[Metric], process_group: Any, async_op: bool, labels: Mapping[int, str]
+    metrics: list[Metric],
+    process_group: Any,
+    async_op: bool,
+    labels: Mapping[int, str],
+    plans: AgreedPlans | None = None,
 ) -> SyncHandle:
     """``Metric.sync()`` of every metric, fused: cache the local states, sync, mark synced."""
     for metric in metrics:
@@ -278,7 +334,7 @@ def _start_metric_sync(
         # The local states themselves, not copies (a list state's list is copied): the sync writes into none of them.
         cached = {attr: metric.__dict__[attr] for attr in metric._defaults}
         metric._cache = {attr: list(value) if isinstance(value, list) else value for attr, value in cached.items()}
-    handles = _start_state_syncs(fused, process_group, async_op, labels)
+    handles = _start_state_syncs(fused, process_group, async_op, labels, plans)
 
     def sync_others() -> None:
         for metric in others:  # a user's dist_sync_fn or a custom _sync_dist: torchmetrics' own (blocking) sync
@@ -291,11 +347,15 @@ def _start_metric_sync(
     return _joined(handles, mark_synced, sync_others if others else None)
 
 
-def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False) -> SyncHandle | None:
+def sync_metrics(
+    metrics: Any, process_group: Any = None, async_op: bool = False, *, plans: AgreedPlans | None = None
+) -> SyncHandle | None:
     """``Metric.sync()`` for one or many metrics, with all their states in one fused round of collectives.
 
     A metric with its own ``dist_sync_fn`` or ``_sync_dist`` is synced by torchmetrics' ``sync()`` after the fused
-    round. ``async_op=True`` returns a :class:`SyncHandle`: do not update the metrics before ``wait()``.
+    round. ``async_op=True`` returns a :class:`SyncHandle`: do not update the metrics before ``wait()``. ``plans``: for
+    a sync that recurs with the same metrics, the plans agreed before; the agreed plan's check is not read, but left in
+    ``plans.unread`` for the caller to read with the results and check (see :class:`AgreedPlans`).
 
     Example:
         >>> import torch
@@ -310,5 +370,24 @@ def sync_metrics(metrics: Any, process_group: Any = None, async_op: bool = False
     collected = [metric for metric in _collect_metrics(metrics, labels).values() if _distributed(metric)]
     if not collected:
         return SyncHandle.completed(None) if async_op else None
-    handle = _start_metric_sync(collected, process_group, async_op, labels)
+    handle = _start_metric_sync(collected, process_group, async_op, labels, plans)
     return handle if async_op else handle.wait()
+
+
+def agree_plans(metrics: Any, plans: AgreedPlans, process_group: Any = None) -> None:
+    """Verify on every rank now (one host read) the plans of the fused syncs of ``metrics``, and keep them in ``plans``.
+
+    Collective. Later ``sync_metrics(metrics, ..., plans=plans)`` with these plans launch without reading their check.
+
+    Example:
+        >>> from torchmetrics_async import SumMetric
+        >>> plans = AgreedPlans()
+        >>> agree_plans([SumMetric()], plans)  # not distributed: nothing to agree on
+        >>> plans.agreed
+        {}
+    """
+    labels: dict[int, str] = {}
+    collected = [metric for metric in _collect_metrics(metrics, labels).values() if _distributed(metric)]
+    fused = [metric for metric in collected if _fusable_metric(metric)]  # the members sync_metrics fuses
+    for handle in _start_state_syncs(fused, process_group, True, labels, plans, check_only=True):
+        handle.launch_remaining()

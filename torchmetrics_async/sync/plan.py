@@ -1,7 +1,9 @@
 """The plan check: every rank must have planned the same collectives, or every rank raises.
 
-Before the first collective whose size depends on the plan, every rank gathers every rank's plan fingerprints, so ranks
-whose plans differ raise :class:`PlanMismatchError` instead of reaching a collective of another size.
+Every sync starts with a fixed-size all_gather of every rank's plan fingerprints. A new plan is read on the host before
+the first collective whose size depends on it, so ranks whose plans differ raise :class:`PlanMismatchError` instead of
+reaching a collective of another size. A sync that recurs (a collector's windows) keeps the plan every rank agreed on
+in :class:`AgreedPlans`: while its plan is that one, it launches at once and its check is read with its results.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 
 from torchmetrics_async._torchmetrics import Metric, dim_zero_cat
 from torchmetrics_async.reductions import reduction_name
 from torchmetrics_async.sync.collectives import _all_gather_single, _host_to_device
 from torchmetrics_async.sync.states import _Entry
 
-__all__ = ["CHECK_WORDS", "PlanMismatchError"]
+__all__ = ["CHECK_WORDS", "AgreedPlans", "PlanMismatchError"]
 
 #: int64 words every rank sends in the plan check: fingerprint, member count, then one per member (the first ones)
 CHECK_WORDS = 16
@@ -47,18 +50,25 @@ _CHECK_STREAMS: dict[torch.device, Any] = {}
 
 
 class _PlanCheck:
-    """The plan check in flight (on an accelerator on a stream of its own: reading it never waits for the step)."""
+    """The plan check in flight: ``read`` now (on an accelerator on a stream of its own), or later with the results."""
 
     def __init__(
-        self, fingerprint: int, member_hashes: list[int], labels: list[str], group: Any, device: torch.device
+        self,
+        fingerprint: int,
+        member_hashes: list[int],
+        labels: list[str],
+        group: Any,
+        device: torch.device,
+        read: bool = True,
     ) -> None:
         self.labels = labels
         self.world_size = dist.get_world_size(group)
         row = _check_row(fingerprint, member_hashes)
         self.event: Any = None
-        if device.type == "cpu":
-            self.gathered = torch.empty(self.world_size * CHECK_WORDS, dtype=torch.int64)
-            self.work: Any = _all_gather_single(self.gathered, torch.tensor(row), group, True)
+        if device.type == "cpu" or not read:  # unread: on the current stream, as the collectives that follow it
+            self.local = _host_to_device(row, device)
+            self.gathered = torch.empty(self.world_size * CHECK_WORDS, dtype=torch.int64, device=device)
+            self.work: Any = _all_gather_single(self.gathered, self.local, group, True)
             return
         module = torch.get_device_module(device.type)
         if device not in _CHECK_STREAMS:
@@ -75,18 +85,50 @@ class _PlanCheck:
         self.work = None
         self._in_flight = (local, gathered)  # alive until the event: the stream still uses them
 
-    def verify(self) -> None:
-        """Wait for every rank's row (one host read); every rank raises :class:`PlanMismatchError`, or none."""
+    def wait(self) -> None:
+        """Wait for the all_gather (an accelerator's stream waits, not the host)."""
         if self.work is not None:
             self.work.wait()
             self.work = None
+
+    def rows(self) -> Tensor:
+        """Every rank's row (``world_size x CHECK_WORDS``): read it with the results, then :meth:`check` it."""
+        return self.gathered.view(self.world_size, CHECK_WORDS)
+
+    def verify(self) -> None:
+        """Wait for every rank's row (one host read); every rank raises :class:`PlanMismatchError`, or none."""
+        self.wait()
         if self.event is not None:
             self.event.synchronize()
             self.event = None
             self._in_flight = None
-        rows = self.gathered.view(self.world_size, CHECK_WORDS).tolist()
+        self.check(self.rows().tolist())
+
+    def check(self, rows: list[list[int]]) -> None:
+        """Raise :class:`PlanMismatchError` if the ranks' rows (read on the host) differ."""
         if any(row != rows[0] for row in rows):
             raise _mismatch(self.labels, rows)
+
+
+class AgreedPlans:
+    """The plans every rank agreed on for a sync that recurs with the same metrics (each window of a collector).
+
+    Per process group (by position), the plan last verified on every rank and the sizes of its collectives. A sync
+    whose plan is the agreed one launches without reading its check; :attr:`unread` holds those checks, to be read
+    with the results and :meth:`_PlanCheck.check`-ed. A rank whose plan changed reads its check first (every rank with
+    a new plan does): if the plans now differ, it runs the agreed plan's collectives without data, so the ranks that
+    launched at once are never left in a collective of another size, and every rank raises.
+
+    Example:
+        >>> plans = AgreedPlans()
+        >>> plans.unread, plans.agreed
+        ([], {})
+    """
+
+    def __init__(self) -> None:
+        #: position of the process group in the sync -> (fingerprint, bucket sizes, gather sizes or None)
+        self.agreed: dict[int, tuple[int, list[tuple], tuple | None]] = {}
+        self.unread: list[_PlanCheck] = []
 
 
 def _mismatch(labels: list[str], rows: list[list[int]]) -> PlanMismatchError:
