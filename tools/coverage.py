@@ -8,9 +8,13 @@ The data behind docs/coverage.md (``tools.coverage_table`` prints it) and the co
 (:data:`EXPLAINED` or :func:`~torchmetrics_async.registry.why_not_accelerated`).
 """
 
+import ast
 import importlib
+import importlib.util
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 import torchmetrics.aggregation
 import torchmetrics.classification
@@ -129,14 +133,14 @@ def _public_metric_classes() -> dict[type, tuple[str, str]]:
     exported: dict[type, dict[str, str]] = {}
     for module_name in PUBLIC_MODULES:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                module = importlib.import_module(module_name)
+            module = _quiet_import(module_name)
         except Exception:  # an optional dependency's import error, whatever its type
             continue
         names = getattr(module, "__all__", None) or [name for name in vars(module) if not name.startswith("_")]
-        for name in names:
-            value = originals.get(getattr(module, name, None), getattr(module, name, None))
+        optional = _optional_exports(module_name)
+        for name in [*names, *(name for name in optional if name not in names)]:
+            value = getattr(module, name) if hasattr(module, name) else getattr(_quiet_import(optional[name]), name)
+            value = originals.get(value, value)
             value = vars(value).get("_decorated", value) if isinstance(value, type) else value  # a patched alias
             if isinstance(value, type) and issubclass(value, Metric) and is_torchmetrics_class(value):
                 exported.setdefault(value, {}).setdefault(module_name, name)
@@ -144,6 +148,31 @@ def _public_metric_classes() -> dict[type, tuple[str, str]]:
     for origin in registry():  # a registered class no public module exports is still listed
         found.setdefault(origin, (origin.__module__, origin.__name__))
     return found
+
+
+def _optional_exports(module_name: str) -> dict[str, str]:
+    """Names ``module_name`` exports only when an optional package is installed, with the module defining each.
+
+    torchmetrics imports them under ``if _TORCHVISION_AVAILABLE:`` (torch-fidelity, transformers, pesq, ...) in its
+    ``__init__.py``; read from the source, they are listed whatever is installed (their defining modules import
+    without the package).
+    """
+    tree = ast.parse(Path(importlib.util.find_spec(module_name).origin).read_text())
+    return {
+        alias.asname or alias.name: node.module
+        for branch in tree.body
+        if isinstance(branch, ast.If)
+        for node in ast.walk(branch)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("torchmetrics.")
+        for alias in node.names
+    }
+
+
+def _quiet_import(module_name: str) -> ModuleType:
+    """``importlib.import_module`` without the deprecation warnings torchmetrics' modules give."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return importlib.import_module(module_name)
 
 
 def _home(cls: type, modules: dict[str, str]) -> tuple[str, str]:

@@ -23,7 +23,38 @@ import torchmetrics.shape
 import torchmetrics.text
 import torchmetrics.wrappers
 
-__all__ = ["EXPLAINED", "SYNCING_ARGUMENTS", "SYNC_FREE_AS_IS", "VERIFIED_SYNC_FREE"]
+# torchmetrics exports these only when their optional package is installed; their modules import without it, so the
+# coverage table lists them in every environment.
+from torchmetrics.audio.dnsmos import DeepNoiseSuppressionMeanOpinionScore
+from torchmetrics.audio.nisqa import NonIntrusiveSpeechQualityAssessment
+from torchmetrics.audio.pesq import PerceptualEvaluationSpeechQuality
+from torchmetrics.audio.srmr import SpeechReverberationModulationEnergyRatio
+from torchmetrics.audio.stoi import ShortTimeObjectiveIntelligibility
+from torchmetrics.detection.ciou import CompleteIntersectionOverUnion
+from torchmetrics.detection.diou import DistanceIntersectionOverUnion
+from torchmetrics.detection.giou import GeneralizedIntersectionOverUnion
+from torchmetrics.detection.iou import IntersectionOverUnion
+from torchmetrics.detection.mean_ap import MeanAveragePrecision
+from torchmetrics.image.fid import FrechetInceptionDistance
+from torchmetrics.image.inception import InceptionScore
+from torchmetrics.image.kid import KernelInceptionDistance
+from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
+from torchmetrics.image.perceptual_path_length import PerceptualPathLength
+from torchmetrics.multimodal.clip_iqa import CLIPImageQualityAssessment
+from torchmetrics.multimodal.clip_score import CLIPScore
+from torchmetrics.text.bert import BERTScore
+from torchmetrics.text.infolm import InfoLM
+from torchmetrics.video.vmaf import VideoMultiMethodAssessmentFusion
+
+__all__ = ["EXPLAINED", "IOU_FAMILY", "SYNCING_ARGUMENTS", "SYNC_FREE_AS_IS", "VERIFIED_SYNC_FREE"]
+
+#: torchmetrics' detection IoU classes (they need torchvision).
+IOU_FAMILY = (
+    IntersectionOverUnion,
+    GeneralizedIntersectionOverUnion,
+    DistanceIntersectionOverUnion,
+    CompleteIntersectionOverUnion,
+)
 
 #: The status of a torchmetrics class listed in :data:`VERIFIED_SYNC_FREE` (the coverage table in ``docs/coverage.md``).
 SYNC_FREE_AS_IS = "sync-free as it is (verified)"
@@ -66,6 +97,23 @@ VERIFIED_SYNC_FREE: dict[type, str] = {
 
 _KEEP_OUT = "keep it out of the training step (update it where host work is affordable, e.g. in validation)"
 _TAKES_STRINGS = f"takes strings: it tokenizes and compares them in Python on the host; {_KEEP_OUT}"
+_PRETRAINED = (
+    "needs a pretrained feature extractor: its weights cannot be loaded here, so it was not measured; keep it out"
+    " of the training step"
+)
+_TORCH_FIDELITY = (
+    "needs a feature extractor: torch-fidelity's InceptionV3 by default (a weights download); with a user-supplied"
+    " feature module, update() makes no host sync (measured on the CPU and meta, without torch-fidelity)"
+)
+
+
+def _host_audio(package: str) -> str:
+    return (
+        f"computes on the host: its source copies the signals to numpy (.cpu().numpy()) for the {package} package, not"
+        f" installed here, so it was not measured; {_KEEP_OUT}"
+    )
+
+
 # class -> why it is not sync-free and what a user can do.
 EXPLAINED: dict[type, str] = {
     **dict.fromkeys(
@@ -78,13 +126,44 @@ EXPLAINED: dict[type, str] = {
         ),
         _TAKES_STRINGS,
     ),
+    **dict.fromkeys((BERTScore, InfoLM), f"{_TAKES_STRINGS} (it needs transformers, not installed here)"),
     **dict.fromkeys(
         (
             torchmetrics.image.DeepImageStructureAndTextureSimilarity,
             torchmetrics.image.MemorizationInformedFrechetInceptionDistance,
+            LearnedPerceptualImagePatchSimilarity,
+            PerceptualPathLength,
+            CLIPImageQualityAssessment,
+            CLIPScore,
         ),
-        "needs a pretrained feature extractor: its weights cannot be loaded here, so it was not measured; keep it out"
-        " of the training step",
+        _PRETRAINED,
+    ),
+    **dict.fromkeys(
+        (FrechetInceptionDistance, KernelInceptionDistance),
+        f"{_TORCH_FIDELITY}; torchmetrics' forward() raises, as a batch holds only real or only fake images",
+    ),
+    InceptionScore: (
+        f"{_TORCH_FIDELITY}, nor does forward(); compute() splits the features by a random permutation, so a value"
+        " computed off the critical path differs from torchmetrics' unless the random state is shared"
+    ),
+    **dict.fromkeys(
+        IOU_FAMILY,
+        "reads the host once per image in update() (measured with torchvision 0.29.1 on the CPU): it masks the IoU"
+        " matrix of boxes with different labels by a boolean index (a data-dependent shape); forward() makes 4 per"
+        " image and 1 more. Needs torchvision",
+    ),
+    MeanAveragePrecision: (
+        "evaluates on the host with pycocotools or faster-coco-eval: compute() and forward() build COCO dicts in"
+        " Python; update() makes no host sync with iou_type='bbox' and 2 per image with 'segm' (it RLE-encodes the"
+        f" masks on the host; measured with torchvision 0.29.1 on the CPU). Needs torchvision; {_KEEP_OUT}"
+    ),
+    PerceptualEvaluationSpeechQuality: _host_audio("pesq"),
+    ShortTimeObjectiveIntelligibility: _host_audio("pystoi"),
+    SpeechReverberationModulationEnergyRatio: _host_audio("gammatone and torchaudio"),
+    DeepNoiseSuppressionMeanOpinionScore: _host_audio("librosa and onnxruntime (and downloaded models)"),
+    NonIntrusiveSpeechQualityAssessment: _host_audio("librosa (and downloaded weights)"),
+    VideoMultiMethodAssessmentFusion: (
+        "needs the optional torch_vmaf package: not installed here, so it was not measured"
     ),
     **dict.fromkeys(
         _with_aliases(torchmetrics.audio.PermutationInvariantTraining),
