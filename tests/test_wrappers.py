@@ -342,17 +342,19 @@ MINMAX_BASES: dict[str, tuple[Callable[[], Any], Callable[[torch.Generator], tup
 }
 
 
-def _minmax_run(metric: Any, batches: list[tuple]) -> list:
-    """forward/update/compute in a mixed order, a reset (bounds kept, as torchmetrics), and again."""
+def _wrapper_run(metric: Any, batches: list[tuple], keyword_batches: bool = False) -> list:
+    """forward/update/compute in a mixed order (every third batch by keyword, if asked), a reset, and again."""
     out = []
     for i, batch in enumerate(batches):
         if i % 3 == 1:
             metric.update(*batch)
+        elif keyword_batches and i % 3 == 2 and len(batch) == 2:
+            out.append(metric(preds=batch[0], target=batch[1]))
         else:
             out.append(metric(*batch))
         if i % 2:
             out.append(metric.compute())
-    metric.reset()
+    metric.reset()  # MinMaxMetric keeps its bounds, as torchmetrics
     out.append(metric(*batches[0]))
     metric.update(*batches[1])
     out.append(metric.compute())
@@ -369,11 +371,11 @@ def test_minmax_equals_torchmetrics_bit_for_bit(name: str) -> None:
     ours = [ta.accelerate(wrappers.MinMaxMetric(build())), ta.wrappers.MinMaxMetric(build()), patched]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchmetrics' compute-before-update warning, alike
-        expected = _minmax_run(wrappers.MinMaxMetric(build()), batches)
+        expected = _wrapper_run(wrappers.MinMaxMetric(build()), batches)
         for metric in ours:
             assert type(metric) is ta.wrappers.MinMaxMetric
             assert isinstance(metric._base_metric, SyncFreeMixin)
-            assert_same(_minmax_run(metric, batches), expected, exact=True)
+            assert_same(_wrapper_run(metric, batches), expected, exact=True)
 
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
@@ -455,24 +457,9 @@ def _bootstrap(name: str) -> Any:
 
 
 def _bootstrap_run(metric: Any, batches: list[tuple], seed: int) -> list:
-    """forward/update/compute in a mixed order (a keyword batch too), a reset, and again, from one torch seed."""
+    """:func:`_wrapper_run` (a keyword batch too) from one torch seed, then the generator's next draw."""
     torch.manual_seed(seed)  # both draw from torch's global generator
-    out = []
-    for i, batch in enumerate(batches):
-        if i % 3 == 1:
-            metric.update(*batch)
-        elif i % 3 == 2 and len(batch) == 2:
-            out.append(metric(preds=batch[0], target=batch[1]))
-        else:
-            out.append(metric(*batch))
-        if i % 2:
-            out.append(metric.compute())
-    metric.reset()
-    out.append(metric(*batches[0]))
-    metric.update(*batches[1])
-    out.append(metric.compute())
-    out.append(torch.rand(3))  # the generator after the run: the same number of draws
-    return out
+    return [*_wrapper_run(metric, batches, keyword_batches=True), torch.rand(3)]  # the same number of draws
 
 
 @pytest.mark.parametrize("name", list(BOOTSTRAP_CASES))
