@@ -567,3 +567,16 @@ def test_multioutput_wrapper_warns_once_giving_the_measured_syncs() -> None:
         pytest.warns(UserWarning, match=re.escape(f"patch() cannot accelerate MultioutputWrapper: {reason}")),
     ):
         wrappers.MultioutputWrapper(torchmetrics.classification.BinaryAccuracy(), num_outputs=2)
+
+
+def test_a_users_bootstrapper_subclass_keeps_its_class_and_update_with_poisson() -> None:
+    # torchmetrics' own test subclass, defined while patched (upstream's test_bootstrapping.py), records its draws.
+    class Recording(ta.wrappers.BootStrapper):
+        def update(self, *args: Any) -> None:
+            self.out = len(args)
+            super().update(*args)
+
+    metric = Recording(BinaryAccuracy(), num_bootstraps=3, sampling_strategy="poisson")
+    assert type(metric) is Recording
+    metric.update(*_binary())
+    assert metric.out == 2

@@ -191,7 +191,8 @@ class BootStrapper(SyncFreeMixin, _TorchmetricsBootStrapper):
     def __new__(cls, base_metric: Any = None, *args: Any, **kwargs: Any) -> Any:
         """This class around an accelerated base; torchmetrics' ``BootStrapper`` for ``"poisson"``, after a warning."""
         strategy = kwargs.get("sampling_strategy", args[5] if len(args) > 5 else "poisson")
-        if strategy != "poisson" or not isinstance(base_metric, Metric):
+        # A user's subclass of this class owns its update: it is built as it is, whatever the strategy.
+        if strategy != "poisson" or not isinstance(base_metric, Metric) or cls is not BootStrapper:
             return _new_around(cls, _TorchmetricsBootStrapper, base_metric, args, kwargs)
         plain = _TorchmetricsBootStrapper.__new__(_TorchmetricsBootStrapper)
         plain.__init__(base_metric, *args, **kwargs)
