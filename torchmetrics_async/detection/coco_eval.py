@@ -41,12 +41,19 @@ def _seg_cumsum(flags: Tensor, starts: Tensor) -> Tensor:
     return total - (total - flags)[starts]
 
 
-def _group_sort(scores: Tensor, keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Order by (key, descending score), ties in input order (pycocotools' mergesort); give order, keys and ranks."""
-    order = torch.sort(scores, descending=True, stable=True).indices
-    order = order[torch.sort(keys[order], stable=True).indices]
+def _group_sort(scores: Tensor, keys: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Order by (key, descending score), ties in input order (pycocotools' mergesort), with one int64 sort.
+
+    Returns the order, the sorted keys, each entry's rank within its key, and the scores' dense descending ranks.
+    """
+    uniq, rank = torch.unique(scores, return_inverse=True)
+    desc = len(uniq) - 1 - rank
+    order = torch.sort(keys * len(uniq) + desc, stable=True).indices
     keys = keys[order]
-    return order, keys, torch.arange(len(keys), device=keys.device) - torch.searchsorted(keys, keys)
+    idx = torch.arange(len(keys), device=keys.device)
+    new = torch.ones_like(keys, dtype=torch.bool)
+    new[1:] = keys.diff() != 0
+    return order, keys, idx - torch.cummax(torch.where(new, idx, 0), 0).values, desc
 
 
 def _need(npig: Tensor, rec_thr: Tensor) -> Tensor:
@@ -118,37 +125,36 @@ def coco_evaluate(
         raise ValueError(f"Expected backend in {_BACKENDS}, got {backend!r}")
     dev, f64 = det_scores.device, torch.float64
     T, A = len(iou_thresholds), len(AREA_RANGES)
-    classes = torch.unique(torch.cat([det_labels, gt_labels]))
-    K = len(classes)
-    det_k, gt_k = torch.searchsorted(classes, det_labels), torch.searchsorted(classes, gt_labels)
+    classes, label_k = torch.unique(torch.cat([det_labels, gt_labels]), return_inverse=True)
+    K, det_k, gt_k = len(classes), label_k[: len(det_labels)], label_k[len(det_labels) :]
     lo, hi = torch.tensor(AREA_RANGES, dtype=f64, device=dev).T
     # detections per (image, class) by descending score, capped at max_dets[-1] (computeIoU / evaluateImg)
-    order, d_key, d_rank = _group_sort(det_scores, det_images * K + det_k)
+    order, d_key, d_rank, desc = _group_sort(det_scores, det_images * K + det_k)
     keep = d_rank < max_dets[-1]
     order, d_key, d_rank = order[keep], d_key[keep], d_rank[keep]
     D = len(order)
     d_k, d_score = det_k[order], det_scores[order]
     # accumulate's order: class, descending score, then image and rank (each image's list concatenated in order)
-    acc = torch.sort(d_score, descending=True, stable=True).indices
-    acc = acc[torch.sort(d_k[acc], stable=True).indices]
+    acc = torch.sort(d_k * (int(desc.max()) + 1 if D else 1) + desc[order], stable=True).indices
     pos = torch.empty_like(acc)
     pos[acc] = torch.arange(D, device=dev)
     # ground truths per (image, class) in input order; ignored: crowd or area outside the range
     g_order = torch.sort(gt_images * K + gt_k, stable=True).indices
     g_key, g_crowd, g_area = (gt_images * K + gt_k)[g_order], gt_crowds[g_order], gt_areas[g_order]
     g_ign = g_crowd[:, None] | (g_area[:, None] < lo) | (g_area[:, None] > hi)  # [G, A]
-    # candidate pairs in the same image and class reaching the lowest threshold, detections by rank
+    # candidate pairs in the same image and class reaching the lowest threshold, then by detection rank
     g_first = torch.searchsorted(g_key, d_key)
     g_count = torch.searchsorted(g_key, d_key, right=True) - g_first
-    by_rank = torch.sort(d_rank, stable=True).indices
-    pair_d = by_rank.repeat_interleave(g_count[by_rank])
-    local = torch.arange(len(pair_d), device=dev) - _starts(g_count[by_rank]).repeat_interleave(g_count[by_rank])
+    pair_d = torch.arange(D, device=dev).repeat_interleave(g_count)
+    local = torch.arange(len(pair_d), device=dev) - _starts(g_count).repeat_interleave(g_count)
     iou = ious[det_rows[order[pair_d]] + gt_cols[g_order[g_first[pair_d] + local]]]
     thr = torch.tensor(iou_thresholds, dtype=f64, device=dev).clamp(max=1 - 1e-10)
     hit = iou >= thr.min() if T else torch.zeros_like(iou, dtype=torch.bool)
     pair_d, local, iou = pair_d[hit], local[hit], iou[hit]
+    by_rank = torch.sort(d_rank[pair_d], stable=True).indices
+    pair_d, local, iou = pair_d[by_rank], local[by_rank], iou[by_rank]
     n_steps = min(max_dets[-1], int(d_rank.max()) + 1) if D else 0
-    code = _match(pair_d, g_first, local, iou, d_rank, pos, g_crowd, g_ign, thr, n_steps)
+    events = _match(pair_d, g_first, local, iou, d_rank, pos, g_crowd, g_ign, thr, n_steps)
     # accumulate, per maxDet: detections in accumulate's order
     p_rank, p_score, p_k = d_rank[acc], d_score[acc], d_k[acc]
     p_out = (det_areas[order][acc][:, None] < lo) | (det_areas[order][acc][:, None] > hi)  # [D, A]
@@ -157,8 +163,6 @@ def coco_evaluate(
     npig = npig.view(K, A)
     need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev)).transpose(0, 1)[None]  # [1, A, K, R]
     has_gt = (npig > 0).T[None, :, :, None]  # [1, A, K, 1]
-    events = torch.nonzero(code, as_tuple=True)  # sorted by (t, a, position)
-    events = (*events, code[events])
     curves = [_curves(events, p_rank < m, p_score, p_k, p_out, need, T, backend) for m in max_dets]
     precision = torch.stack([torch.where(has_gt, q, -1.0).permute(0, 3, 2, 1) for q, _, _ in curves], -1)
     scores = torch.stack([torch.where(has_gt, s, -1.0).permute(0, 3, 2, 1) for _, s, _ in curves], -1)
@@ -177,13 +181,14 @@ def _match(
     g_ign: Tensor,
     thr: Tensor,
     n_steps: int,
-) -> Tensor:
-    """The greedy matching of pycocotools: ``[T, A, D]`` int8, 1 true positive, 2 matched an ignored ground truth.
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The greedy matching of pycocotools: the matched detections as ``(t, a, position, code)`` by ``(t, a, position)``.
 
-    Per rank, each (image, class) matches its next detection at once. The best candidate is the max of an int64
-    key (non-ignored first, then IoU rank, then the later ground truth): exactly pycocotools' loop with its `break`.
+    ``code`` 1: true positive, 2: matched an ignored ground truth. Per rank, each (image, class) matches its next
+    detection at once; the best candidate is the max of an int64 key (non-ignored first, then IoU rank, then the
+    later ground truth): exactly pycocotools' loop with its `break`. Pairs come sorted by detection rank.
     """
-    dev, (T, A, D, G) = iou.device, (len(thr), g_ign.shape[1], len(pos), len(g_crowd))
+    dev, (T, A, G) = iou.device, (len(thr), g_ign.shape[1], len(g_crowd))
     new_det = torch.ones_like(pair_d, dtype=torch.bool)
     new_det[1:] = pair_d.diff() != 0
     n_before = torch.cat([pair_d.new_zeros(1), torch.cumsum(new_det, 0)])  # distinct detections before each pair
@@ -193,23 +198,25 @@ def _match(
     span = (len(uniq_iou) + 1) * (G + 1)
     pair_g = g_first[pair_d] + local
     pair_key = (~g_ign[pair_g]).long() * span + (iou_rank * (G + 1) + local)[:, None]  # [P, A]
+    dets = pair_d[new_det]
+    codes = torch.zeros(len(dets), T, A, dtype=torch.int8, device=dev)
     matched = torch.zeros(G + 1, T, A, dtype=torch.bool, device=dev)  # row G: sink for "no match"
-    code = torch.zeros(T, A, D, dtype=torch.int8, device=dev)
     tt, aa = torch.arange(T, device=dev)[:, None], torch.arange(A, device=dev)
     for r in range(n_steps):
-        b0, b1, n = bounds_h[r], bounds_h[r + 1], slot0_h[r + 1] - slot0_h[r]
+        (b0, b1), (s0, s1) = bounds_h[r : r + 2], slot0_h[r : r + 2]
         if b0 == b1:
             continue
-        pg, slot = pair_g[b0:b1], n_before[b0 + 1 : b1 + 1] - 1 - slot0_h[r]
+        pg, slot = pair_g[b0:b1], n_before[b0 + 1 : b1 + 1] - 1 - s0
         free = g_crowd[pg][:, None, None] | ~matched[pg]  # crowds match again and again
         key = torch.where((iou[b0:b1, None] >= thr)[:, :, None] & free, pair_key[b0:b1, None, :], -1)
-        best = torch.full((n, T, A), -1, dtype=torch.long, device=dev)
+        best = torch.full((s1 - s0, T, A), -1, dtype=torch.long, device=dev)
         best.scatter_reduce_(0, slot[:, None, None].expand_as(key), key, "amax")
-        dets = torch.zeros(n, dtype=torch.long, device=dev).scatter_(0, slot, pair_d[b0:b1])
         found = best >= 0
-        matched[torch.where(found, g_first[dets][:, None, None] + best % (G + 1), G), tt, aa] = True
-        code[:, :, pos[dets]] = torch.where(found, 2 - best // span, 0).to(torch.int8).permute(1, 2, 0)
-    return code
+        matched[torch.where(found, g_first[dets[s0:s1]][:, None, None] + best % (G + 1), G), tt, aa] = True
+        codes[s0:s1] = torch.where(found, 2 - best // span, 0)
+    det_pos, o = torch.sort(pos[dets])
+    t, a, j = torch.nonzero(codes[o].permute(1, 2, 0), as_tuple=True)
+    return t, a, det_pos[j], codes[o][j, t, a]
 
 
 def _curves(
@@ -368,7 +375,7 @@ def ious_by_image_class(
         [[0.75], [0.25]]
     """
     K, dev = len(classes), det_scores.device
-    order, d_key, d_rank = _group_sort(det_scores, det_images * K + torch.searchsorted(classes, det_labels))
+    order, d_key, d_rank, _ = _group_sort(det_scores, det_images * K + torch.searchsorted(classes, det_labels))
     order, d_key = order[d_rank < max_det], d_key[d_rank < max_det]
     g_order = torch.sort(gt_images * K + torch.searchsorted(classes, gt_labels), stable=True).indices
     g_key = (gt_images * K + torch.searchsorted(classes, gt_labels))[g_order]
