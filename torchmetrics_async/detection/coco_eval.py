@@ -135,7 +135,7 @@ def coco_evaluate(
     D = len(order)
     d_k, d_score = det_k[order], det_scores[order]
     # accumulate's order: class, descending score, then image and rank (each image's list concatenated in order)
-    acc = torch.sort(d_k * (int(desc.max()) + 1 if D else 1) + desc[order], stable=True).indices
+    acc = torch.sort(d_k * len(det_scores) + desc[order], stable=True).indices
     pos = torch.empty_like(acc)
     pos[acc] = torch.arange(D, device=dev)
     # ground truths per (image, class) in input order; ignored: crowd or area outside the range
@@ -153,8 +153,7 @@ def coco_evaluate(
     pair_d, local, iou = pair_d[hit], local[hit], iou[hit]
     by_rank = torch.sort(d_rank[pair_d], stable=True).indices
     pair_d, local, iou = pair_d[by_rank], local[by_rank], iou[by_rank]
-    n_steps = min(max_dets[-1], int(d_rank.max()) + 1) if D else 0
-    events = _match(pair_d, g_first, local, iou, d_rank, pos, g_crowd, g_ign, thr, n_steps)
+    events = _match(pair_d, g_first, local, iou, d_rank, pos, g_crowd, g_ign, thr, max_dets[-1])
     # accumulate, per maxDet: detections in accumulate's order
     p_rank, p_score, p_k = d_rank[acc], d_score[acc], d_k[acc]
     p_out = (det_areas[order][acc][:, None] < lo) | (det_areas[order][acc][:, None] > hi)  # [D, A]
