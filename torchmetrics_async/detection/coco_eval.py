@@ -56,6 +56,24 @@ def _group_sort(scores: Tensor, keys: Tensor) -> tuple[Tensor, Tensor, Tensor, T
     return order, keys, idx - torch.cummax(torch.where(new, idx, 0), 0).values, desc
 
 
+def _pairs(scores: Tensor, d_key: Tensor, g_key: Tensor, det_rows: Tensor, gt_cols: Tensor, max_det: int) -> tuple:
+    """Detections per key by descending score (capped), ground truths per key in input order, and each key's pairs.
+
+    The pairs are detection-major, with their flat index in ``ious``.
+    """
+    order, d_key, d_rank, desc = _group_sort(scores, d_key)
+    keep = d_rank < max_det
+    order, d_key, d_rank = order[keep], d_key[keep], d_rank[keep]
+    g_order = torch.sort(g_key, stable=True).indices
+    g_key = g_key[g_order]
+    g_first = torch.searchsorted(g_key, d_key)
+    g_count = torch.searchsorted(g_key, d_key, right=True) - g_first
+    pair_d = torch.arange(len(order), device=scores.device).repeat_interleave(g_count)
+    local = torch.arange(len(pair_d), device=scores.device) - _starts(g_count).repeat_interleave(g_count)
+    flat = det_rows[order[pair_d]] + gt_cols[g_order[g_first[pair_d] + local]]
+    return order, d_key, d_rank, desc, g_order, g_key, g_first, pair_d, local, flat
+
+
 def _need(npig: Tensor, rec_thr: Tensor) -> Tensor:
     """Smallest true-positive count ``n`` with ``n / npig >= thr`` in float64, as pycocotools' ``rc`` compares."""
     npig = npig.unsqueeze(-1).double()
@@ -128,26 +146,18 @@ def coco_evaluate(
     classes, label_k = torch.unique(torch.cat([det_labels, gt_labels]), return_inverse=True)
     K, det_k, gt_k = len(classes), label_k[: len(det_labels)], label_k[len(det_labels) :]
     lo, hi = torch.tensor(AREA_RANGES, dtype=f64, device=dev).T
-    # detections per (image, class) by descending score, capped at max_dets[-1] (computeIoU / evaluateImg)
-    order, d_key, d_rank, desc = _group_sort(det_scores, det_images * K + det_k)
-    keep = d_rank < max_dets[-1]
-    order, d_key, d_rank = order[keep], d_key[keep], d_rank[keep]
-    D = len(order)
-    d_k, d_score = det_k[order], det_scores[order]
+    # detections per (image, class) by descending score capped at max_dets[-1]; ground truths in input order
+    grouped = _pairs(det_scores, det_images * K + det_k, gt_images * K + gt_k, det_rows, gt_cols, max_dets[-1])
+    order, _, d_rank, desc, g_order, _, g_first, pair_d, local, flat = grouped
+    D, d_k, d_score = len(order), det_k[order], det_scores[order]
     # accumulate's order: class, descending score, then image and rank (each image's list concatenated in order)
     acc = torch.sort(d_k * len(det_scores) + desc[order], stable=True).indices
     pos = torch.empty_like(acc)
     pos[acc] = torch.arange(D, device=dev)
-    # ground truths per (image, class) in input order; ignored: crowd or area outside the range
-    g_order = torch.sort(gt_images * K + gt_k, stable=True).indices
-    g_key, g_crowd, g_area = (gt_images * K + gt_k)[g_order], gt_crowds[g_order], gt_areas[g_order]
-    g_ign = g_crowd[:, None] | (g_area[:, None] < lo) | (g_area[:, None] > hi)  # [G, A]
-    # candidate pairs in the same image and class reaching the lowest threshold, then by detection rank
-    g_first = torch.searchsorted(g_key, d_key)
-    g_count = torch.searchsorted(g_key, d_key, right=True) - g_first
-    pair_d = torch.arange(D, device=dev).repeat_interleave(g_count)
-    local = torch.arange(len(pair_d), device=dev) - _starts(g_count).repeat_interleave(g_count)
-    iou = ious[det_rows[order[pair_d]] + gt_cols[g_order[g_first[pair_d] + local]]]
+    g_crowd, g_area = gt_crowds[g_order], gt_areas[g_order]
+    g_ign = g_crowd[:, None] | (g_area[:, None] < lo) | (g_area[:, None] > hi)  # [G, A] crowd or out of range
+    # candidate pairs: IoU reaching the lowest threshold, by detection rank
+    iou = ious[flat]
     thr = torch.tensor(iou_thresholds, dtype=f64, device=dev).clamp(max=1 - 1e-10)
     hit = iou >= thr.min() if T else torch.zeros_like(iou, dtype=torch.bool)
     pair_d, local, iou = pair_d[hit], local[hit], iou[hit]
@@ -290,7 +300,7 @@ def _stats(ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequen
     first = (
         len(max_dets) - 1
         if backend == "faster_coco_eval"
-        else next(iter(i for i, m in enumerate(max_dets) if m == 100), None)
+        else next((i for i, m in enumerate(max_dets) if m == 100), None)
     )
     return ap, ar, first
 
@@ -373,16 +383,13 @@ def ious_by_image_class(
         >>> out[(0, 1)].tolist()
         [[0.75], [0.25]]
     """
-    K, dev = len(classes), det_scores.device
-    order, d_key, d_rank, _ = _group_sort(det_scores, det_images * K + torch.searchsorted(classes, det_labels))
-    order, d_key = order[d_rank < max_det], d_key[d_rank < max_det]
-    g_order = torch.sort(gt_images * K + torch.searchsorted(classes, gt_labels), stable=True).indices
-    g_key = (gt_images * K + torch.searchsorted(classes, gt_labels))[g_order]
-    g_first = torch.searchsorted(g_key, d_key)
-    g_count = torch.searchsorted(g_key, d_key, right=True) - g_first
-    local = torch.arange(int(g_count.sum()), device=dev) - _starts(g_count).repeat_interleave(g_count)
-    rows = det_rows[order].repeat_interleave(g_count)
-    values = ious[rows + gt_cols[g_order[g_first.repeat_interleave(g_count) + local]]].float()
+    K = len(classes)
+    d_key, g_key = (
+        det_images * K + torch.searchsorted(classes, det_labels),
+        gt_images * K + torch.searchsorted(classes, gt_labels),
+    )
+    _, d_key, _, _, _, g_key, _, _, _, flat = _pairs(det_scores, d_key, g_key, det_rows, gt_cols, max_det)
+    values = ious[flat].float()
     n_det = torch.bincount(d_key, minlength=num_images * K)
     n_gt = torch.bincount(g_key, minlength=num_images * K)
     sizes = torch.stack([n_det, n_gt]).T.tolist()
