@@ -141,7 +141,7 @@ def coco_evaluate(
     """
     if backend not in _BACKENDS:
         raise ValueError(f"Expected backend in {_BACKENDS}, got {backend!r}")
-    dev, f64 = det_scores.device, torch.float64
+    dev, f64, det_scores = det_scores.device, torch.float64, det_scores.double()
     T, A = len(iou_thresholds), len(AREA_RANGES)
     classes, label_k = torch.unique(torch.cat([det_labels, gt_labels]), return_inverse=True)
     K, det_k, gt_k = len(classes), label_k[: len(det_labels)], label_k[len(det_labels) :]
