@@ -213,3 +213,18 @@ def test_random_scene_sweep(backend, seed):
     iou_thr = DEFAULT_IOU if seed % 2 else sorted(rng.choice([0.1, 0.3, 0.5, 0.75, 0.9, 1.0], 3, replace=False))
     max_dets = [1, 10, 100] if seed % 3 else sorted(rng.integers(1, 150, 3).tolist())
     check_scene(scene, backend, iou_thr=[float(t) for t in iou_thr], max_dets=max_dets)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_coco_shaped_scene(backend):
+    # closer to COCO: many classes, up to 100 detections per image, 120 images
+    check_scene(make_scene(42, images=120, classes=30, max_gt=12, max_det=100), backend)
+
+
+def test_unknown_backend_is_refused():
+    inputs = kernel_inputs(make_scene(0, images=2))
+    with pytest.raises(ValueError, match="backend"):
+        coco_evaluate(
+            **inputs, iou_thresholds=DEFAULT_IOU, rec_thresholds=DEFAULT_REC, max_dets=[1, 10, 100], backend="x"
+        )
