@@ -187,7 +187,7 @@ def test_ious_dict_matches_cocoeval_ious(backend):
     inputs = kernel_inputs(scene)
     got = ious_by_image_class(
         inputs["det_scores"], inputs["det_labels"], inputs["det_images"], inputs["gt_labels"], inputs["gt_images"],
-        inputs["ious"], inputs["det_rows"], inputs["gt_cols"], torch.tensor(labels), scene["images"], 100,
+        inputs["ious"], inputs["det_rows"], inputs["gt_cols"], torch.tensor(labels), range(scene["images"]), 100,
     )  # fmt: skip
     assert set(got) == set(ref.ious)
     for key, want in ref.ious.items():

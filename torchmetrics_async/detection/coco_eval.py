@@ -366,20 +366,20 @@ def ious_by_image_class(
     det_rows: Tensor,
     gt_cols: Tensor,
     classes: Tensor,
-    num_images: int,
+    image_ids: Sequence[int],
     max_det: int,
 ) -> dict[tuple[int, int], Tensor | list]:
-    """``COCOeval.ious`` as torchmetrics returns it: ``{(image, class): float32 [dets, gts] or []}``.
+    """``COCOeval.ious`` as torchmetrics returns it: ``{(image id, class): float32 [dets, gts] or []}``.
 
     Detections in descending score order (stable) capped at ``max_det``, ground truths in input order; ``[]`` where
-    the image has no detection or no ground truth of the class.
+    the image has no detection or no ground truth of the class. ``image_ids[i]`` is the id of image position ``i``.
 
     Example:
         >>> import torch
         >>> f = torch.float64
         >>> out = ious_by_image_class(torch.tensor([0.5, 0.9], dtype=f), torch.tensor([1, 1]), torch.tensor([0, 0]),
         ...     torch.tensor([1]), torch.tensor([0]), torch.tensor([0.25, 0.75], dtype=f), torch.tensor([0, 1]),
-        ...     torch.tensor([0]), torch.tensor([1]), 1, 100)
+        ...     torch.tensor([0]), torch.tensor([1]), [0], 100)
         >>> out[(0, 1)].tolist()
         [[0.75], [0.25]]
     """
@@ -390,10 +390,10 @@ def ious_by_image_class(
     )
     _, d_key, _, _, _, g_key, _, _, _, flat = _pairs(det_scores, d_key, g_key, det_rows, gt_cols, max_det)
     values = ious[flat].float()
-    n_det = torch.bincount(d_key, minlength=num_images * K)
-    n_gt = torch.bincount(g_key, minlength=num_images * K)
+    n_det = torch.bincount(d_key, minlength=len(image_ids) * K)
+    n_gt = torch.bincount(g_key, minlength=len(image_ids) * K)
     sizes = torch.stack([n_det, n_gt]).T.tolist()
-    keys = [(i, c) for i in range(num_images) for c in classes.tolist()]
+    keys = [(i, c) for i in image_ids for c in classes.tolist()]
     return {
         key: block.view(d, g) if d and g else []
         for key, (d, g), block in zip(keys, sizes, torch.split(values, [d * g for d, g in sizes]), strict=True)
