@@ -228,3 +228,18 @@ def test_unknown_backend_is_refused():
         coco_evaluate(
             **inputs, iou_thresholds=DEFAULT_IOU, rec_thresholds=DEFAULT_REC, max_dets=[1, 10, 100], backend="x"
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(200, 220))
+def test_extreme_parameters(seed):
+    # thresholds at 0 and 1, repeated, recall points outside [0, 1] and unsorted, repeated max_dets, equal scores
+    rng = np.random.default_rng(seed)
+    scene = make_scene(seed, int(rng.integers(1, 15)), int(rng.integers(2, 6)), int(rng.integers(0, 15)), 40, 0.5)
+    if seed % 4 == 0:
+        scene["det"] = [(i, b, c, 0.5) for i, b, c, _ in scene["det"]]
+    iou = [float(x) for x in rng.choice([0.0, 0.1, 0.5, 0.5, 0.75, 0.9, 1.0], int(rng.integers(1, 5)))]
+    rec = [float(x) for x in rng.choice([*np.linspace(0, 1, 11).tolist(), 1.5, -0.1], int(rng.integers(1, 8)))]
+    max_dets = sorted(int(x) for x in rng.choice([1, 2, 5, 10, 10, 100], 3))
+    for backend in BACKENDS:
+        check_scene(scene, backend, iou_thr=iou, rec_thr=rec, max_dets=max_dets)

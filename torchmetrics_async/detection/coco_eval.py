@@ -1,8 +1,11 @@
 """COCO evaluation (pycocotools' ``evaluate``/``accumulate``/``summarize``) as vectorized tensor kernels.
 
-Exact to pycocotools 2.0.8 and to faster-coco-eval 1.6.8 (``backend``): every precision, recall and score entry,
-and every stat but for the summation order of the final means. Inputs are flat per-detection / per-ground-truth
-tensors; the only Python loop is over detection rank (the greedy matching is sequential in it) and over ``max_dets``.
+Exact to pycocotools 2.0.8 and to faster-coco-eval 1.6.8 (``backend``): every precision, recall and score entry
+bit for bit; the stats' final means sum in torch's order (float64 last bits). Inputs are flat per-detection /
+per-ground-truth tensors. How: stable orders come from one int64 sort on (group, dense score rank); the greedy
+matching loops over detection rank only (every (image, class) matches its next detection at once); accumulate needs
+only the true positives (the n-th has precision ``n / (n + fp + eps)``), its envelope is an exact segmented suffix max
+(int64 key ``segment, value rank`` and cummax), and each recall point is the integer count of true positives it needs.
 """
 
 from __future__ import annotations
