@@ -137,3 +137,15 @@ def test_the_fuzzer_finds_nothing_between_the_reference_and_itself(stand_in: Non
     report = fuzz.fuzz(1, cases=25, pattern="^MeanAveragePrecision$", shrink_seconds=2.0)
     assert report.cases == 25
     assert not report.findings, "\n\n".join(text for _, _, text in report.findings)
+
+
+def test_the_benchmark_times_both_sides_and_checks_parity(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import detection_bench
+
+    monkeypatch.setattr(detection_bench, "ours_class", lambda: MeanAveragePrecision)
+    result = detection_bench.measure(images=6, batch=4, repeat=1)
+    assert set(result["update_s_per_image"]) == {"ours", "theirs"}
+    assert result["max_abs_diff"] == dict.fromkeys(result["compute_s"], 0.0)  # the stand-in is the reference
+    table = detection_bench.render(result).splitlines()
+    assert sum(line.startswith("| `") for line in table) == 7
+    assert "n/a" not in "\n".join(table)
