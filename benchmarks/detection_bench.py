@@ -39,8 +39,9 @@ from typing import Any
 import torch
 
 from tools.detection_scenes import ours_class, reference_class, scenes, torchvision_available
+from torchmetrics_async.testing import count_host_syncs
 
-__all__ = ["BACKENDS", "TARGETS", "main", "measure", "render"]
+__all__ = ["BACKENDS", "TARGETS", "device_check", "main", "measure", "render"]
 
 BACKENDS = ("pycocotools", "faster_coco_eval")
 #: Upper bounds on ours / theirs (issue 28): ``compute()`` per backend, class_metrics True / False, ``update()``.
@@ -136,6 +137,44 @@ def measure(
             if "ours" in outputs:
                 result["max_abs_diff"][key] = _max_diff(outputs["ours"], outputs["theirs"])
     return result
+
+
+def device_check(cls: type, device: str, images: int, batch: int = 8, repeat: int = 3) -> dict[str, Any]:
+    """``scripts/gpu-check``'s detection section: host syncs in ``update()`` and the time of one ``compute()``.
+
+    Every image is updated twice into fresh metrics: once under ``count_host_syncs()``, once under
+    ``torch.cuda.set_sync_debug_mode("error")`` on CUDA (its error, if any, is returned); then ``compute()`` runs on
+    ``repeat`` fresh copies of the updated metric (median wall time, the device synchronized).
+    """
+    preds, target = scenes(0, images)
+    preds = [{k: v.to(device) for k, v in p.items()} for p in preds]
+    target = [{k: v.to(device) for k, v in t.items()} for t in target]
+    batches = [(preds[i : i + batch], target[i : i + batch]) for i in range(0, images, batch)]
+    warm = cls().to(device)
+    warm.update(*batches[0])
+    warm.compute()
+    counted = cls().to(device)  # built outside the count: constructors may read Python numbers off tensors
+    with count_host_syncs(record_events=False) as syncs:
+        _update_all(counted, batches)
+    metric, error = cls().to(device), None
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.set_sync_debug_mode("error")
+    try:
+        _update_all(metric, batches)
+    except RuntimeError as err:
+        error = f"{type(err).__name__}: {err}"[:300]
+    finally:
+        if cuda:
+            torch.cuda.set_sync_debug_mode(0)
+    times = [_timed(copy.deepcopy(metric).compute, device)[0] for _ in range(repeat)]
+    return {
+        "images": images,
+        "update_host_syncs": syncs.total,
+        "update_sync_debug_error": error,
+        "compute_s": statistics.median(times),
+        "compute_runs_s": times,
+    }
 
 
 def _row(what: str, ours: float | None, theirs: float | None, target: float, unit: str, diff: str = "") -> str:

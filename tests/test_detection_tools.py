@@ -149,3 +149,21 @@ def test_the_benchmark_times_both_sides_and_checks_parity(monkeypatch: pytest.Mo
     table = detection_bench.render(result).splitlines()
     assert sum(line.startswith("| `") for line in table) == 7
     assert "n/a" not in "\n".join(table)
+
+
+class _Syncing(MeanAveragePrecision):
+    """The stand-in reading a number off a tensor in every ``update()``: one host sync each."""
+
+    def update(self, preds: list[dict], target: list[dict]) -> None:
+        float(preds[0]["scores"].sum())
+        super().update(preds, target)
+
+
+def test_the_device_check_counts_host_syncs_in_update() -> None:
+    from benchmarks.detection_bench import device_check
+
+    clean = device_check(MeanAveragePrecision, "cpu", images=4, batch=2, repeat=1)
+    assert clean["update_host_syncs"] == 0
+    assert clean["update_sync_debug_error"] is None
+    assert clean["compute_s"] > 0
+    assert device_check(_Syncing, "cpu", images=4, batch=2, repeat=1)["update_host_syncs"] == 2
