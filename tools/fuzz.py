@@ -15,6 +15,13 @@ torchmetrics twin and judges the outcomes:
 - host syncs: every ``update()``/``forward()`` of ours runs under ``no_host_sync()``, but for the caveats of
   ``tools.coverage.FORWARD_CAVEATS``.
 
+Detection (``MeanAveragePrecision``, the IoU family) draws its batches from
+:func:`tools.detection_scenes.edge_scenes` (score ties, duplicate and zero-area boxes, crowds, empty images, classes
+only in the predictions, more than 100 detections in an image, masks for ``segm``). Where torchvision is missing,
+torchmetrics' ``MeanAveragePrecision`` cannot be built: ours is judged against
+:class:`tools.detection_scenes.CocoReference` (torchmetrics' own code and COCO dicts, evaluated by pycocotools or
+faster-coco-eval), and the IoU family is skipped.
+
 The README's deviation table is the only allow-list (:data:`ALLOWED`: each entry quotes the "what" cell of the row it
 relies on; ``tests/test_fuzz.py`` checks every quote is in README.md). A finding is shrunk (operations dropped, batches
 cut) and printed as a self-contained Python snippet that reproduces it.
