@@ -20,7 +20,10 @@ repository root) runs, in order, and writes the report after each section (a run
   eager, step time against the same step without metrics; and a ``torch.cuda.graph`` capture of the updates;
 - ``benchmarks``: per-call time of a handful of the ``benchmarks/`` cases, torchmetrics and accelerated, on the
   device (CUDA events on CUDA, ``perf_counter`` on the CPU) and their ratio;
-- ``compile``: ``torch._dynamo.explain`` of the demo's metric updates (graph breaks and their reasons).
+- ``compile``: ``torch._dynamo.explain`` of the demo's metric updates (graph breaks and their reasons);
+- ``detection`` (CUDA only): ``MeanAveragePrecision`` on 5,000 COCO-shaped images (500 with ``--quick``):
+  ``compute()`` time (issue 28's target: at most 1 s for 5,000) and host syncs in ``update()``, counted and under
+  ``torch.cuda.set_sync_debug_mode("error")`` (:func:`benchmarks.detection_bench.device_check`).
 
 ``--device cpu`` is a dry run that works anywhere: the CUDA-only parts are reported as ``skipped: no CUDA device``.
 ``--device cuda`` without a CUDA device exits with status 2 and a message. Nothing is installed: the script runs on the
@@ -55,7 +58,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("environment", "cuda_tests", "demo", "table", "overlap", "cuda_graphs", "benchmarks", "compile")
+SECTIONS = (
+    "environment",
+    "cuda_tests",
+    "demo",
+    "table",
+    "overlap",
+    "cuda_graphs",
+    "benchmarks",
+    "compile",
+    "detection",
+)
 NO_CUDA = "skipped: no CUDA device"
 
 __all__ = ["NO_CUDA", "SECTIONS", "main", "render_markdown", "run_check"]
@@ -461,6 +474,20 @@ def section_compile(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
     }
 
 
+def section_detection(device: str, quick: bool, outdir: Path) -> dict[str, Any]:
+    if device != "cuda":
+        return {"status": "n/a on cpu"}
+    from benchmarks.detection_bench import device_check
+    from tools.detection_scenes import ours_class
+
+    cls = ours_class()
+    if cls is None:
+        return {"status": "failed: torchmetrics_async.detection.MeanAveragePrecision is not importable"}
+    result = device_check(cls, "cuda", 500 if quick else 5000)
+    ok = not result["update_host_syncs"] and result["update_sync_debug_error"] is None and result["compute_s"] <= 1.0
+    return {"status": "ok" if ok else "failed: a host sync in update() or compute() over 1 s", **result}
+
+
 RUNNERS: dict[str, Callable[[str, bool, Path], dict[str, Any]]] = {
     "environment": section_environment,
     "cuda_tests": section_cuda_tests,
@@ -470,6 +497,7 @@ RUNNERS: dict[str, Callable[[str, bool, Path], dict[str, Any]]] = {
     "cuda_graphs": section_cuda_graphs,
     "benchmarks": section_benchmarks,
     "compile": section_compile,
+    "detection": section_detection,
 }
 
 
@@ -614,6 +642,17 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines += ["", f"{comp['what']}: {comp['graphs']} graphs, {comp['graph_breaks']} graph breaks", ""]
             lines += [f"- ({n}x) {reason}" for reason, n in comp["break_reasons"].items()]
         _error(lines, comp)
+    det = sections.get("detection")
+    if det:
+        lines += ["", "## Detection (MeanAveragePrecision)", "", f"Status: {det.get('status')}"]
+        if "compute_s" in det:
+            lines += [
+                "",
+                f"{det['images']} images: `compute()` {det['compute_s']:.3f} s (median of {det['compute_runs_s']});"
+                f' `update()` host syncs {det["update_host_syncs"]}, under `set_sync_debug_mode("error")`:'
+                f" {det['update_sync_debug_error'] or 'none'}",
+            ]
+        _error(lines, det)
     return "\n".join(lines) + "\n"
 
 

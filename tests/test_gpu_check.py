@@ -36,6 +36,7 @@ def test_cpu_quick_dry_run_writes_every_section(tmp_path):
         assert sections["cuda_tests"]["skipped"] > 0
     assert sections["overlap"]["status"] == "n/a on cpu"
     assert sections["cuda_graphs"]["status"] == "n/a on cpu"
+    assert sections["detection"]["status"] == "n/a on cpu"
     table = sections["table"]
     assert table["status"] == "ok"
     assert [(row["model"], len(row["modes"])) for row in table["rows"]] == [("small_cnn", 4)]

@@ -15,6 +15,13 @@ torchmetrics twin and judges the outcomes:
 - host syncs: every ``update()``/``forward()`` of ours runs under ``no_host_sync()``, but for the caveats of
   ``tools.coverage.FORWARD_CAVEATS``.
 
+Detection (``MeanAveragePrecision``, the IoU family) draws its batches from
+:func:`tools.detection_scenes.edge_scenes` (score ties, duplicate and zero-area boxes, crowds, empty images, classes
+only in the predictions, more than 100 detections in an image, masks for ``segm``). Where torchvision is missing,
+torchmetrics' ``MeanAveragePrecision`` cannot be built: ours is judged against
+:class:`tools.detection_scenes.CocoReference` (torchmetrics' own code and COCO dicts, evaluated by pycocotools or
+faster-coco-eval), and the IoU family is skipped.
+
 The README's deviation table is the only allow-list (:data:`ALLOWED`: each entry quotes the "what" cell of the row it
 relies on; ``tests/test_fuzz.py`` checks every quote is in README.md). A finding is shrunk (operations dropped, batches
 cut) and printed as a self-contained Python snippet that reproduces it.
@@ -23,6 +30,7 @@ cut) and printed as a self-contained Python snippet that reproduces it.
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import importlib
 import inspect
@@ -43,6 +51,7 @@ import torch
 from torch import Tensor
 
 from tests.examples import example_for
+from tools import detection_scenes
 from tools.coverage import FORWARD_CAVEATS
 from torchmetrics_async.accelerate import patch
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
@@ -715,6 +724,13 @@ NAMED_SPACES: dict[str, list[Any]] = {
     "base_metric": list(BASE_METRICS),
     "nan_replace_value": [0.0, 1.0, 2.7, -1.0, 100.0],
     "data_range": [None, None, 1.0, (0.0, 1.0), (0.2, 0.8)],
+    # detection: MeanAveragePrecision and the IoU family
+    "box_format": ["xyxy", "xywh", "cxcywh"],
+    "iou_type": ["bbox", "bbox", "segm", ("bbox", "segm")],
+    "iou_thresholds": [None, None, [0.5], [0.5, 0.75], [0.1, 0.5, 0.55, 0.95]],
+    "rec_thresholds": [None, None, [0.0, 0.5, 1.0], [0.25, 0.3]],
+    "max_detection_thresholds": [None, None, [1, 10, 50], [5, 2, 200], [1, 3, 7]],  # unsorted, 100 absent
+    "iou_threshold": [None, 0.5, 0.0, 0.9],
 }
 # Options left at the example's value: they change what a valid batch looks like.
 _KEPT = frozenset(
@@ -766,8 +782,16 @@ def argument_space(origin: type) -> dict[str, list[Any]]:
     return space
 
 
+def _example_init(origin: type) -> dict[str, Any]:
+    """The arguments of the class's example, or none where the family has no example (detection, for now)."""
+    try:
+        return example_for(origin).init
+    except LookupError:
+        return {}
+
+
 def _draw_init(rng: random.Random, origin: type) -> dict[str, Any]:
-    example = example_for(origin).init
+    example = _example_init(origin)
     # a wrapper's base metric is code, built afresh for each metric (the examples build one per ``**init``)
     init = {k: (BASE_METRICS[0] if k == "base_metric" else example[k]) for k in example}
     for name, values in argument_space(origin).items():
@@ -801,6 +825,8 @@ class Arg:
     size: int = 0
 
     def make(self) -> Any:
+        if isinstance(self.base, list):  # detection's list of dicts: each side gets its own tensors
+            return copy.deepcopy(self.base)
         if not isinstance(self.base, Tensor):
             return self.base
         if self.layout == "noncontig":
@@ -811,10 +837,8 @@ class Arg:
 
     def code(self) -> str:
         if not isinstance(self.base, Tensor):
-            return repr(self.base)
-        text = f"torch.tensor({self.base.tolist()!r}, dtype={self.base.dtype})"
-        if self.base.numel() == 0:
-            text = f"torch.empty({tuple(self.base.shape)}, dtype={self.base.dtype})"
+            return _value_code(self.base)
+        text = _value_code(self.base)
         if self.layout == "noncontig":
             return f"noncontig({text})"
         if self.layout == "expand":
@@ -823,6 +847,19 @@ class Arg:
 
     def rows(self) -> int:
         return self.size if self.layout == "expand" else (self.base.shape[0] if _batched(self.base) else -1)
+
+
+def _value_code(value: Any) -> str:
+    """Python code that builds ``value``: a tensor (its dtype and shape kept), or lists and dicts of them."""
+    if isinstance(value, Tensor):
+        if value.numel() == 0:
+            return f"torch.empty({tuple(value.shape)}, dtype={value.dtype})"
+        return f"torch.tensor({value.tolist()!r}, dtype={value.dtype})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key!r}: {_value_code(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value_code(item) for item in value) + "]"
+    return repr(value)
 
 
 def _noncontig(x: Tensor) -> Tensor:
@@ -1116,6 +1153,59 @@ def _clustering(origin: type, init: dict[str, Any], g: torch.Generator, rng: ran
     return found
 
 
+def _detection(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
+    """``b`` images of :func:`tools.detection_scenes.edge_scenes` (masks for ``segm``), boxes in a random dtype.
+
+    Its invalid inputs: a box of 3 values, a missing key, labels shorter than boxes, ``preds`` and ``target`` of
+    different lengths, masks that do not fit the boxes, NaN boxes or scores.
+    """
+    iou_type = init.get("iou_type", "bbox")
+    masks = "segm" in iou_type
+    dtype = rng.choice([torch.float32, torch.float32, torch.float32, torch.float64, torch.float16])
+    size = (rng.choice([8, 16]), rng.choice([8, 16])) if masks else (16, 16)
+    preds, target = detection_scenes.edge_scenes(
+        int(torch.randint(0, 1 << 30, (), generator=g)),
+        b,
+        box_format=init.get("box_format", "xyxy"),
+        masks=masks,
+        image_size=size,
+        classes=rng.choice([1, 2, 3, 5]),
+        dtype=dtype,
+    )
+    found = _Roles(["preds", "target"], {"preds": preds, "target": target}, {}, [], None)
+
+    def invalid(rng: random.Random, g: torch.Generator) -> str:
+        side = rng.choice(["preds", "target"])
+        items = found.tensors[side]
+        how = rng.choice(["box_shape", "missing_key", "lengths", "images", "masks", "nan"])
+        if how == "images" or not items:
+            found.tensors[side] = items[:-1] if items else [copy.deepcopy(x) for x in found.tensors["preds"][:1]]
+            return "det_images"
+        item = items[rng.randrange(len(items))]
+        if how == "box_shape":
+            item["boxes"] = item["boxes"][:, :3] if rng.random() < 0.5 else item["boxes"].reshape(-1)
+        elif how == "missing_key":
+            item.pop(rng.choice([k for k in item if k in ("boxes", "labels", "scores", "masks")]))
+        elif how == "lengths":
+            item["labels"] = (
+                torch.cat([item["labels"], item["labels"][:1]]) if len(item["labels"]) else item["labels"][1:]
+            )
+            if not len(item["boxes"]):
+                item["labels"] = torch.zeros(1, dtype=torch.long)
+        elif how == "masks" and masks:
+            item["masks"] = item["masks"][1:] if len(item["masks"]) else item["masks"].new_zeros((1, *size))
+        else:
+            how = "nan"
+            key = "scores" if side == "preds" and rng.random() < 0.5 else "boxes"
+            if item[key].numel():
+                item[key] = item[key].clone()
+                item[key].view(-1)[rng.randrange(item[key].numel())] = rng.choice([float("nan"), float("inf")])
+        return f"det_{how}"
+
+    found.invalid = invalid
+    return found
+
+
 _FAMILIES: dict[str, Callable[..., _Roles]] = {
     "nominal": _nominal,
     "clustering": _clustering,
@@ -1127,6 +1217,7 @@ _FAMILIES: dict[str, Callable[..., _Roles]] = {
     "text": _text,
     "aggregation": _aggregation,
     "wrappers": _aggregation,  # Running(base_metric=an aggregator): the aggregators' inputs
+    "detection": _detection,
 }
 
 #: Edge cases a batch may get (several may combine), with their weights.
@@ -1298,6 +1389,8 @@ def draw_case(rng: random.Random, origin: type) -> Case:
     """A random case for ``origin``: arguments, a construction path and 3 to 12 operations ending in ``compute``."""
     init = _draw_init(rng, origin)
     paths = [p for p in PATHS if "wrapper" not in p or _wrapper_accepts(origin, init)]
+    if _reference(origin) is not None:  # no torchmetrics class to accelerate or patch
+        paths = ["direct"]
     path = rng.choice(paths)
     kinds, weights = zip(*OP_WEIGHTS.items(), strict=True)
     ops = []
@@ -1336,8 +1429,22 @@ def _ours_code(case: Case) -> str:
     return f"_patched(lambda: torchmetrics.{wrapper[0].__name__}(task={wrapper[1]!r}, **init()))"
 
 
+def _reference(origin: type) -> str | None:
+    """The stand-in, as code, for a torchmetrics class that cannot be built here (``None``: the class itself).
+
+    ``MeanAveragePrecision`` without torchvision: :class:`tools.detection_scenes.CocoReference`, torchmetrics' own code
+    with our box conversion (its COCO dicts evaluated by pycocotools or faster-coco-eval). The IoU family has none:
+    without torchvision its cases are skipped.
+    """
+    if origin.__name__ == "MeanAveragePrecision" and not detection_scenes.torchvision_available():
+        return "tools.detection_scenes.CocoReference"
+    return None
+
+
 def _theirs_code(case: Case) -> str:
     public, name = _public(case.origin), case.origin.__name__
+    if (reference := _reference(case.origin)) is not None:
+        return f"{reference}(**init())"
     if "wrapper" in case.path:
         wrapper = _wrapper(case.origin)
         assert wrapper is not None
@@ -1392,7 +1499,8 @@ def persistent(metric):
 
 
 def _imports(case: Case) -> str:
-    return f"import {_public(case.origin)}\nimport {registry()[case.origin].__module__}\n"
+    reference = "import tools.detection_scenes\n" if _reference(case.origin) else ""
+    return f"import {_public(case.origin)}\nimport {registry()[case.origin].__module__}\n{reference}"
 
 
 def _namespace(case: Case) -> dict[str, Any]:
@@ -2015,7 +2123,7 @@ def _candidates(case: Case) -> Iterator[Case]:
                 yield replace(case, ops=(*ops[:i], replace(op, batches=_swap(op.batches, j, None)), *ops[i + 1 :]))
     for path in ("direct",) if case.path != "direct" else ():
         yield replace(case, path=path)
-    default = example_for(case.origin).init
+    default = _example_init(case.origin)
     for name in case.init:
         if name not in default:
             yield replace(case, init={k: v for k, v in case.init.items() if k != name})
