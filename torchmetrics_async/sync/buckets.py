@@ -82,13 +82,18 @@ class _Bucket:
             values.copy_(parts[0])
         elif parts:
             torch.cat(parts, out=values)  # one kernel; casts into the bucket dtype
-        if self.masks_nan:
-            mask = buffer[offset:]
-            mask.copy_(torch.isnan(values))
-            if self.op == "min":
-                mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
         self.buffer = buffer
+        if self.masks_nan:
+            self.mask_nan()
         return buffer
+
+    def mask_nan(self) -> None:
+        """Write the NaN mask after the packed values (see :attr:`masks_nan`)."""
+        total = self.buffer.numel() // 2
+        mask = self.buffer[total:]
+        mask.copy_(torch.isnan(self.buffer[:total]))
+        if self.op == "min":
+            mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
 
     def launch(self, group: Any, async_op: bool) -> Any:
         """All-reduce the buffer (packed now unless :meth:`pack` was called already)."""

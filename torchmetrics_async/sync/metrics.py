@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -101,6 +101,59 @@ class _Plan:
         return buckets, [_Segment(*items[index]) for index in self.leftovers]
 
 
+class _Prepared:
+    """A recurring sync's buckets, kept with the state tensors they were packed from (see :class:`AgreedPlans`).
+
+    While the metrics hold the very same tensors, the next sync packs them with one fused copy per (dtype, device)
+    into the same buffers, and plans nothing. Only syncs without gathers or torchmetrics fallbacks are kept.
+    """
+
+    __slots__ = ("copies", "group", "metrics", "negated", "packed", "reductions")
+
+    def __init__(self, metrics: list[Metric], group: Any, packed: _Packed) -> None:
+        self.metrics = list(metrics)
+        self.group = group
+        self.packed = packed
+        self.reductions = [tuple(metric._reductions.items()) for metric in metrics]
+        groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
+        self.negated: list[Tensor] = []
+        for bucket in packed.buckets:
+            for segment in bucket.segments:
+                view = bucket.buffer[segment.offset : segment.offset + segment.numel].view(segment.shape)
+                pair = groups.setdefault((bucket.dtype, segment.tensor.dtype, segment.device), ([], []))
+                pair[0].append(view)
+                pair[1].append(segment.tensor)
+                if segment.ride == "negated":
+                    self.negated.append(view)
+        self.copies = list(groups.values())
+
+    def fits(self, metrics: list[Metric], group: Any, fingerprint: int) -> bool:
+        """Whether ``metrics`` are the prepared ones, holding the very same state tensors, under the agreed plan."""
+        if group is not self.group or fingerprint != self.packed.plan.fingerprint or len(metrics) != len(self.metrics):
+            return False
+        if any(a is not b for a, b in zip(metrics, self.metrics, strict=True)):
+            return False
+        if any(tuple(m._reductions.items()) != r for m, r in zip(metrics, self.reductions, strict=True)):
+            return False
+        return all(entry.metric.__dict__.get(entry.attr) is entry.value for entry in self.packed.entries)
+
+    def repack(self) -> _Packed:
+        """Copy the states into the buckets' buffers, as :meth:`_Bucket.pack` does (one copy per dtype pair)."""
+        for targets, sources in self.copies:
+            torch._foreach_copy_(targets, sources)
+        if self.negated:
+            torch._foreach_neg_(self.negated)
+        for bucket in self.packed.buckets:
+            if bucket.masks_nan:
+                bucket.mask_nan()
+        return self.packed
+
+
+def _on_bucket_devices(buckets: list[_Bucket]) -> bool:
+    """Whether every state lives on its bucket's device (a fused copy does not cross devices)."""
+    return all(segment.device == bucket.device for bucket in buckets for segment in bucket.segments)
+
+
 #: Bucket plans by layout and collective devices: a sync of the same metrics plans nothing again (oldest dropped first).
 _PLANS: dict[tuple, _Plan] = {}
 _MAX_PLANS = 64
@@ -123,6 +176,37 @@ def _cached_plan(
     return plan
 
 
+class _Packed(NamedTuple):
+    """A sync's states, planned and packed into its buckets (and gather), ready to launch."""
+
+    gathers: list[_Entry]
+    entries: list[_Entry]
+    fallbacks: dict[int, tuple[Metric, list[str]]]
+    items: list[Tensor | _CatPieces]
+    gather: _Gather | None
+    gather_device: Any
+    plan: _Plan
+    buckets: list[_Bucket]
+    labels: list[str]
+
+
+def _pack(metrics: list[Metric], group: Any, labels: Mapping[int, str]) -> _Packed:
+    """Plan the fused sync of ``metrics`` (cached by layout) and pack their states as they are now."""
+    reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
+    items = [_CatPieces(entry.value) if isinstance(entry.value, list) else entry.value for entry in gathers]
+    gather_device = None
+    if gathers:
+        tensors = [t for item in items for t in (item.pieces if isinstance(item, _CatPieces) else [item])]
+        gather_device = _gather_device(group, tensors, gathers[0].metric.device)
+    plan = _cached_plan(layout, reduces, len(items), group, gather_device)
+    buckets, flags = plan.place(reduces)
+    for bucket in buckets:
+        bucket.pack()  # the states as they are when the sync starts
+    gather = _Gather(items, group, gather_device, flags) if gathers else None
+    member_labels = [_label(metric, labels) for metric in metrics]
+    return _Packed(gathers, entries, fallbacks, items, gather, gather_device, plan, buckets, member_labels)
+
+
 def _start_state_sync(
     metrics: list[Metric],
     group: Any,
@@ -138,22 +222,15 @@ def _start_state_sync(
     then launches (nothing, ``check_only``); the agreed plan of ``plans`` launches at once and is verified with the
     results (see AgreedPlans).
     """
-    reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
-    member_labels = [_label(metric, labels) for metric in metrics]
-
-    items: list[Tensor | _CatPieces] = [
-        _CatPieces(entry.value) if isinstance(entry.value, list) else entry.value for entry in gathers
-    ]
-    gather_device = None
-    if gathers:
-        tensors = [t for item in items for t in (item.pieces if isinstance(item, _CatPieces) else [item])]
-        gather_device = _gather_device(group, tensors, gathers[0].metric.device)
-    plan = _cached_plan(layout, reduces, len(items), group, gather_device)
-    buckets, flags = plan.place(reduces)
-    for bucket in buckets:
-        bucket.pack()  # the states as they are when the sync starts
-    gather = _Gather(items, group, gather_device, flags) if gathers else None
     agreed = None if plans is None else plans.agreed.get(position)
+    prepared = None if agreed is None or check_only else plans.prepared.get(position)
+    if prepared is not None and prepared.fits(metrics, group, agreed[0]):
+        packed = prepared.repack()  # the agreed plan again, over the same state tensors: nothing to plan
+    else:
+        packed = _pack(metrics, group, labels)
+        if plans is not None and not packed.gathers and not packed.fallbacks and _on_bucket_devices(packed.buckets):
+            plans.prepared[position] = _Prepared(metrics, group, packed)
+    gathers, entries, fallbacks, items, gather, gather_device, plan, buckets, member_labels = packed
     read = check_only or agreed is None or agreed[0] != plan.fingerprint
     check = _PlanCheck(
         plan.fingerprint, plan.member_hashes, member_labels, group, collective_device(group, metrics[0].device), read

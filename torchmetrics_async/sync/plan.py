@@ -121,14 +121,16 @@ class AgreedPlans:
 
     Example:
         >>> plans = AgreedPlans()
-        >>> plans.unread, plans.agreed
-        ([], {})
+        >>> plans.unread, plans.agreed, plans.prepared
+        ([], {}, {})
     """
 
     def __init__(self) -> None:
         #: position of the process group in the sync -> (fingerprint, bucket sizes, gather sizes or None)
         self.agreed: dict[int, tuple[int, list[tuple], tuple | None]] = {}
         self.unread: list[_PlanCheck] = []
+        #: position -> the agreed plan's buckets over the state tensors they were last packed from (a ``_Prepared``)
+        self.prepared: dict[int, Any] = {}
 
 
 def _mismatch(labels: list[str], rows: list[list[int]]) -> PlanMismatchError:
