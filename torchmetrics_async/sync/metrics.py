@@ -21,7 +21,18 @@ from torchmetrics_async.reductions import STATE_OPS, fusable
 from torchmetrics_async.sync.buckets import _Bucket, _plan_buckets, _Segment, bucket_layout
 from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
 from torchmetrics_async.sync.gather import _ROW, _CatPieces, _Gather, _gather_device
-from torchmetrics_async.sync.plan import AgreedPlans, PlanMismatchError, _fingerprint, _label, _plan_entry, _PlanCheck
+from torchmetrics_async.sync.plan import (
+    AgreedPlans,
+    PlanMismatchError,
+    _check_row,
+    _fingerprint,
+    _label,
+    _plan_entry,
+    _PlanCheck,
+    carrier_index,
+    decode_check,
+    encode_check,
+)
 from torchmetrics_async.sync.states import (
     _announce_fallback,
     _collect_metrics,
@@ -73,7 +84,7 @@ def _plan_states(
 class _Plan:
     """A bucket plan without tensors or process group (a plan that held the group made gloo abort at exit)."""
 
-    __slots__ = ("buckets", "fingerprint", "leftovers", "member_hashes")
+    __slots__ = ("buckets", "carrier", "fingerprint", "leftovers", "member_hashes")
 
     def __init__(
         self, layout: list[tuple], items: list[tuple[int, Tensor, str]], gathered: int, group: Any, spare: Any
@@ -85,6 +96,8 @@ class _Plan:
             (b.device, b.dtype, b.op, tuple((position[seg.token], seg.ride) for seg in b.segments)) for b in buckets
         ]
         self.leftovers = [position[segment.token] for segment in leftovers]
+        #: the index of the bucket the plan check rides in, if any
+        self.carrier = carrier_index(buckets)
         self.member_hashes = [_fingerprint(member) for member in layout]
         flags = sum(segment.numel for segment in leftovers)
         # The whole plan: its members, and the sizes of its collectives.
@@ -125,6 +138,10 @@ class _Prepared:
                 pair[1].append(segment.tensor)
                 if segment.ride == "negated":
                     self.negated.append(view)
+            if bucket.tail is not None:
+                pair = groups.setdefault((bucket.dtype, bucket.dtype, bucket.device), ([], []))
+                pair[0].append(bucket.tail_view())
+                pair[1].append(bucket.tail)
         self.copies = list(groups.values())
 
     def fits(self, metrics: list[Metric], group: Any, fingerprint: int) -> bool:
@@ -200,6 +217,11 @@ def _pack(metrics: list[Metric], group: Any, labels: Mapping[int, str]) -> _Pack
         gather_device = _gather_device(group, tensors, gathers[0].metric.device)
     plan = _cached_plan(layout, reduces, len(items), group, gather_device)
     buckets, flags = plan.place(reduces)
+    if plan.carrier is not None:  # the plan check's rows ride along (read only where the plan was agreed before)
+        carrier = buckets[plan.carrier]
+        row = _check_row(plan.fingerprint, plan.member_hashes)
+        rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+        carrier.tail = encode_check(row, rank, world_size, carrier.dtype, carrier.device)
     for bucket in buckets:
         bucket.pack()  # the states as they are when the sync starts
     gather = _Gather(items, group, gather_device, flags) if gathers else None
@@ -232,8 +254,18 @@ def _start_state_sync(
             plans.prepared[position] = _Prepared(metrics, group, packed)
     gathers, entries, fallbacks, items, gather, gather_device, plan, buckets, member_labels = packed
     read = check_only or agreed is None or agreed[0] != plan.fingerprint
+    # A new plan next to an agreed one whose check rides in its buckets: read in those buckets (see AgreedPlans).
+    mirror = read and agreed is not None and agreed[3] is not None
+    carrier = None if read or plan.carrier is None else buckets[plan.carrier]
     check = _PlanCheck(
-        plan.fingerprint, plan.member_hashes, member_labels, group, collective_device(group, metrics[0].device), read
+        plan.fingerprint,
+        plan.member_hashes,
+        member_labels,
+        group,
+        collective_device(group, metrics[0].device),
+        read,
+        None if carrier is None else carrier.tail_view,
+        gather=not mirror,
     )
     if not read:
         plans.unread.append(check)
@@ -243,16 +275,11 @@ def _start_state_sync(
     def launch() -> list[Any]:
         """The second phase: every collective whose size depends on the plan, once every rank's plan is known."""
         if read:
-            try:
-                check.verify()  # one host read; raises on every rank if the plans differ
-            except PlanMismatchError:
-                if agreed is not None:  # the other ranks may have launched the agreed plan at once
-                    _run_without_data(agreed, group)
-                raise
+            _verify(check, agreed, group, mirror)
             if plans is not None and not fallbacks:  # torchmetrics' own gathers have no sizes to mirror
                 sizes = [(b.device, b.dtype, b.op, b.numel) for b in buckets]
                 words = None if gather is None else (gather_device, len(items), gather.meta_local.numel())
-                plans.agreed[position] = (plan.fingerprint, sizes, words)
+                plans.agreed[position] = (plan.fingerprint, sizes, words, plan.carrier)
         if check_only:
             return []
         works = [bucket.launch(group, async_op) for bucket in buckets]
@@ -284,13 +311,35 @@ def _start_state_sync(
     return SyncHandle(finish, [check.work], launch)
 
 
-def _run_without_data(agreed: tuple[int, list[tuple], tuple | None], group: Any) -> None:
-    """The agreed plan's collectives with zeros and no list elements: what the ranks that kept it launched."""
-    _, sizes, words = agreed
+def _verify(check: _PlanCheck, agreed: tuple | None, group: Any, mirror: bool) -> None:
+    """Read a new plan's check (one host read); every rank raises :class:`PlanMismatchError` if the plans differ."""
+    try:
+        if mirror:  # what the ranks that kept the agreed plan launched, without data, and every rank's row
+            check.check(decode_check(_run_without_data(agreed, group, check.row).tolist(), check.world_size))
+        else:
+            check.verify()
+    except PlanMismatchError:
+        if agreed is not None and not mirror:  # the other ranks may have launched the agreed plan at once
+            _run_without_data(agreed, group, check.row)
+        raise
+
+
+def _run_without_data(
+    agreed: tuple[int, list[tuple], tuple | None, int | None], group: Any, row: list[int]
+) -> Tensor | None:
+    """The agreed plan's collectives with zeros and no list elements: what the ranks that kept it launched.
+
+    Returns the reduced tail (every rank's check row) where the check rides in those collectives, else None.
+    """
+    _, sizes, words, carrier = agreed
     works = []
-    for device, dtype, op, numel in sizes:
+    carried = None
+    for index, (device, dtype, op, numel) in enumerate(sizes):
         bucket = _Bucket(device, dtype, op)
         bucket.segments.append(_Segment(None, torch.zeros(numel, dtype=dtype, device=device), op))
+        if index == carrier:
+            carried = bucket
+            bucket.tail = encode_check(row, dist.get_rank(group), dist.get_world_size(group), dtype, device)
         works.append(bucket.launch(group, True))
     if words is not None:
         device, count, total = words
@@ -302,6 +351,7 @@ def _run_without_data(agreed: tuple[int, list[tuple], tuple | None], group: Any)
     for work in works:
         if work is not None:
             work.wait()
+    return None if carried is None else carried.tail_view()
 
 
 def _combine_gathered(entry: _Entry, per_rank: list[Tensor | None], own: Tensor | None, rank: int) -> Tensor:
