@@ -127,7 +127,7 @@ class _Prepared:
         self.metrics = list(metrics)
         self.group = group
         self.packed = packed
-        self.reductions = [tuple(metric._reductions.items()) for metric in metrics]
+        self.reductions = [dict(metric._reductions) for metric in metrics]
         groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
         self.negated: list[Tensor] = []
         for bucket in packed.buckets:
@@ -150,7 +150,7 @@ class _Prepared:
             return False
         if any(a is not b for a, b in zip(metrics, self.metrics, strict=True)):
             return False
-        if any(tuple(m._reductions.items()) != r for m, r in zip(metrics, self.reductions, strict=True)):
+        if any(m._reductions != r for m, r in zip(metrics, self.reductions, strict=True)):
             return False
         return all(entry.metric.__dict__.get(entry.attr) is entry.value for entry in self.packed.entries)
 
@@ -257,12 +257,14 @@ def _start_state_sync(
     # A new plan next to an agreed one whose check rides in its buckets: read in those buckets (see AgreedPlans).
     mirror = read and agreed is not None and agreed[3] is not None
     carrier = None if read or plan.carrier is None else buckets[plan.carrier]
+    # where its own all_gather runs (a check that rides in buckets has none)
+    device = None if mirror or carrier is not None else collective_device(group, metrics[0].device)
     check = _PlanCheck(
         plan.fingerprint,
         plan.member_hashes,
         member_labels,
         group,
-        collective_device(group, metrics[0].device),
+        device,
         read,
         None if carrier is None else carrier.tail_view,
         gather=not mirror,
@@ -460,7 +462,8 @@ def _start_metric_sync(
     for metric in fused:
         # The local states themselves, not copies (a list state's list is copied): the sync writes into none of them.
         cached = {attr: metric.__dict__[attr] for attr in metric._defaults}
-        metric._cache = {attr: list(value) if isinstance(value, list) else value for attr, value in cached.items()}
+        # A plain attribute (torchmetrics' __init__ sets it): skip Module.__setattr__'s registry checks.
+        metric.__dict__["_cache"] = {attr: list(v) if isinstance(v, list) else v for attr, v in cached.items()}
     handles = _start_state_syncs(fused, process_group, async_op, labels, plans)
 
     def sync_others() -> None:

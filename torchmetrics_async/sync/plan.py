@@ -101,7 +101,7 @@ class _PlanCheck:
         member_hashes: list[int],
         labels: list[str],
         group: Any,
-        device: torch.device,
+        device: torch.device | None,
         read: bool = True,
         carried: Callable[[], Tensor] | None = None,
         gather: bool = True,
