@@ -207,8 +207,11 @@ class _Packed(NamedTuple):
     labels: list[str]
 
 
-def _pack(metrics: list[Metric], group: Any, labels: Mapping[int, str]) -> _Packed:
-    """Plan the fused sync of ``metrics`` (cached by layout) and pack their states as they are now."""
+def _pack(metrics: list[Metric], group: Any, labels: Mapping[int, str], carry: bool) -> _Packed:
+    """Plan the fused sync of ``metrics`` (cached by layout) and pack their states as they are now.
+
+    ``carry``: a sync that recurs (see AgreedPlans): the plan check's rows ride in the plan's carrier bucket, if any.
+    """
     reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
     items = [_CatPieces(entry.value) if isinstance(entry.value, list) else entry.value for entry in gathers]
     gather_device = None
@@ -217,7 +220,7 @@ def _pack(metrics: list[Metric], group: Any, labels: Mapping[int, str]) -> _Pack
         gather_device = _gather_device(group, tensors, gathers[0].metric.device)
     plan = _cached_plan(layout, reduces, len(items), group, gather_device)
     buckets, flags = plan.place(reduces)
-    if plan.carrier is not None:  # the plan check's rows ride along (read only where the plan was agreed before)
+    if carry and plan.carrier is not None:  # the check's rows ride along (read only where the plan was agreed before)
         carrier = buckets[plan.carrier]
         row = _check_row(plan.fingerprint, plan.member_hashes)
         rank, world_size = dist.get_rank(group), dist.get_world_size(group)
@@ -249,7 +252,7 @@ def _start_state_sync(
     if prepared is not None and prepared.fits(metrics, group, agreed[0]):
         packed = prepared.repack()  # the agreed plan again, over the same state tensors: nothing to plan
     else:
-        packed = _pack(metrics, group, labels)
+        packed = _pack(metrics, group, labels, plans is not None)
         if plans is not None and not packed.gathers and not packed.fallbacks and _on_bucket_devices(packed.buckets):
             plans.prepared[position] = _Prepared(metrics, group, packed)
     gathers, entries, fallbacks, items, gather, gather_device, plan, buckets, member_labels = packed
