@@ -251,7 +251,10 @@ class SyncFreeMixin:
                 fresh = prepared.get(attr)
                 if fresh is None:
                     fresh = mark_static_address(default.detach().clone().to(reset_device(current, default)))
-                setattr(self, attr, fresh)
+                if attr in state:  # a plain attribute (add_state): Module.__setattr__'s registry checks find nothing
+                    state[attr] = fresh
+                else:
+                    setattr(self, attr, fresh)
                 owned[attr] = fresh
             else:
                 current.clear()  # as torchmetrics: whoever shares the list sees it emptied

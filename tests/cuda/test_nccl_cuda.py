@@ -96,11 +96,12 @@ def test_collector_over_nccl_schedules_without_a_host_wait(device, nccl):
     for seed in range(3):
         _feed(live, device, seed)
         _feed(reference, device, seed)
-        # bind() agreed on the plan: the window's plan check is launched here and read in collect_results()
+        # bind() agreed on the plan: the window's plan check rides in the float32 sum bucket launched here, and is
+        # read in collect_results()
         with count_collectives() as counted, count_host_syncs() as syncs:
             collector.schedule_collection()
         assert syncs.total == 0, syncs.summary()
-        assert _gathers(counted) == 1, counted.as_dict()
+        assert _gathers(counted) == 0, counted.as_dict()
         assert counted.total >= 2
         expected = {name: as_python(metric.compute()) for name, metric in reference.items()}
         for metric in reference.values():

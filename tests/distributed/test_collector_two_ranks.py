@@ -7,9 +7,11 @@ torchmetrics' sync, window by window.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from tests.distributed import harness
 from tests.distributed.harness import scenario
 from tests.parity import torchmetrics_text
 from torchmetrics_async import AsyncMetricCollector
+from torchmetrics_async.sync import metrics as sync_metrics_module
 from torchmetrics_async.testing import count_host_syncs
 
 try:
@@ -60,6 +63,23 @@ def _members(module: Any) -> dict[str, Any]:
     return members
 
 
+@contextlib.contextmanager
+def _count_calls(module: Any, name: str) -> Iterator[list[int]]:
+    """Count calls of ``module.name`` inside the block (a one-element list: the count)."""
+    count = [0]
+    original = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return original(*args, **kwargs)
+
+    setattr(module, name, counted)
+    try:
+        yield count
+    finally:
+        setattr(module, name, original)
+
+
 def _update(collection: Any, batches: list) -> None:
     for x, preds, target in batches:
         for name, metric in collection.items(keep_base=True, copy_state=False):
@@ -95,12 +115,18 @@ def windows(rank: int, world_size: int) -> dict[str, Any]:
     data = [_data(rank, window, counts[rank]) for window, counts in enumerate(_COUNTS)]
     out: dict[str, Any] = {"ours": [], "theirs": [], "schedule": [], "collect": []}
     out["bind"] = {"collectives": bound.as_dict(), "host syncs": syncs.total}
-    out.update({"schedule host syncs": [], "schedule waits": [], "collect host syncs": []})
+    out.update({"schedule host syncs": [], "schedule waits": [], "collect host syncs": [], "planned": []})
     _update(live, data[0])
     for window in range(len(_COUNTS)):
-        with harness.count_collectives() as scheduled, count_host_syncs() as syncs, harness.count_waits() as waits:
+        with (
+            harness.count_collectives() as scheduled,
+            count_host_syncs() as syncs,
+            harness.count_waits() as waits,
+            _count_calls(sync_metrics_module, "_plan_states") as planned,
+        ):
             collector.schedule_collection()
         out["schedule"].append(scheduled.as_dict())
+        out["planned"].append(planned[0])
         out["schedule host syncs"].append(syncs.total)
         out["schedule waits"].append(waits[0])
         if window + 1 < len(_COUNTS):
@@ -300,9 +326,9 @@ def test_windows_equal_torchmetrics_computing_the_same_windows(ranks):
 
 def test_one_fused_round_per_schedule_without_barrier_and_nothing_at_collect(ranks):
     for results in scenario(ranks, "windows"):
-        # f32 sums (mean value and weight, sum), f32 max (+ the bool NaN and value-check flags), int64 stat scores
-        # + the plan check: one fixed-size all_gather
-        expected = {"all_gather_single": 1, "all_reduce": 3 if MulticlassAccuracy is not None else 2}
+        # f32 sums (mean value and weight, sum), f32 max (+ the bool NaN and value-check flags), int64 stat scores;
+        # the plan check (agreed at bind()) rides in a sum bucket: no collective of its own
+        expected = {"all_reduce": 3 if MulticlassAccuracy is not None else 2}
         assert results["schedule"] == [expected] * len(_COUNTS)
         assert results["collect"] == [{}] * len(_COUNTS)
         # bind() verified the plan on every rank: each window launches at once, without waiting for the other rank,
@@ -310,6 +336,8 @@ def test_one_fused_round_per_schedule_without_barrier_and_nothing_at_collect(ran
         assert results["bind"] == {"collectives": {"all_gather_single": 1}, "host syncs": 1}
         assert results["schedule host syncs"] == [0] * len(_COUNTS)
         assert results["schedule waits"] == [0] * len(_COUNTS)
+        # bind() planned and packed the buckets: each window copies its states into them, and plans nothing
+        assert results["planned"] == [0] * len(_COUNTS)
         assert results["collect host syncs"] == [1] * len(_COUNTS)
         assert results["torchmetrics count"]["barrier"] > 0  # torchmetrics: a barrier and gathers per state
 
@@ -324,7 +352,7 @@ def test_list_states_exchange_shapes_and_data_at_schedule_and_nothing_at_collect
     for rank, results in enumerate(scenario(ranks, "list_states")):
         assert _close(results["ours"], results["theirs"]), f"rank {rank}"
         assert results["ours"]["cat"] == [0.0, 1.0, 2.0, 10.0, 11.0, 12.0, 13.0, 1.0]
-        assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 3}  # plan check, shapes, data
+        assert results["schedule"] == {"all_reduce": 1, "all_gather_single": 2}  # shapes, data; the check rides
         assert results["collect"] == {}
         assert results["schedule host syncs"] == 1  # the shapes (read to size the data exchange); bind() read the plan
 
@@ -344,8 +372,9 @@ def test_collecting_on_rank_0_only_over_windows_with_list_states(ranks):
         assert expected == rank1["theirs"][window]  # torchmetrics' synced values: the same on both ranks
         assert _close(rank0["ours"][window], expected), f"window {window}: {rank0['ours'][window]} != {expected}"
     assert rank0["schedule"] == rank1["schedule"]  # every collective is issued by schedule_collection(), alike
-    # the plan check, shapes, data; RunningMean syncs inside its own compute(), with its own plan check
-    assert all(counts.get("all_gather_single") == 3 + 1 for counts in rank0["schedule"])
+    # shapes, data (the plan check rides in a sum bucket); RunningMean syncs inside its own compute(), with its own
+    # plan check
+    assert all(counts.get("all_gather_single") == 2 + 1 for counts in rank0["schedule"])
     assert rank0["collect"] == [{}] * len(collected)  # collecting is local
     assert rank0["still scheduled"] is False
     assert rank1["still scheduled"] is True  # its last window, dropped by unbind()

@@ -57,8 +57,9 @@ def test_fused_sync_makes_fewer_collectives_than_torchmetrics(demo):
     _, report = demo
     modes = report["modes"]
     assert modes["accelerated"]["collectives_per_log"] < modes["torchmetrics"]["collectives_per_log"]
-    # the collector launches the same fused round: one schedule per log, nothing more at collect
-    assert modes["accelerated_async"]["collectives_per_log"] == modes["accelerated"]["collectives_per_log"]
+    # the collector launches the same fused round, one schedule per log and nothing more at collect, less the plan
+    # check's all_gather: the plan was agreed at bind(), and the window's check rides in the mean's float32 sum bucket
+    assert modes["accelerated_async"]["collectives_per_log"] == modes["accelerated"]["collectives_per_log"] - 1
 
 
 def test_rank_zero_prints_the_table_once(demo):

@@ -62,6 +62,8 @@ class _Bucket:
         self.segments: list[_Segment] = []
         self.buffer: Tensor | None = None
         self.work: Any = None
+        #: words reduced after the values (and NaN mask), not part of any segment: the plan check's rows riding along
+        self.tail: Tensor | None = None
 
     @property
     def masks_nan(self) -> bool:
@@ -76,25 +78,37 @@ class _Bucket:
             segment.offset = offset
             offset += segment.numel
         parts = [_part(segment, self.device, self.dtype) for segment in self.segments]
-        buffer = torch.empty(offset * (2 if self.masks_nan else 1), dtype=self.dtype, device=self.device)
+        extra = 0 if self.tail is None else self.tail.numel()
+        buffer = torch.empty(offset * (2 if self.masks_nan else 1) + extra, dtype=self.dtype, device=self.device)
         values = buffer[:offset]
+        if extra:
+            buffer[-extra:].copy_(self.tail)
         if len(parts) == 1:
             values.copy_(parts[0])
         elif parts:
             torch.cat(parts, out=values)  # one kernel; casts into the bucket dtype
-        if self.masks_nan:
-            mask = buffer[offset:]
-            mask.copy_(torch.isnan(values))
-            if self.op == "min":
-                mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
         self.buffer = buffer
+        if self.masks_nan:
+            self.mask_nan()
         return buffer
+
+    def mask_nan(self) -> None:
+        """Write the NaN mask after the packed values (see :attr:`masks_nan`)."""
+        total = self.numel
+        mask = self.buffer[total : 2 * total]
+        mask.copy_(torch.isnan(self.buffer[:total]))
+        if self.op == "min":
+            mask.neg_()  # min over ranks of -isnan is -1 where any rank has a NaN
 
     def launch(self, group: Any, async_op: bool) -> Any:
         """All-reduce the buffer (packed now unless :meth:`pack` was called already)."""
         buffer = self.pack() if self.buffer is None else self.buffer
         self.work = dist.all_reduce(buffer, op=REDUCE_OPS[self.op], group=group, async_op=async_op)
         return self.work
+
+    def tail_view(self) -> Tensor:
+        """The (reduced, once finished) :attr:`tail` in the buffer."""
+        return self.buffer[self.buffer.numel() - self.tail.numel() :]
 
     @property
     def numel(self) -> int:
@@ -109,7 +123,7 @@ class _Bucket:
         means = sum(segment.numel for segment in self.segments if segment.op == "mean")
         values = self.buffer[:total]
         if self.masks_nan:
-            values.masked_fill_(self.buffer[total:] != 0, math.nan)
+            values.masked_fill_(self.buffer[total : 2 * total] != 0, math.nan)
         if means:
             values[:means].div_(world_size)
         reduced = {}

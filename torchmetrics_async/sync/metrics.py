@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -21,7 +21,18 @@ from torchmetrics_async.reductions import STATE_OPS, fusable
 from torchmetrics_async.sync.buckets import _Bucket, _plan_buckets, _Segment, bucket_layout
 from torchmetrics_async.sync.collectives import SyncHandle, _member, _to, collective_device
 from torchmetrics_async.sync.gather import _ROW, _CatPieces, _Gather, _gather_device
-from torchmetrics_async.sync.plan import AgreedPlans, PlanMismatchError, _fingerprint, _label, _plan_entry, _PlanCheck
+from torchmetrics_async.sync.plan import (
+    AgreedPlans,
+    PlanMismatchError,
+    _check_row,
+    _fingerprint,
+    _label,
+    _plan_entry,
+    _PlanCheck,
+    carrier_index,
+    decode_check,
+    encode_check,
+)
 from torchmetrics_async.sync.states import (
     _announce_fallback,
     _collect_metrics,
@@ -73,7 +84,7 @@ def _plan_states(
 class _Plan:
     """A bucket plan without tensors or process group (a plan that held the group made gloo abort at exit)."""
 
-    __slots__ = ("buckets", "fingerprint", "leftovers", "member_hashes")
+    __slots__ = ("buckets", "carrier", "fingerprint", "leftovers", "member_hashes")
 
     def __init__(
         self, layout: list[tuple], items: list[tuple[int, Tensor, str]], gathered: int, group: Any, spare: Any
@@ -85,6 +96,8 @@ class _Plan:
             (b.device, b.dtype, b.op, tuple((position[seg.token], seg.ride) for seg in b.segments)) for b in buckets
         ]
         self.leftovers = [position[segment.token] for segment in leftovers]
+        #: the index of the bucket the plan check rides in, if any
+        self.carrier = carrier_index(buckets)
         self.member_hashes = [_fingerprint(member) for member in layout]
         flags = sum(segment.numel for segment in leftovers)
         # The whole plan: its members, and the sizes of its collectives.
@@ -99,6 +112,63 @@ class _Plan:
                 bucket.segments.append(_Segment(*items[index], ride))
             buckets.append(bucket)
         return buckets, [_Segment(*items[index]) for index in self.leftovers]
+
+
+class _Prepared:
+    """A recurring sync's buckets, kept with the state tensors they were packed from (see :class:`AgreedPlans`).
+
+    While the metrics hold the very same tensors, the next sync packs them with one fused copy per (dtype, device)
+    into the same buffers, and plans nothing. Only syncs without gathers or torchmetrics fallbacks are kept.
+    """
+
+    __slots__ = ("copies", "group", "metrics", "negated", "packed", "reductions")
+
+    def __init__(self, metrics: list[Metric], group: Any, packed: _Packed) -> None:
+        self.metrics = list(metrics)
+        self.group = group
+        self.packed = packed
+        self.reductions = [dict(metric._reductions) for metric in metrics]
+        groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
+        self.negated: list[Tensor] = []
+        for bucket in packed.buckets:
+            for segment in bucket.segments:
+                view = bucket.buffer[segment.offset : segment.offset + segment.numel].view(segment.shape)
+                pair = groups.setdefault((bucket.dtype, segment.tensor.dtype, segment.device), ([], []))
+                pair[0].append(view)
+                pair[1].append(segment.tensor)
+                if segment.ride == "negated":
+                    self.negated.append(view)
+            if bucket.tail is not None:
+                pair = groups.setdefault((bucket.dtype, bucket.dtype, bucket.device), ([], []))
+                pair[0].append(bucket.tail_view())
+                pair[1].append(bucket.tail)
+        self.copies = list(groups.values())
+
+    def fits(self, metrics: list[Metric], group: Any, fingerprint: int) -> bool:
+        """Whether ``metrics`` are the prepared ones, holding the very same state tensors, under the agreed plan."""
+        if group is not self.group or fingerprint != self.packed.plan.fingerprint or len(metrics) != len(self.metrics):
+            return False
+        if any(a is not b for a, b in zip(metrics, self.metrics, strict=True)):
+            return False
+        if any(m._reductions != r for m, r in zip(metrics, self.reductions, strict=True)):
+            return False
+        return all(entry.metric.__dict__.get(entry.attr) is entry.value for entry in self.packed.entries)
+
+    def repack(self) -> _Packed:
+        """Copy the states into the buckets' buffers, as :meth:`_Bucket.pack` does (one copy per dtype pair)."""
+        for targets, sources in self.copies:
+            torch._foreach_copy_(targets, sources)
+        if self.negated:
+            torch._foreach_neg_(self.negated)
+        for bucket in self.packed.buckets:
+            if bucket.masks_nan:
+                bucket.mask_nan()
+        return self.packed
+
+
+def _on_bucket_devices(buckets: list[_Bucket]) -> bool:
+    """Whether every state lives on its bucket's device (a fused copy does not cross devices)."""
+    return all(segment.device == bucket.device for bucket in buckets for segment in bucket.segments)
 
 
 #: Bucket plans by layout and collective devices: a sync of the same metrics plans nothing again (oldest dropped first).
@@ -123,6 +193,45 @@ def _cached_plan(
     return plan
 
 
+class _Packed(NamedTuple):
+    """A sync's states, planned and packed into its buckets (and gather), ready to launch."""
+
+    gathers: list[_Entry]
+    entries: list[_Entry]
+    fallbacks: dict[int, tuple[Metric, list[str]]]
+    items: list[Tensor | _CatPieces]
+    gather: _Gather | None
+    gather_device: Any
+    plan: _Plan
+    buckets: list[_Bucket]
+    labels: list[str]
+
+
+def _pack(metrics: list[Metric], group: Any, labels: Mapping[int, str], carry: bool) -> _Packed:
+    """Plan the fused sync of ``metrics`` (cached by layout) and pack their states as they are now.
+
+    ``carry``: a sync that recurs (see AgreedPlans): the plan check's rows ride in the plan's carrier bucket, if any.
+    """
+    reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
+    items = [_CatPieces(entry.value) if isinstance(entry.value, list) else entry.value for entry in gathers]
+    gather_device = None
+    if gathers:
+        tensors = [t for item in items for t in (item.pieces if isinstance(item, _CatPieces) else [item])]
+        gather_device = _gather_device(group, tensors, gathers[0].metric.device)
+    plan = _cached_plan(layout, reduces, len(items), group, gather_device)
+    buckets, flags = plan.place(reduces)
+    if carry and plan.carrier is not None:  # the check's rows ride along (read only where the plan was agreed before)
+        carrier = buckets[plan.carrier]
+        row = _check_row(plan.fingerprint, plan.member_hashes)
+        rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+        carrier.tail = encode_check(row, rank, world_size, carrier.dtype, carrier.device)
+    for bucket in buckets:
+        bucket.pack()  # the states as they are when the sync starts
+    gather = _Gather(items, group, gather_device, flags) if gathers else None
+    member_labels = [_label(metric, labels) for metric in metrics]
+    return _Packed(gathers, entries, fallbacks, items, gather, gather_device, plan, buckets, member_labels)
+
+
 def _start_state_sync(
     metrics: list[Metric],
     group: Any,
@@ -138,25 +247,30 @@ def _start_state_sync(
     then launches (nothing, ``check_only``); the agreed plan of ``plans`` launches at once and is verified with the
     results (see AgreedPlans).
     """
-    reduces, gathers, entries, fallbacks, layout = _plan_states(metrics)
-    member_labels = [_label(metric, labels) for metric in metrics]
-
-    items: list[Tensor | _CatPieces] = [
-        _CatPieces(entry.value) if isinstance(entry.value, list) else entry.value for entry in gathers
-    ]
-    gather_device = None
-    if gathers:
-        tensors = [t for item in items for t in (item.pieces if isinstance(item, _CatPieces) else [item])]
-        gather_device = _gather_device(group, tensors, gathers[0].metric.device)
-    plan = _cached_plan(layout, reduces, len(items), group, gather_device)
-    buckets, flags = plan.place(reduces)
-    for bucket in buckets:
-        bucket.pack()  # the states as they are when the sync starts
-    gather = _Gather(items, group, gather_device, flags) if gathers else None
     agreed = None if plans is None else plans.agreed.get(position)
+    prepared = None if agreed is None or check_only else plans.prepared.get(position)
+    if prepared is not None and prepared.fits(metrics, group, agreed[0]):
+        packed = prepared.repack()  # the agreed plan again, over the same state tensors: nothing to plan
+    else:
+        packed = _pack(metrics, group, labels, plans is not None)
+        if plans is not None and not packed.gathers and not packed.fallbacks and _on_bucket_devices(packed.buckets):
+            plans.prepared[position] = _Prepared(metrics, group, packed)
+    gathers, entries, fallbacks, items, gather, gather_device, plan, buckets, member_labels = packed
     read = check_only or agreed is None or agreed[0] != plan.fingerprint
+    # A new plan next to an agreed one whose check rides in its buckets: read in those buckets (see AgreedPlans).
+    mirror = read and agreed is not None and agreed[3] is not None
+    carrier = None if read or plan.carrier is None else buckets[plan.carrier]
+    # where its own all_gather runs (a check that rides in buckets has none)
+    device = None if mirror or carrier is not None else collective_device(group, metrics[0].device)
     check = _PlanCheck(
-        plan.fingerprint, plan.member_hashes, member_labels, group, collective_device(group, metrics[0].device), read
+        plan.fingerprint,
+        plan.member_hashes,
+        member_labels,
+        group,
+        device,
+        read,
+        None if carrier is None else carrier.tail_view,
+        gather=not mirror,
     )
     if not read:
         plans.unread.append(check)
@@ -166,16 +280,11 @@ def _start_state_sync(
     def launch() -> list[Any]:
         """The second phase: every collective whose size depends on the plan, once every rank's plan is known."""
         if read:
-            try:
-                check.verify()  # one host read; raises on every rank if the plans differ
-            except PlanMismatchError:
-                if agreed is not None:  # the other ranks may have launched the agreed plan at once
-                    _run_without_data(agreed, group)
-                raise
+            _verify(check, agreed, group, mirror)
             if plans is not None and not fallbacks:  # torchmetrics' own gathers have no sizes to mirror
                 sizes = [(b.device, b.dtype, b.op, b.numel) for b in buckets]
                 words = None if gather is None else (gather_device, len(items), gather.meta_local.numel())
-                plans.agreed[position] = (plan.fingerprint, sizes, words)
+                plans.agreed[position] = (plan.fingerprint, sizes, words, plan.carrier)
         if check_only:
             return []
         works = [bucket.launch(group, async_op) for bucket in buckets]
@@ -207,13 +316,35 @@ def _start_state_sync(
     return SyncHandle(finish, [check.work], launch)
 
 
-def _run_without_data(agreed: tuple[int, list[tuple], tuple | None], group: Any) -> None:
-    """The agreed plan's collectives with zeros and no list elements: what the ranks that kept it launched."""
-    _, sizes, words = agreed
+def _verify(check: _PlanCheck, agreed: tuple | None, group: Any, mirror: bool) -> None:
+    """Read a new plan's check (one host read); every rank raises :class:`PlanMismatchError` if the plans differ."""
+    try:
+        if mirror:  # what the ranks that kept the agreed plan launched, without data, and every rank's row
+            check.check(decode_check(_run_without_data(agreed, group, check.row).tolist(), check.world_size))
+        else:
+            check.verify()
+    except PlanMismatchError:
+        if agreed is not None and not mirror:  # the other ranks may have launched the agreed plan at once
+            _run_without_data(agreed, group, check.row)
+        raise
+
+
+def _run_without_data(
+    agreed: tuple[int, list[tuple], tuple | None, int | None], group: Any, row: list[int]
+) -> Tensor | None:
+    """The agreed plan's collectives with zeros and no list elements: what the ranks that kept it launched.
+
+    Returns the reduced tail (every rank's check row) where the check rides in those collectives, else None.
+    """
+    _, sizes, words, carrier = agreed
     works = []
-    for device, dtype, op, numel in sizes:
+    carried = None
+    for index, (device, dtype, op, numel) in enumerate(sizes):
         bucket = _Bucket(device, dtype, op)
         bucket.segments.append(_Segment(None, torch.zeros(numel, dtype=dtype, device=device), op))
+        if index == carrier:
+            carried = bucket
+            bucket.tail = encode_check(row, dist.get_rank(group), dist.get_world_size(group), dtype, device)
         works.append(bucket.launch(group, True))
     if words is not None:
         device, count, total = words
@@ -225,6 +356,7 @@ def _run_without_data(agreed: tuple[int, list[tuple], tuple | None], group: Any)
     for work in works:
         if work is not None:
             work.wait()
+    return None if carried is None else carried.tail_view()
 
 
 def _combine_gathered(entry: _Entry, per_rank: list[Tensor | None], own: Tensor | None, rank: int) -> Tensor:
@@ -333,7 +465,8 @@ def _start_metric_sync(
     for metric in fused:
         # The local states themselves, not copies (a list state's list is copied): the sync writes into none of them.
         cached = {attr: metric.__dict__[attr] for attr in metric._defaults}
-        metric._cache = {attr: list(value) if isinstance(value, list) else value for attr, value in cached.items()}
+        # A plain attribute (torchmetrics' __init__ sets it): skip Module.__setattr__'s registry checks.
+        metric.__dict__["_cache"] = {attr: list(v) if isinstance(v, list) else v for attr, v in cached.items()}
     handles = _start_state_syncs(fused, process_group, async_op, labels, plans)
 
     def sync_others() -> None:

@@ -1,15 +1,17 @@
 """The plan check: every rank must have planned the same collectives, or every rank raises.
 
-Every sync starts with a fixed-size all_gather of every rank's plan fingerprints. A new plan is read on the host before
-the first collective whose size depends on it, so ranks whose plans differ raise :class:`PlanMismatchError` instead of
-reaching a collective of another size. A sync that recurs (a collector's windows) keeps the plan every rank agreed on
-in :class:`AgreedPlans`: while its plan is that one, it launches at once and its check is read with its results.
+A new plan starts with a fixed-size all_gather of every rank's plan fingerprints, read on the host before the first
+collective whose size depends on it, so ranks whose plans differ raise :class:`PlanMismatchError` instead of reaching
+a collective of another size. A sync that recurs (a collector's windows) keeps the plan every rank agreed on in
+:class:`AgreedPlans`: while its plan is that one, it launches at once and its check is read with its results. The
+check then rides in a sum bucket the plan has anyway (each rank's row in its own slot, zeros elsewhere: the sum is the
+gather), so such a window makes one collective per bucket and nothing more.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -21,13 +23,17 @@ from torchmetrics_async.reductions import reduction_name
 from torchmetrics_async.sync.collectives import _all_gather_single, _host_to_device
 from torchmetrics_async.sync.states import _Entry
 
-__all__ = ["CHECK_WORDS", "AgreedPlans", "PlanMismatchError"]
+__all__ = ["CHECK_WORDS", "AgreedPlans", "PlanMismatchError", "carrier_index", "decode_check", "encode_check"]
 
 #: int64 words every rank sends in the plan check: fingerprint, member count, then one per member (the first ones)
 CHECK_WORDS = 16
 _NAMED = CHECK_WORDS - 2
 _ABSENT = -1  # a member position past the end of a rank's plan (fingerprints are non-negative)
 _HASH_MASK = (1 << 62) - 1
+# A check word riding in a sum bucket: word + 1 (so non-negative) in 16-bit chunks, exact in each carrier dtype.
+_CHUNKS = 4
+_CHUNK_BITS = 16
+_CARRIER_DTYPES = (torch.int64, torch.int32, torch.float64, torch.float32)
 
 
 def _fingerprint(layout: Any) -> int:
@@ -46,6 +52,43 @@ def _check_row(fingerprint: int, member_hashes: list[int]) -> list[int]:
     return [fingerprint, len(member_hashes), *named, *([_ABSENT] * (_NAMED - len(named)))]
 
 
+def carrier_index(buckets: list[Any]) -> int | None:
+    """The bucket the plan check can ride in (the first sum in a dtype that holds 16-bit integers exactly), if any."""
+    for index, bucket in enumerate(buckets):
+        if bucket.op == "sum" and bucket.dtype in _CARRIER_DTYPES:
+            return index
+    return None
+
+
+def encode_check(row: list[int], rank: int, world_size: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """This rank's check row in its slot of a carrier's tail, zeros in the other ranks' slots (summed: every row).
+
+    Example:
+        >>> tail = encode_check([5, -1], rank=1, world_size=2, dtype=torch.float32, device=torch.device("cpu"))
+        >>> summed = tail + encode_check([7, 0], rank=0, world_size=2, dtype=torch.float32, device=torch.device("cpu"))
+        >>> decode_check(summed.tolist(), world_size=2, words=2)
+        [[7, 0], [5, -1]]
+    """
+    chunks = [((word + 1) >> (_CHUNK_BITS * i)) & 0xFFFF for word in row for i in range(_CHUNKS)]
+    slot = len(chunks)
+    tail = torch.zeros(world_size * slot, dtype=dtype)
+    tail[rank * slot : (rank + 1) * slot] = torch.tensor(chunks, dtype=torch.int64)
+    return tail if device.type == "cpu" else tail.pin_memory().to(device, non_blocking=True)
+
+
+def decode_check(tail: list[float | int], world_size: int, words: int = CHECK_WORDS) -> list[list[int]]:
+    """Every rank's check row from a reduced carrier tail, read on the host (the window's one read carries it)."""
+    chunks = [int(value) for value in tail]
+    slot = words * _CHUNKS
+    return [
+        [
+            sum(chunks[rank * slot + word * _CHUNKS + i] << (_CHUNK_BITS * i) for i in range(_CHUNKS)) - 1
+            for word in range(words)
+        ]
+        for rank in range(world_size)
+    ]
+
+
 _CHECK_STREAMS: dict[torch.device, Any] = {}
 
 
@@ -58,13 +101,20 @@ class _PlanCheck:
         member_hashes: list[int],
         labels: list[str],
         group: Any,
-        device: torch.device,
+        device: torch.device | None,
         read: bool = True,
+        carried: Callable[[], Tensor] | None = None,
+        gather: bool = True,
     ) -> None:
         self.labels = labels
         self.world_size = dist.get_world_size(group)
-        row = _check_row(fingerprint, member_hashes)
+        self.row = row = _check_row(fingerprint, member_hashes)
         self.event: Any = None
+        #: the reduced tail of the bucket the check rides in (no collective of its own), or None
+        self.carried = carried
+        if carried is not None or not gather:  # it rides in buckets: this sync's own, or the agreed plan's
+            self.work = None
+            return
         if device.type == "cpu" or not read:  # unread: on the current stream, as the collectives that follow it
             self.local = _host_to_device(row, device)
             self.gathered = torch.empty(self.world_size * CHECK_WORDS, dtype=torch.int64, device=device)
@@ -93,6 +143,8 @@ class _PlanCheck:
 
     def rows(self) -> Tensor:
         """Every rank's row (``world_size x CHECK_WORDS``): read it with the results, then :meth:`check` it."""
+        if self.carried is not None:
+            return self.carried()  # the carrier's tail: check() decodes it on the host
         return self.gathered.view(self.world_size, CHECK_WORDS)
 
     def verify(self) -> None:
@@ -106,6 +158,8 @@ class _PlanCheck:
 
     def check(self, rows: list[list[int]]) -> None:
         """Raise :class:`PlanMismatchError` if the ranks' rows (read on the host) differ."""
+        if self.carried is not None:
+            rows = decode_check(rows, self.world_size)
         if any(row != rows[0] for row in rows):
             raise _mismatch(self.labels, rows)
 
@@ -115,20 +169,25 @@ class AgreedPlans:
 
     Per process group (by position), the plan last verified on every rank and the sizes of its collectives. A sync
     whose plan is the agreed one launches without reading its check; :attr:`unread` holds those checks, to be read
-    with the results and :meth:`_PlanCheck.check`-ed. A rank whose plan changed reads its check first (every rank with
-    a new plan does): if the plans now differ, it runs the agreed plan's collectives without data, so the ranks that
-    launched at once are never left in a collective of another size, and every rank raises.
+    with the results and :meth:`_PlanCheck.check`-ed. Where the agreed plan has a sum bucket to carry it, the check
+    rides there, with no collective of its own. A rank whose plan changed reads its check first (every rank with a new
+    plan does), in the collectives the agreed plan makes (without data) when the check rides in them, or else before
+    them: if the plans now differ, it runs the agreed plan's collectives without data, so the ranks that launched at
+    once are never left in a collective of another size, and every rank raises.
 
     Example:
         >>> plans = AgreedPlans()
-        >>> plans.unread, plans.agreed
-        ([], {})
+        >>> plans.unread, plans.agreed, plans.prepared
+        ([], {}, {})
     """
 
     def __init__(self) -> None:
-        #: position of the process group in the sync -> (fingerprint, bucket sizes, gather sizes or None)
-        self.agreed: dict[int, tuple[int, list[tuple], tuple | None]] = {}
+        #: position of the process group in the sync -> (fingerprint, bucket sizes, gather sizes or None, the index of
+        #: the bucket the check rides in or None)
+        self.agreed: dict[int, tuple[int, list[tuple], tuple | None, int | None]] = {}
         self.unread: list[_PlanCheck] = []
+        #: position -> the agreed plan's buckets over the state tensors they were last packed from (a ``_Prepared``)
+        self.prepared: dict[int, Any] = {}
 
 
 def _mismatch(labels: list[str], rows: list[list[int]]) -> PlanMismatchError:
