@@ -6,6 +6,12 @@ torchmetrics marks the entries of each image's IoU matrix it leaves out (labels 
 torchvision's. Each matrix is kept flattened, beside its entries' ground-truth labels, in ``cat`` list states (one
 fused gather across ranks). Where torchvision is missing, torchmetrics' classes cannot be built: these classes then
 subclass torchmetrics' ``Metric`` and are not registered (there is nothing to convert), but compute the same.
+
+Example:
+    >>> preds = [{"boxes": torch.tensor([[0.0, 0.0, 2.0, 2.0]]), "labels": torch.tensor([1])}]
+    >>> target = [{"boxes": torch.tensor([[1.0, 0.0, 3.0, 2.0]]), "labels": torch.tensor([1])}]
+    >>> IntersectionOverUnion()(preds, target)
+    {'iou': tensor(0.3333)}
 """
 
 from collections.abc import Callable
@@ -80,12 +86,6 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
     ``forward()`` with ``class_metrics`` reads the host (its keys name the batch's classes). With ``class_metrics``, an
     image with detections but no ground truth counts for no class (torchmetrics raises an IndexError in
     ``compute()``).
-
-    Example:
-        >>> preds = [{"boxes": torch.tensor([[0.0, 0.0, 2.0, 2.0]]), "labels": torch.tensor([1])}]
-        >>> target = [{"boxes": torch.tensor([[1.0, 0.0, 3.0, 2.0]]), "labels": torch.tensor([1])}]
-        >>> IntersectionOverUnion()(preds, target)
-        {'iou': tensor(0.3333)}
     """
 
     is_differentiable = False
@@ -118,19 +118,49 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
 
     def _add_extra_states(self) -> None:
         if CLASSES not in self._defaults:
-            # An adopted torchmetrics instance holds 2-D matrices: their entries' classes, from its own states.
-            pairs = list(map(self._entry_classes, self.iou_matrix, self.groundtruth_labels))
-            self.iou_matrix = [matrix.reshape(-1) for matrix in self.iou_matrix]  # the fused gather cats 1-D pieces
-            for index, name in enumerate((CLASSES, HAS_CLASS)):
+            for name in (CLASSES, HAS_CLASS):
                 self.add_state(name, default=[], dist_reduce_fx="cat")
-                setattr(self, name, [pair[index] for pair in pairs])
+            self._adopt_torchmetrics_states()
         super()._add_extra_states()
+
+    def _adopt_torchmetrics_states(self) -> None:
+        """Torchmetrics' 2-D matrices flattened (the fused gather cats 1-D pieces), their entries' classes."""
+        pairs = list(map(self._entry_classes, self.iou_matrix, self.groundtruth_labels))
+        self.iou_matrix = [matrix.reshape(-1) for matrix in self.iou_matrix]
+        setattr(self, CLASSES, [pair[0] for pair in pairs])
+        setattr(self, HAS_CLASS, [pair[1] for pair in pairs])
+
+    def _extra_states(self) -> tuple[str, ...]:
+        return (*super()._extra_states(), CLASSES, HAS_CLASS)
 
     def _missing_extra_state(self, attr: str, incoming_state: dict[str, Any]) -> Any:
         if attr in (CLASSES, HAS_CLASS):  # a torchmetrics state: 2-D matrices beside their images' labels
             pairs = map(self._entry_classes, incoming_state["iou_matrix"], incoming_state["groundtruth_labels"])
             return [pair[attr == HAS_CLASS] for pair in pairs]
         return super()._missing_extra_state(attr, incoming_state)
+
+    def _reduce_states(self, incoming_state: dict[str, Any]) -> None:
+        incoming_state = dict(incoming_state)
+        for attr in (CLASSES, HAS_CLASS):  # from the 2-D matrices, before they are flattened
+            if attr not in incoming_state:
+                incoming_state[attr] = self._missing_extra_state(attr, incoming_state)
+        if isinstance(incoming_state["iou_matrix"], list):
+            incoming_state["iou_matrix"] = [matrix.reshape(-1) for matrix in incoming_state["iou_matrix"]]
+        super()._reduce_states(incoming_state)
+
+    def _as_torchmetrics_holds(self, states: dict[str, Any], prefix: str = "") -> None:
+        """Each image's matrix in torchmetrics' 2-D shape, from its numbers of detections and ground truths."""
+        matrices, dets, gts = (states.get(prefix + name) for name in self._stat_states[2::-1])
+        if isinstance(matrices, list) and isinstance(gts, list) and isinstance(dets, list):
+            sizes = ((len(d), len(g)) for d, g in zip(dets, gts, strict=True))
+            shapes = [(n, m) if n and m else (n or m, n or m) for n, m in sizes]  # torchmetrics' zeros: square
+            states[prefix + "iou_matrix"] = [m.reshape(s) for m, s in zip(matrices, shapes, strict=True)]
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        loaded = prefix + "iou_matrix" in state_dict  # torchmetrics' loading takes the keys out: read first
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if loaded:  # torchmetrics' 2-D matrices (what state_dict() gives too)
+            self._adopt_torchmetrics_states()
 
     @staticmethod
     def _entry_classes(matrix: Tensor, gt_labels: Tensor) -> tuple[Tensor, Tensor]:
@@ -160,27 +190,25 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
                     same = p["labels"].unsqueeze(1) == t["labels"].unsqueeze(0)
                 else:
                     same = torch.eye(iou.shape[0], dtype=torch.bool, device=iou.device)
-                if same.shape != iou.shape:  # torchmetrics' boolean index raises too; a broadcast would not
-                    raise IndexError(f"Expected {iou.shape[0]} labels in `preds`, got {p['labels'].shape}")
                 iou = torch.where(same, iou, self._invalid_val)
+            # torchmetrics' boolean index raises here under respect_labels; without, it would keep them unchecked.
+            if p["labels"].shape != det.shape[:1]:
+                raise IndexError(f"Expected {det.shape[0]} labels in `preds`, got {tuple(p['labels'].shape)}")
             image = (t["labels"], p["labels"], iou.reshape(-1), *self._entry_classes(iou, t["labels"]))
             for column, value in zip(columns, image, strict=True):
                 column.append(value)
-        values = tuple(torch.cat(c) if len(c) > 1 else c[0] if c else None for c in columns)
-        return BatchStats(values, {}) if preds else BatchStats((), {})
+        return BatchStats(tuple(map(tuple, columns)), {})  # per image, as torchmetrics appends them
 
     def _merge_stats(self, stats: BatchStats) -> None:
-        if stats.values:
-            super()._merge_stats(stats)
+        for name, images in zip(self._stat_states, stats.values, strict=True):
+            self.__dict__[name].extend(images)
 
     def compute(self) -> dict[str, Tensor]:
         """The mean IoU over the entries kept (and per class), on the states' device."""
         return self._results(*(self.__dict__[name] for name in self._stat_states), exact=True)
 
     def _batch_value(self, stats: BatchStats) -> dict[str, Tensor]:
-        if not stats.values:
-            return self._results([], [], [], [], [], exact=False)
-        return self._results(*([value] for value in stats.values), exact=self.class_metrics)
+        return self._results(*map(list, stats.values), exact=self.class_metrics)
 
     def _results(self, gt_labels: Any, pred_labels: Any, ious: Any, classes: Any, has: Any, exact: bool) -> dict:
         """Torchmetrics' ``compute``; ``exact=False``: without a host read (the mean summed in another order)."""
@@ -201,17 +229,17 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
         found = labels.unique()
         if not found.numel():
             return results
-        classes = _flat(classes, labels.dtype, device)
-        counted = valid & _flat(has, torch.bool, device)
+        classes = _flat(classes, labels.dtype, device).to(labels.dtype)  # set_dtype() casts torchmetrics' labels
+        counted = valid & _flat(has, torch.bool, device).bool()
         index = torch.searchsorted(found, torch.where(counted, classes, found[0]))
         sums = torch.zeros(found.shape, dtype=torch.float64, device=device).index_add_(
             0, index, torch.where(counted, values, 0).double()
         )
         counts = torch.zeros(found.shape, dtype=torch.float64, device=device).index_add_(0, index, counted.double())
-        per_class = torch.where(counts > 0, sums / counts, 0.0).to(score.dtype)
-        results.update(
-            {f"{self._iou_type}/cl_{cl}": value for cl, value in zip(found.tolist(), per_class.unbind(), strict=True)}
-        )
+        per_class = (sums / counts).to(score.dtype).unbind()
+        for cl, value, count in zip(found.tolist(), per_class, counts.tolist(), strict=True):
+            # torchmetrics' value for a class without an entry: a float32 zero, whatever the states' dtype
+            results[f"{self._iou_type}/cl_{cl}"] = value if count else torch.zeros((), device=device)
         return results
 
 
