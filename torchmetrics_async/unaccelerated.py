@@ -185,7 +185,8 @@ EXPLAINED: dict[type, str] = {
             torchmetrics.detection.ModifiedPanopticQuality,
         ),
         "matches segments in Python: update() finds each sample's (category, instance) segments with torch.unique and"
-        " loops over their pairs, reading every IoU on the host, so its host syncs grow with the number of segments (a"
+        " loops over their pairs, reading every IoU on the host, so its host syncs grow with the number of segments"
+        " (35 per update() of one 8x8 image with 12 segments in each input, 123 of four, measured on the CPU; a"
         f" sync-free form would need sorted, padded segment tables); {_KEEP_OUT}",
     ),
     torchmetrics.segmentation.HausdorffDistance: (
