@@ -112,9 +112,16 @@ def registry_case(origin: type, steps: int, **init: Any) -> tuple[Callable[[], A
 
     examples = [example_for(origin, seed) for seed in range(steps)]
     batches = [example.inputs for example in examples]
-    assert len({tuple(x.shape for x in batch) for batch in batches}) == 1, "the examples must keep their shapes"
+    assert len({tuple(map(_shapes, batch)) for batch in batches}) == 1, "the examples must keep their shapes"
     accelerated, arguments = registry()[origin], {**examples[0].init, **init}
     return lambda: accelerated(**arguments), batches
+
+
+def _shapes(x: Any) -> Any:
+    """A tensor's shape; for detection's per-image dicts, each tensor's."""
+    if isinstance(x, list):
+        return tuple(tuple((key, tuple(value.shape)) for key, value in image.items()) for image in x)
+    return tuple(x.shape)
 
 
 def assert_same_deferred_error(compiled: Any, eager: Any, update: int) -> None:

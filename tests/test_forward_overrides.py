@@ -39,6 +39,8 @@ COMPUTE_READS_HOST = {cls.__name__ for cls in CLASSES if cls.__module__ == "torc
 
 def _remapped(x: Tensor) -> Tensor:
     """What the update override feeds its base: values (scores become logits) doubled, labels reordered."""
+    if isinstance(x, list):  # detection: per image a dict of tensors
+        return [{key: _remapped(value) for key, value in image.items()} for image in x]
     return x * 2 if x.is_floating_point() else x.flip(0)
 
 

@@ -6,13 +6,16 @@ second one (``scripts/test --latest``), which installs it.
 """
 
 import importlib.util
+import re
 import warnings
 from collections.abc import Callable
 
 import pytest
 import torch
+import torchmetrics.detection
 
 from tools.coverage import accelerated_coverage
+from torchmetrics_async.registry import registry
 from torchmetrics_async.testing import count_host_syncs
 from torchmetrics_async.unaccelerated import (
     EXPLAINED,
@@ -23,8 +26,9 @@ from torchmetrics_async.unaccelerated import (
     MeanAveragePrecision,
 )
 
+HAS_TORCHVISION = importlib.util.find_spec("torchvision") is not None
 needs_torchvision = pytest.mark.skipif(
-    importlib.util.find_spec("torchvision") is None,
+    not HAS_TORCHVISION,
     reason="torchvision is not installed (scripts/test --latest has it)",
 )
 OPTIONAL = {
@@ -42,6 +46,10 @@ def test_the_classes_of_optional_packages_are_listed_with_their_reason_whatever_
     for module, names in OPTIONAL.items():
         for name in names:
             row = rows[(module, name)]
+            if row.accelerated:  # the IoU family where torchvision is installed
+                assert HAS_TORCHVISION, row
+                assert row.torchmetrics_class in IOU_FAMILY, row
+                continue
             assert row.reason == EXPLAINED[row.torchmetrics_class], row
 
 
@@ -78,12 +86,13 @@ def _syncs(call: Callable[..., object], *args: object) -> int:
 @needs_torchvision
 @pytest.mark.parametrize("cls", IOU_FAMILY, ids=lambda cls: cls.__name__)
 @pytest.mark.parametrize("images", [1, 3])
-def test_the_iou_family_syncs_once_per_image_in_update_as_explained(cls: type, images: int) -> None:
-    metric = cls()
-    metric.update(*_scene(1))
-    assert _syncs(metric.update, *_scene(images)) == images
-    assert _syncs(metric, *_scene(images)) == 4 * images + 1
-    assert "once per image" in EXPLAINED[cls]
+def test_the_iou_family_syncs_once_per_image_in_torchmetrics_and_never_accelerated(cls: type, images: int) -> None:
+    ours = registry()[cls]()
+    for metric, per_update, per_forward in ((cls(), images, 4 * images + 1), (ours, 0, 0)):
+        metric.update(*_scene(1))
+        assert _syncs(metric.update, *_scene(images)) == per_update
+        assert _syncs(metric, *_scene(images)) == per_forward
+    assert cls not in EXPLAINED  # accelerated here; without torchvision its reason states the measured figure
 
 
 @needs_torchvision
@@ -128,3 +137,15 @@ def test_the_inception_family_with_a_feature_module_makes_no_host_sync_in_update
         with pytest.raises((RuntimeError, ValueError)):  # a batch holds only real images
             metric(*args)
     assert "update() makes no host sync" in EXPLAINED[cls]
+
+
+@pytest.mark.parametrize("images", [1, 4])
+def test_panoptic_quality_syncs_per_segment_as_explained(images: int) -> None:
+    from tests.sync_free_examples import example_for_unaccelerated
+
+    for cls in (torchmetrics.detection.PanopticQuality, torchmetrics.detection.ModifiedPanopticQuality):
+        example = example_for_unaccelerated(cls)
+        preds, target = (x[:images] for x in example.inputs)
+        metric = cls(**example.init)
+        metric.update(preds, target)
+        assert re.search(rf"\b{_syncs(metric.update, preds, target)} (per update|of four)", EXPLAINED[cls])

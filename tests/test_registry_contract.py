@@ -50,7 +50,7 @@ def _batches(origin: type, n: int, start: int = 1) -> list[tuple[Tensor, ...]]:
 
 
 def _clone(inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    return tuple(x.clone() for x in inputs)
+    return tuple(x.clone() if isinstance(x, Tensor) else copy.deepcopy(x) for x in inputs)  # detection: dicts
 
 
 def _detach(x: Any) -> Any:

@@ -35,6 +35,7 @@ from torchmetrics_async.registry import (
     why_not_accelerated,
 )
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
+from torchmetrics_async.unaccelerated import IOU_FAMILY
 
 __all__ = [
     "ACCELERATED",
@@ -95,6 +96,11 @@ FORWARD_CAVEATS: dict[type, str] = {
     **dict.fromkeys(
         (getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         "forward()'s batch value groups the batch per query on the host, as compute() does; update() is sync-free",
+    ),
+    **dict.fromkeys(
+        (cls for cls in IOU_FAMILY if cls in registry()),  # registered where torchvision is installed
+        "forward() with class_metrics=True reads the host as compute() does: its keys name the batch's classes;"
+        " update() is sync-free",
     ),
 }
 

@@ -34,6 +34,7 @@ from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.clustering import __all__ as CLUSTERING_NAMES
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
+from torchmetrics_async.unaccelerated import IOU_FAMILY
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,10 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
             *(getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         ),
         CompileCaveat(_BOTH, _GROWING),
+    ),
+    **dict.fromkeys(
+        (cls for cls in IOU_FAMILY if cls in registry()),  # registered where torchvision is installed
+        CompileCaveat(_BOTH, f"{_GROWING} (one per image); forward() with class_metrics reads the batch's classes"),
     ),
     torchmetrics.image.RootMeanSquaredErrorUsingSlidingWindow: CompileCaveat(
         _BOTH, "the first update() creates the RMSE map, which torchmetrics keeps outside its states: one recompile"

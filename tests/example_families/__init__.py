@@ -21,7 +21,14 @@ class Example:
     inputs: tuple[Tensor, ...]
 
     def to(self, device: str) -> tuple[Tensor, ...]:
-        return tuple(x.to(device) for x in self.inputs)
+        return tuple(_to(x, device) for x in self.inputs)
+
+
+def _to(x: Any, device: str) -> Any:
+    """A tensor, or the lists of dicts of tensors detection metrics take, on ``device``."""
+    if isinstance(x, list):
+        return [{key: value.to(device) for key, value in item.items()} for item in x]
+    return x.to(device)
 
 
 def is_task_wrapper(cls: type) -> bool:

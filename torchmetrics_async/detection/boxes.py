@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["BOX_FORMATS", "box_convert"]
+__all__ = [
+    "BOX_FORMATS",
+    "box_convert",
+    "box_iou",
+    "complete_box_iou",
+    "distance_box_iou",
+    "generalized_box_iou",
+]
 
 BOX_FORMATS = ("xyxy", "xywh", "cxcywh")
 
@@ -43,3 +50,94 @@ def box_convert(boxes: Tensor, in_fmt: str, out_fmt: str) -> Tensor:
     if in_fmt == out_fmt:
         return boxes.clone()
     return _from_xyxy(_to_xyxy(boxes, in_fmt), out_fmt)
+
+
+# The pairwise kernels below are torchvision's (0.29) arithmetic on xyxy boxes, op for op: the same bits.
+def _upcast(t: Tensor) -> Tensor:
+    if t.is_floating_point():
+        return t if t.dtype in (torch.float32, torch.float64) else t.float()
+    return t if t.dtype in (torch.int32, torch.int64) else t.int()
+
+
+def _area(boxes: Tensor) -> Tensor:
+    boxes = _upcast(boxes)
+    return (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
+
+
+def _inter_union(boxes1: Tensor, boxes2: Tensor) -> tuple[Tensor, Tensor]:
+    area1, area2 = _area(boxes1), _area(boxes2)
+    lt = torch.max(boxes1[..., None, :2], boxes2[..., None, :, :2])
+    rb = torch.min(boxes1[..., None, 2:], boxes2[..., None, :, 2:])
+    wh = _upcast(rb - lt).clamp(min=0)
+    inter = wh[..., 0] * wh[..., 1]
+    return inter, area1[..., None] + area2[..., None, :] - inter
+
+
+def _enclosing(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """Width and height of the smallest box enclosing each pair, ``[N, M, 2]``."""
+    lti = torch.min(boxes1[..., None, :2], boxes2[..., None, :, :2])
+    rbi = torch.max(boxes1[..., None, 2:], boxes2[..., None, :, 2:])
+    return _upcast(rbi - lti).clamp(min=0)
+
+
+def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """Pairwise IoU ``[N, M]`` of xyxy boxes ``[N, 4]`` and ``[M, 4]``: torchvision's ``box_iou``, bit for bit.
+
+    Example:
+        >>> box_iou(torch.tensor([[0.0, 0.0, 2.0, 2.0]]), torch.tensor([[1.0, 0.0, 3.0, 2.0]]))
+        tensor([[0.3333]])
+    """
+    inter, union = _inter_union(boxes1, boxes2)
+    return inter / union
+
+
+def generalized_box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """Pairwise generalized IoU of xyxy boxes: torchvision's ``generalized_box_iou``, bit for bit.
+
+    Example:
+        >>> generalized_box_iou(torch.tensor([[0.0, 0.0, 1.0, 1.0]]), torch.tensor([[2.0, 0.0, 3.0, 1.0]]))
+        tensor([[-0.3333]])
+    """
+    inter, union = _inter_union(boxes1, boxes2)
+    whi = _enclosing(boxes1, boxes2)
+    areai = whi[..., 0] * whi[..., 1]
+    return inter / union - (areai - union) / areai
+
+
+def _distance_and_iou(boxes1: Tensor, boxes2: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    iou = box_iou(boxes1, boxes2)
+    whi = _enclosing(boxes1, boxes2)
+    diagonal_squared = (whi[..., 0] ** 2) + (whi[..., 1] ** 2) + eps
+    x_p, y_p = (boxes1[..., 0] + boxes1[..., 2]) / 2, (boxes1[..., 1] + boxes1[..., 3]) / 2
+    x_g, y_g = (boxes2[..., 0] + boxes2[..., 2]) / 2, (boxes2[..., 1] + boxes2[..., 3]) / 2
+    centers_squared = (_upcast(x_p[..., None] - x_g[..., None, :]) ** 2) + (
+        _upcast(y_p[..., None] - y_g[..., None, :]) ** 2
+    )
+    return iou - (centers_squared / diagonal_squared), iou
+
+
+def distance_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
+    """Pairwise distance IoU of xyxy boxes: torchvision's ``distance_box_iou``, bit for bit.
+
+    Example:
+        >>> distance_box_iou(torch.tensor([[0.0, 0.0, 2.0, 2.0]]), torch.tensor([[1.0, 0.0, 3.0, 2.0]]))
+        tensor([[0.2564]])
+    """
+    return _distance_and_iou(_upcast(boxes1), _upcast(boxes2), eps)[0]
+
+
+def complete_box_iou(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
+    """Pairwise complete IoU of xyxy boxes: torchvision's ``complete_box_iou``, bit for bit.
+
+    Example:
+        >>> complete_box_iou(torch.tensor([[0.0, 0.0, 2.0, 2.0]]), torch.tensor([[1.0, 0.0, 3.0, 3.0]]))
+        tensor([[0.1802]])
+    """
+    boxes1, boxes2 = _upcast(boxes1), _upcast(boxes2)
+    diou, iou = _distance_and_iou(boxes1, boxes2, eps)
+    w_pred, h_pred = boxes1[..., None, 2] - boxes1[..., None, 0], boxes1[..., None, 3] - boxes1[..., None, 1]
+    w_gt, h_gt = boxes2[..., None, :, 2] - boxes2[..., None, :, 0], boxes2[..., None, :, 3] - boxes2[..., None, :, 1]
+    v = (4 / (torch.pi**2)) * torch.pow(torch.atan(w_pred / h_pred) - torch.atan(w_gt / h_gt), 2)
+    with torch.no_grad():
+        alpha = v / (1 - iou + v + eps)
+    return diou - alpha * v
