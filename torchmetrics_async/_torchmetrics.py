@@ -8,6 +8,13 @@ from lightning_utilities import apply_to_collection
 from torch import Tensor
 from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.collections import MetricCollection
+from torchmetrics.detection.helpers import (
+    CocoBackend,
+    _input_validator,
+    _validate_iou_type_arg,
+    _warning_on_too_many_detections,
+)
+from torchmetrics.detection.mean_ap import MeanAveragePrecision as TorchmetricsMeanAveragePrecision
 from torchmetrics.functional.classification.accuracy import _accuracy_reduce
 from torchmetrics.functional.classification.auroc import _binary_auroc_compute, _reduce_auroc
 from torchmetrics.functional.classification.average_precision import (
@@ -82,6 +89,7 @@ from torchmetrics.utilities.data import (
 )
 from torchmetrics.utilities.distributed import gather_all_tensors
 from torchmetrics.utilities.exceptions import TorchMetricsUserError
+from torchmetrics.utilities.imports import _TORCHVISION_AVAILABLE
 from torchmetrics.wrappers.abstract import WrapperMetric
 from torchmetrics.wrappers.bootstrapping import BootStrapper, _bootstrap_sampler
 from torchmetrics.wrappers.minmax import MinMaxMetric
