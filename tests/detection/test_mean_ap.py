@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from torchmetrics.detection.helpers import CocoBackend, _calculate_map_with_coco, _fix_empty_tensors
+from torchmetrics.utilities.data import _squeeze_if_scalar
 from torchmetrics.utilities.imports import _TORCHVISION_AVAILABLE
 
 from tests.parity import assert_same
@@ -85,11 +86,11 @@ def reference(preds: list, target: list, metric: MeanAveragePrecision) -> dict[s
     s = states
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _calculate_map_with_coco(
+        return _squeeze_if_scalar(_calculate_map_with_coco(
             backend, s["gl"], s["gb"], s["gm"], s["gc"], s["ga"], s["dl"], s["db"], s["dm"], s["ds"],
             metric.iou_type, metric.average, metric.iou_thresholds, metric.rec_thresholds,
             metric.max_detection_thresholds, metric.class_metrics, metric.extended_summary,
-        )  # fmt: skip
+        ))  # fmt: skip  (squeezed as Metric.compute's wrapper does)
 
 
 def _check(init: dict[str, Any], batches: list[tuple], exact: bool = True) -> dict[str, Any]:
@@ -196,9 +197,10 @@ def test_box_ious_are_pycocotools() -> None:
 
 def test_nan_boxes_and_scores_raise_at_compute() -> None:
     """torchmetrics hands NaN to pycocotools and returns a number; here compute() raises instead."""
-    for key, value in (("boxes", torch.tensor([[1.0, 2.0, float("nan"), 4.0]])), ("scores", torch.tensor([float("nan")]))):
+    for key in ("boxes", "scores"):
         preds, target = scene(4, images=2)
-        preds[1][key] = torch.cat([preds[1][key][:-1], value]) if preds[1][key].numel() else value
+        preds[0][key] = preds[0][key].clone()
+        preds[0][key][-1] = float("nan")
         metric = MeanAveragePrecision()
         metric.update(preds, target)
         with pytest.raises(RuntimeError, match="NaN"):

@@ -285,8 +285,8 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         stats = summarize(ev, self.iou_thresholds, mdt, self._coco_backend.backend).to(torch.float32)
         out = {f"{prefix}{key}": stats[i : i + 1] for i, key in enumerate(keys)}
         if self.extended_summary:
-            out[f"{prefix}ious"] = ious_by_image_class(ev)
             classes = torch.zeros(1, dtype=torch.int64, device=self.device) if micro else t.classes
+            out[f"{prefix}ious"] = t.ious_by_image_class(iou_type, classes, micro, mdt[-1])
             where = torch.searchsorted(classes, ev.classes)
             for name, dim in (("precision", 2), ("recall", 1), ("scores", 2)):
                 value = getattr(ev, name)
@@ -342,20 +342,25 @@ class _Tables:
         user_area = _cat(metric.groundtruth_area, torch.float64, device)
         self.gt_areas = torch.where(user_area > 0, user_area, gt_area)
         self.keep: Tensor | slice = slice(None)
+        self.num_images, self.evaluated = len(position), None
         if metric.iou_type == ("segm",):  # images without ground-truth masks are skipped: their detections too
             self.keep = n_gt[det_stored] > 0
+            self.evaluated = image[n_gt > 0]
             self.empty = not bool((n_det > 0).any() and (n_gt > 0).any())
         else:
             self.empty = len(position) == 0
 
+    def _labels(self, micro: bool) -> tuple[Tensor, Tensor]:
+        """Detection (kept) and ground-truth labels; all 0 for torchmetrics' micro average."""
+        det_labels, gt_labels = self.det_labels[self.keep], self.gt_labels
+        return (torch.zeros_like(det_labels), torch.zeros_like(gt_labels)) if micro else (det_labels, gt_labels)
+
     def evaluate(self, metric: MeanAveragePrecision, iou_type: str, det_area: Tensor, micro: bool) -> Any:
+        det_labels, gt_labels = self._labels(micro)
         keep = self.keep
-        det_labels, gt_labels = self.det_labels, self.gt_labels
-        if micro:
-            det_labels, gt_labels = torch.zeros_like(det_labels), torch.zeros_like(gt_labels)
         return coco_evaluate(
             self.det_scores[keep],
-            det_labels[keep],
+            det_labels,
             self.det_images[keep],
             det_area[keep],
             gt_labels,
@@ -368,7 +373,29 @@ class _Tables:
             metric.iou_thresholds,
             metric.rec_thresholds,
             metric.max_detection_thresholds,
+            metric._coco_backend.backend,
         )
+
+    def ious_by_image_class(self, iou_type: str, classes: Tensor, micro: bool, max_det: int) -> dict:
+        """``COCOeval.ious``: every evaluated image (those with ground truth, for masks alone) and category."""
+        det_labels, gt_labels = self._labels(micro)
+        ious = ious_by_image_class(
+            self.det_scores[self.keep],
+            det_labels,
+            self.det_images[self.keep],
+            gt_labels,
+            self.gt_images,
+            self.box_ious if iou_type == "bbox" else self.mask_ious,
+            self.det_rows[self.keep],
+            self.gt_cols,
+            classes,
+            self.num_images,
+            max_det,
+        )
+        if self.evaluated is None:
+            return ious
+        evaluated = set(self.evaluated.tolist())
+        return {key: value for key, value in ious.items() if key[0] in evaluated}
 
 
 def _minus_one(device: torch.device) -> Tensor:
