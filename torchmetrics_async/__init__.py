@@ -10,7 +10,7 @@ Example:
     True
 """
 
-from torchmetrics_async import aggregation, clustering, regression, retrieval, wrappers  # noqa: F401 - wrappers registers Running
+from torchmetrics_async import aggregation, clustering, detection, regression, retrieval, wrappers  # noqa: F401 - wrappers registers Running
 from torchmetrics_async.accelerate import accelerate, is_patched, patch, unpatch
 from torchmetrics_async.aggregation import *  # noqa: F403
 from torchmetrics_async.classification import tasks

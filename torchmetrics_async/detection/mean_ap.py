@@ -174,7 +174,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
     def _add_extra_states(self) -> None:
         for name in TORCHMETRICS_STATES:  # torchmetrics' own reduce with None (gathered image by image)
             self._reductions[name] = dim_zero_cat
-        for name in (*MASK_STATES, IMAGE_TABLE):
+        for name in (*MASK_STATES, IMAGE_TABLE) if "segm" in self.iou_type else (IMAGE_TABLE,):
             if name not in self._defaults:
                 self.add_state(name, default=[], dist_reduce_fx="cat")
         self._add_deferred_check(NAN_CHECK, NAN_MESSAGE)
@@ -322,6 +322,9 @@ class _Tables:
         pair_det = torch.arange(len(det_stored), device=device).repeat_interleave(gts_of_det)
         pair_col = torch.arange(len(pair_det), device=device) - self.det_rows[pair_det]
         pair_gt = (n_gt.cumsum(0) - n_gt)[det_stored[pair_det]] + pair_col
+        for labels in (metric.detection_labels, metric.groundtruth_labels):  # set_dtype() casts them, as torchmetrics'
+            if any(x.is_floating_point() for x in (labels if isinstance(labels, list) else [labels])):
+                raise ValueError("Invalid input class: expected labels of an integer type (see `set_dtype()`)")
         self.det_labels = _cat(metric.detection_labels, torch.int64, device)
         self.gt_labels = _cat(metric.groundtruth_labels, torch.int64, device)
         self.det_scores = _cat(metric.detection_scores, torch.float64, device)
