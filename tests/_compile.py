@@ -112,9 +112,18 @@ def registry_case(origin: type, steps: int, **init: Any) -> tuple[Callable[[], A
 
     examples = [example_for(origin, seed) for seed in range(steps)]
     batches = [example.inputs for example in examples]
-    assert len({tuple(x.shape for x in batch) for batch in batches}) == 1, "the examples must keep their shapes"
+    assert len({_shapes(batch) for batch in batches}) == 1, "the examples must keep their shapes"
     accelerated, arguments = registry()[origin], {**examples[0].init, **init}
     return lambda: accelerated(**arguments), batches
+
+
+def _shapes(x: Any) -> Any:
+    """The shapes of a batch: tensors, or detection's lists of per-image dicts of them."""
+    if isinstance(x, (list, tuple)):
+        return tuple(_shapes(item) for item in x)
+    if isinstance(x, dict):
+        return tuple((key, _shapes(item)) for key, item in x.items())
+    return tuple(x.shape)
 
 
 def assert_same_deferred_error(compiled: Any, eager: Any, update: int) -> None:

@@ -96,6 +96,12 @@ FORWARD_CAVEATS: dict[type, str] = {
         (getattr(torchmetrics.retrieval, name) for name in RETRIEVAL_CLASSES),
         "forward()'s batch value groups the batch per query on the host, as compute() does; update() is sync-free",
     ),
+    **{  # registered where torchvision is installed
+        origin: "forward()'s batch value is a COCO evaluation of the batch, whose tables have data-dependent sizes"
+        " (host reads, as compute() makes); update() is sync-free, with boxes and with masks"
+        for origin in registry()
+        if origin.__module__ == "torchmetrics.detection.mean_ap"
+    },
 }
 
 

@@ -86,11 +86,27 @@ def reference(preds: list, target: list, metric: MeanAveragePrecision) -> dict[s
     s = states
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _squeeze_if_scalar(_calculate_map_with_coco(
-            backend, s["gl"], s["gb"], s["gm"], s["gc"], s["ga"], s["dl"], s["db"], s["dm"], s["ds"],
-            metric.iou_type, metric.average, metric.iou_thresholds, metric.rec_thresholds,
-            metric.max_detection_thresholds, metric.class_metrics, metric.extended_summary,
-        ))  # fmt: skip  (squeezed as Metric.compute's wrapper does)
+        return _squeeze_if_scalar(
+            _calculate_map_with_coco(
+                backend,
+                s["gl"],
+                s["gb"],
+                s["gm"],
+                s["gc"],
+                s["ga"],
+                s["dl"],
+                s["db"],
+                s["dm"],
+                s["ds"],
+                metric.iou_type,
+                metric.average,
+                metric.iou_thresholds,
+                metric.rec_thresholds,
+                metric.max_detection_thresholds,
+                metric.class_metrics,
+                metric.extended_summary,
+            )
+        )  # fmt: skip  (squeezed as Metric.compute's wrapper does)
 
 
 def _check(init: dict[str, Any], batches: list[tuple], exact: bool = True) -> dict[str, Any]:
@@ -188,7 +204,9 @@ def test_box_ious_are_pycocotools() -> None:
     det = box_convert(torch.cat([p["boxes"] for p in preds]), "xyxy", "xywh").double()
     gt = box_convert(torch.cat([t["boxes"] for t in target]), "xyxy", "xywh").double()
     crowd = torch.cat([t["iscrowd"] for t in target]).bool()
-    assert len(det) > 10 and len(gt) > 5 and crowd.any()
+    assert len(det) > 10
+    assert len(gt) > 5
+    assert crowd.any()
     pairs = torch.cartesian_prod(torch.arange(len(det)), torch.arange(len(gt)))
     ours = coco_box_ious(det[pairs[:, 0]], gt[pairs[:, 1]], crowd[pairs[:, 1]]).reshape(len(det), len(gt))
     theirs = mask_utils.iou(det.tolist(), gt.tolist(), crowd.int().tolist())
@@ -255,7 +273,9 @@ def test_mask_ious_are_pycocotools() -> None:
     gt = torch.cat([t["masks"] for t in target])
     det[0] = False  # an empty mask
     crowd = torch.cat([t["iscrowd"] for t in target]).bool()
-    assert len(det) > 10 and len(gt) > 5 and crowd.any()
+    assert len(det) > 10
+    assert len(gt) > 5
+    assert crowd.any()
     inter, det_area, gt_area = _mask_counts(det, gt)
     pairs = torch.cartesian_prod(torch.arange(len(det)), torch.arange(len(gt)))
     ours = _ious(inter, det_area[pairs[:, 0]], gt_area[pairs[:, 1]], crowd[pairs[:, 1]]).reshape(len(det), len(gt))
@@ -309,5 +329,6 @@ def test_two_ranks_with_unequal_images_interleave_as_torchmetrics() -> None:
     for result in ranks:
         assert_same(result["value"], expected, exact=True)
         assert_same(result["idle"], idle_expected.compute(), exact=True)
-        assert 0 < result["count"] <= 4 and 0 < result["idle_count"] <= 4
+        assert 0 < result["count"] <= 4
+        assert 0 < result["idle_count"] <= 4
     assert_same(expected, reference(preds, target, single), atol=1e-6, rtol=0)

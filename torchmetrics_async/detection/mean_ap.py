@@ -65,7 +65,7 @@ _BASE: type = TorchmetricsMeanAveragePrecision if _TORCHVISION_AVAILABLE else Me
 
 
 def coco_box_ious(det: Tensor, gt: Tensor, crowd: Tensor) -> Tensor:
-    """pycocotools' ``bbIou`` for ``xywh`` box pairs, in float64; a crowd's union is the detection's area.
+    """Pycocotools' ``bbIou`` for ``xywh`` box pairs, in float64; a crowd's union is the detection's area.
 
     Example:
         >>> coco_box_ious(torch.tensor([[0.0, 0, 2, 2]]), torch.tensor([[1.0, 0, 2, 2]]), torch.tensor([False]))
@@ -111,10 +111,7 @@ class _MetricMethods:
 
 
 class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignore[misc,valid-type]
-    """``update()`` makes no host sync, with boxes or masks (it keeps mask intersection counts, not RLEs); ``compute()``
-    evaluates on the states' device, every class at once, and its states sync in one fused round. Needs neither
-    torchvision nor pycocotools.
-    """
+    """No host sync in ``update()`` (masks: intersection counts, no RLE); ``compute()`` runs on the states' device."""
 
     is_differentiable = False
     higher_is_better = True
@@ -143,9 +140,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         self.iou_type = _validate_iou_type_arg(iou_type)  # type: ignore[arg-type]
         for name, value in (("iou_thresholds", iou_thresholds), ("rec_thresholds", rec_thresholds)):
             if value is not None and not isinstance(value, list):
-                raise ValueError(
-                    f"Expected argument `{name}` to either be `None` or a list of floats but got {value}"
-                )
+                raise ValueError(f"Expected argument `{name}` to either be `None` or a list of floats but got {value}")
         self.iou_thresholds = iou_thresholds or torch.linspace(0.5, 0.95, 10).tolist()
         self.rec_thresholds = rec_thresholds or torch.linspace(0.0, 1.00, 101).tolist()
         if max_detection_thresholds is not None and not isinstance(max_detection_thresholds, list):
@@ -241,7 +236,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         self.groundtruth_area.append(truth.get("area", torch.zeros_like(gt_labels)))
 
     def _boxes(self, boxes: Tensor) -> Tensor:
-        """torchmetrics' stored boxes: ``xywh`` in the input dtype (``[0, 4]`` for an image without any)."""
+        """Torchmetrics' stored boxes: ``xywh`` in the input dtype (``[0, 4]`` for an image without any)."""
         if not boxes.numel():
             return boxes.reshape(0, 4)
         if boxes.ndim != 2 or boxes.shape[1] != 4:
@@ -257,11 +252,12 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             super()._sync_dist(dist_sync_fn, process_group)
 
     def _local_table(self) -> Tensor:
-        counts = [(i, d.shape[0], g.shape[0]) for i, (d, g) in enumerate(zip(self.detection_labels, self.groundtruth_labels))]
+        dets, gts = self.detection_labels, self.groundtruth_labels
+        counts = [(i, d.shape[0], g.shape[0]) for i, (d, g) in enumerate(zip(dets, gts, strict=True))]
         return torch.tensor(counts, dtype=torch.int64).reshape(-1, 3).to(self.device)
 
     def compute(self) -> dict[str, Any]:
-        """torchmetrics' result dict, evaluated on the states' device."""
+        """Torchmetrics' result dict, evaluated on the states' device."""
         self._raise_deferred_checks()
         synced = not isinstance(self.detection_labels, list)
         table = _cat(getattr(self, IMAGE_TABLE), torch.int64, self.device, 3) if synced else self._local_table()
@@ -406,7 +402,7 @@ def _minus_one(device: torch.device) -> Tensor:
 
 
 def _check_item(labels: Tensor, scores: Tensor, gt_labels: Tensor) -> None:
-    """torchmetrics' per-element type errors of ``compute()``, raised at once (they are dtype checks)."""
+    """Torchmetrics' per-element type errors of ``compute()``, raised at once (they are dtype checks)."""
     for name, value in (("preds", labels), ("target", gt_labels)):
         if value.ndim != 1 or value.is_floating_point() or value.is_complex():
             raise ValueError(f"Invalid input class in `{name}`: expected a 1-D tensor of integers, got {value.dtype}")
