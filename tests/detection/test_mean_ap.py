@@ -15,6 +15,7 @@ from torchmetrics.utilities.data import _squeeze_if_scalar
 from torchmetrics.utilities.imports import _TORCHVISION_AVAILABLE
 
 from tests.parity import assert_same
+from torchmetrics_async import MetricCollection, SumMetric
 from torchmetrics_async.detection import MeanAveragePrecision
 from torchmetrics_async.detection.boxes import box_convert
 from torchmetrics_async.detection.mean_ap import NAN_MESSAGE, _ious, _mask_counts, coco_box_ious
@@ -306,7 +307,21 @@ def _two_ranks(rank: int, world_size: int) -> dict[str, Any]:
         idle.update(preds, target)
     with count_collectives() as idle_count:
         idle_value = idle.compute()
-    return {"value": value, "count": count.total, "idle": idle_value, "idle_count": idle_count.total}
+    # In a collection, the states sync in the collection's one fused round (no per-metric hook runs then).
+    collection = MetricCollection({"map": MeanAveragePrecision(**init), "total": SumMetric()})
+    collection["map"].update(preds[:2], target[:2])
+    collection["map"].update(preds[2:], target[2:])
+    collection["total"].update(torch.tensor(float(rank)))
+    with count_collectives() as collection_count:
+        in_collection = {key: value for key, value in collection.compute().items() if key != "total"}
+    return {
+        "value": value,
+        "count": count.total,
+        "idle": idle_value,
+        "idle_count": idle_count.total,
+        "collection": in_collection,
+        "collection_count": collection_count.total,
+    }
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="needs torch.distributed")
@@ -331,4 +346,14 @@ def test_two_ranks_with_unequal_images_interleave_as_torchmetrics() -> None:
         assert_same(result["idle"], idle_expected.compute(), exact=True)
         assert 0 < result["count"] <= 4
         assert 0 < result["idle_count"] <= 4
+        assert_same(result["collection"], expected, exact=True)
+        assert 0 < result["collection_count"] <= 4
     assert_same(expected, reference(preds, target, single), atol=1e-6, rtol=0)
+
+
+def test_empty_masks_of_any_shape_are_no_masks() -> None:
+    """torchmetrics' own tests give an image without masks as ``Tensor([])``."""
+    preds, target = scene(8, images=3, size=16)
+    target[0] = {"masks": torch.tensor([]), "labels": torch.zeros(0, dtype=torch.int)}
+    preds[1] = {"masks": torch.tensor([]), "scores": torch.tensor([]), "labels": torch.zeros(0, dtype=torch.int)}
+    _check({"iou_type": "segm", "class_metrics": True}, [(preds, target)])

@@ -54,8 +54,9 @@ TORCHMETRICS_STATES = (
 )
 #: Per image, masks only: flat detection x ground-truth intersection counts and both sides' mask areas (float64).
 MASK_STATES = ("mask_intersections", "detection_mask_area", "groundtruth_mask_area")
-#: Filled just before a distributed sync: per image (position on its rank, detections, ground truths).
-IMAGE_TABLE = "image_table"
+#: Per update, each image's position on its rank; per image, ``detections << 32 | ground truths`` (one fill kernel).
+#: Derived from the lists above, so not in the state dict; after a gather they restore torchmetrics' image order.
+IMAGE_STATES = ("image_position", "image_counts")
 NAN_CHECK = "invalid_nan_detection"
 NAN_MESSAGE = "Encountered NaN in the `boxes` or `scores` of `preds` or the `boxes` of `target`."
 STAT_NAMES = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large")
@@ -169,12 +170,13 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
     def _add_extra_states(self) -> None:
         for name in TORCHMETRICS_STATES:  # torchmetrics' own reduce with None (gathered image by image)
             self._reductions[name] = dim_zero_cat
-        for name in (*MASK_STATES, IMAGE_TABLE) if "segm" in self.iou_type else (IMAGE_TABLE,):
+        for name in (*MASK_STATES, *IMAGE_STATES) if "segm" in self.iou_type else IMAGE_STATES:
             if name not in self._defaults:
                 self.add_state(name, default=[], dist_reduce_fx="cat")
         self._add_deferred_check(NAN_CHECK, NAN_MESSAGE)
         super()._add_extra_states()
         self._decode_torchmetrics_masks()
+        self._rebuild_image_states()
 
     def _decode_torchmetrics_masks(self) -> None:
         """Masks torchmetrics held as RLEs (an adopted instance, its checkpoint): decoded once, on the host."""
@@ -197,15 +199,18 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         super()._load_from_state_dict(*args, **kwargs)
         self._decode_torchmetrics_masks()
+        self._rebuild_image_states()
 
     def _extra_states(self) -> tuple[str, ...]:
-        return (*super()._extra_states(), IMAGE_TABLE)
+        return (*super()._extra_states(), *IMAGE_STATES)
 
     def update(self, preds: list[dict[str, Tensor]], target: list[dict[str, Tensor]]) -> None:
         """Keep each image's boxes (or mask intersection counts), scores, labels, crowds and areas: no host sync."""
         _input_validator(preds, target, iou_type=self.iou_type)  # type: ignore[arg-type]
+        start = len(self.detection_labels)
         for pred, truth in zip(preds, target, strict=True):
             self._update_image(pred, truth)
+        getattr(self, IMAGE_STATES[0]).append(torch.arange(start, start + len(preds), device=self.device))
 
     def _update_image(self, pred: dict[str, Tensor], truth: dict[str, Tensor]) -> None:
         labels, scores, gt_labels = pred["labels"], pred["scores"], truth["labels"]
@@ -216,9 +221,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             self.groundtruth_box.append(gt_boxes)
             self._record_violation(NAN_CHECK, torch.cat([boxes.reshape(-1), gt_boxes.reshape(-1)]).isnan())
         if "segm" in self.iou_type:
-            masks, gt_masks = pred["masks"], truth["masks"]
-            if masks.ndim != 3 or gt_masks.ndim != 3 or masks.is_floating_point() or gt_masks.is_floating_point():
-                raise ValueError("Expected `masks` to be boolean or integer tensors of shape (num_masks, H, W)")
+            masks, gt_masks = _masks(pred["masks"]), _masks(truth["masks"])
             if masks.shape[0] and gt_masks.shape[0] and masks.shape[1:] != gt_masks.shape[1:]:
                 raise ValueError(
                     f"Expected the `masks` of an image in `preds` and `target` to have the same size, but got"
@@ -229,6 +232,8 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         if self.warn_on_many_detections and labels.shape[0] > self.max_detection_thresholds[-1]:
             _warning_on_too_many_detections(self.max_detection_thresholds[-1])
         self._record_violation(NAN_CHECK, scores.isnan())
+        packed = labels.shape[0] << 32 | gt_labels.shape[0]
+        getattr(self, IMAGE_STATES[1]).append(torch.full((1,), packed, dtype=torch.int64, device=self.device))
         self.detection_labels.append(labels)
         self.detection_scores.append(scores)
         self.groundtruth_labels.append(gt_labels)
@@ -243,25 +248,23 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             raise ValueError(f"Expected `boxes` of shape (num_boxes, 4) but got {tuple(boxes.shape)}")
         return box_convert(boxes, in_fmt=self.box_format, out_fmt="xywh")
 
-    def _sync_dist(self, dist_sync_fn: Callable | None = None, process_group: Any = None) -> None:
-        """Sync with each image's position on its rank, so ``compute()`` can interleave ranks as torchmetrics does."""
-        setattr(self, IMAGE_TABLE, [self._local_table()])
-        if dist_sync_fn is None:
-            super()._sync_dist(process_group=process_group)
-        else:
-            super()._sync_dist(dist_sync_fn, process_group)
-
-    def _local_table(self) -> Tensor:
+    def _rebuild_image_states(self) -> None:
+        """The image states from the per-image lists (loaded or adopted states): one host-to-device copy."""
         dets, gts = self.detection_labels, self.groundtruth_labels
-        counts = [(i, d.shape[0], g.shape[0]) for i, (d, g) in enumerate(zip(dets, gts, strict=True))]
-        return torch.tensor(counts, dtype=torch.int64).reshape(-1, 3).to(self.device)
+        if not isinstance(dets, list):  # synced: the gathered image states are the ones to keep
+            return
+        counts = [d.shape[0] << 32 | g.shape[0] for d, g in zip(dets, gts, strict=True)]
+        position = [torch.arange(len(counts), device=self.device)] if counts else []
+        counts = [torch.tensor(counts, dtype=torch.int64).to(self.device)] if counts else []
+        for name, value in zip(IMAGE_STATES, (position, counts), strict=True):
+            setattr(self, name, value)
 
     def compute(self) -> dict[str, Any]:
         """Torchmetrics' result dict, evaluated on the states' device."""
         self._raise_deferred_checks()
-        synced = not isinstance(self.detection_labels, list)
-        table = _cat(getattr(self, IMAGE_TABLE), torch.int64, self.device, 3) if synced else self._local_table()
-        tables = _Tables(self, table)
+        position = _cat(getattr(self, IMAGE_STATES[0]), torch.int64, self.device)
+        counts = _cat(getattr(self, IMAGE_STATES[1]), torch.int64, self.device)
+        tables = _Tables(self, position, counts >> 32, counts & 0xFFFFFFFF)
         result: dict[str, Any] = {}
         for j, iou_type in enumerate(self.iou_type):
             prefix = "" if len(self.iou_type) == 1 else f"{iou_type}_"
@@ -303,9 +306,8 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
 class _Tables:
     """The flat per-detection and per-ground-truth tables ``coco_evaluate`` takes, in torchmetrics' image order."""
 
-    def __init__(self, metric: MeanAveragePrecision, table: Tensor) -> None:
+    def __init__(self, metric: MeanAveragePrecision, position: Tensor, n_det: Tensor, n_gt: Tensor) -> None:
         device = metric.device
-        position, n_det, n_gt = table.unbind(1)
         stored = torch.arange(len(position), device=device)
         # Rank-major after a gather: a stable sort on the position on its rank interleaves ranks as torchmetrics does.
         image = torch.empty_like(position).scatter_(0, position.sort(stable=True).indices, stored)
@@ -395,6 +397,18 @@ class _Tables:
             return ious
         evaluated = set(self.evaluated.tolist())
         return {key: value for key, value in ious.items() if key[0] in evaluated}
+
+
+def _masks(masks: Tensor) -> Tensor:
+    """``(N, H, W)`` masks of a bool or integer type; an empty tensor of any shape is no mask (as torchmetrics)."""
+    if not masks.numel() and (masks.ndim != 3 or not masks.shape[0]):
+        return masks.reshape(0, 0, 0)
+    if masks.ndim != 3 or masks.is_floating_point() or masks.is_complex():
+        raise ValueError(
+            "Expected `masks` of a bool or integer type and shape (num_masks, H, W),"
+            f" got {masks.dtype} {tuple(masks.shape)}"
+        )
+    return masks
 
 
 def _minus_one(device: torch.device) -> Tensor:
