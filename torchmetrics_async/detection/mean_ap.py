@@ -93,12 +93,12 @@ def _mask_counts(det: Tensor, gt: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def _cat(states: Any, dtype: torch.dtype, device: torch.device, width: int = 0) -> Tensor:
-    """A list state (or its synced tensor) as one tensor, ``[0]`` (or ``[0, width]``) when empty."""
+    """A list state (or its synced tensor) as one tensor, ``[n]`` or ``[n, width]`` (``n`` may be 0)."""
     if isinstance(states, list):
-        states = [s.reshape(-1, width) if width else s.reshape(-1) for s in states]
         if not states:
             return torch.zeros((0, width) if width else (0,), dtype=dtype, device=device)
-    return dim_zero_cat(states).to(dtype)
+        states = torch.cat([s.reshape(-1, width) if width else s.reshape(-1) for s in states])
+    return states.to(dtype).reshape((-1, width) if width else (-1,))
 
 
 class _MetricMethods:
