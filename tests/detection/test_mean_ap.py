@@ -357,3 +357,8 @@ def test_empty_masks_of_any_shape_are_no_masks() -> None:
     target[0] = {"masks": torch.tensor([]), "labels": torch.zeros(0, dtype=torch.int)}
     preds[1] = {"masks": torch.tensor([]), "scores": torch.tensor([]), "labels": torch.zeros(0, dtype=torch.int)}
     _check({"iou_type": "segm", "class_metrics": True}, [(preds, target)])
+
+
+def test_tm_to_coco_with_masks_raises() -> None:
+    with pytest.raises(NotImplementedError, match="masks"):
+        MeanAveragePrecision(iou_type="segm").tm_to_coco("unused")

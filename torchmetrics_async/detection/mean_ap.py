@@ -201,6 +201,12 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         self._decode_torchmetrics_masks()
         self._rebuild_image_states()
 
+    def tm_to_coco(self, name: str = "tm_map_input") -> None:
+        """Torchmetrics' COCO files of the inputs: boxes only (masks are kept as intersection counts here)."""
+        if "segm" in self.iou_type:
+            raise NotImplementedError("tm_to_coco() needs the masks: this MeanAveragePrecision keeps mask counts only")
+        super().tm_to_coco(name)  # type: ignore[misc]
+
     def _extra_states(self) -> tuple[str, ...]:
         return (*super()._extra_states(), *IMAGE_STATES)
 
