@@ -112,15 +112,17 @@ def registry_case(origin: type, steps: int, **init: Any) -> tuple[Callable[[], A
 
     examples = [example_for(origin, seed) for seed in range(steps)]
     batches = [example.inputs for example in examples]
-    assert len({tuple(map(_shapes, batch)) for batch in batches}) == 1, "the examples must keep their shapes"
+    assert len({_shapes(batch) for batch in batches}) == 1, "the examples must keep their shapes"
     accelerated, arguments = registry()[origin], {**examples[0].init, **init}
     return lambda: accelerated(**arguments), batches
 
 
 def _shapes(x: Any) -> Any:
-    """A tensor's shape; for detection's per-image dicts, each tensor's."""
-    if isinstance(x, list):
-        return tuple(tuple((key, tuple(value.shape)) for key, value in image.items()) for image in x)
+    """The shapes of a batch: tensors, or detection's lists of per-image dicts of them."""
+    if isinstance(x, (list, tuple)):
+        return tuple(_shapes(item) for item in x)
+    if isinstance(x, dict):
+        return tuple((key, _shapes(item)) for key, item in x.items())
     return tuple(x.shape)
 
 

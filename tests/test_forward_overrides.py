@@ -37,10 +37,13 @@ SYNCS_IN_FORWARD = {origin.__name__ for origin in FORWARD_CAVEATS}
 COMPUTE_READS_HOST = {cls.__name__ for cls in CLASSES if cls.__module__ == "torchmetrics_async.clustering"}
 
 
-def _remapped(x: Tensor) -> Tensor:
-    """What the update override feeds its base: values (scores become logits) doubled, labels reordered."""
-    if isinstance(x, list):  # detection: per image a dict of tensors
-        return [{key: _remapped(value) for key, value in image.items()} for image in x]
+def _remapped(x: Any) -> Any:
+    """What the update override feeds its base: values (scores become logits) doubled, labels reordered.
+
+    Detection's lists of per-image dicts: each tensor remapped.
+    """
+    if isinstance(x, list):
+        return [{key: _remapped(value) for key, value in item.items()} for item in x]
     return x * 2 if x.is_floating_point() else x.flip(0)
 
 

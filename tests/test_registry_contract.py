@@ -49,8 +49,8 @@ def _batches(origin: type, n: int, start: int = 1) -> list[tuple[Tensor, ...]]:
     return [example_for(origin, seed).inputs for seed in range(start, start + n)]
 
 
-def _clone(inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    return tuple(x.clone() if isinstance(x, Tensor) else copy.deepcopy(x) for x in inputs)  # detection: dicts
+def _clone(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return copy.deepcopy(inputs)  # tensors, or detection's lists of per-image dicts
 
 
 def _detach(x: Any) -> Any:

@@ -102,6 +102,12 @@ FORWARD_CAVEATS: dict[type, str] = {
         "forward() with class_metrics=True reads the host as compute() does: its keys name the batch's classes;"
         " update() is sync-free",
     ),
+    **{  # registered where torchvision is installed
+        origin: "forward()'s batch value is a COCO evaluation of the batch, whose tables have data-dependent sizes"
+        " (host reads, as compute() makes); update() is sync-free, with boxes and with masks"
+        for origin in registry()
+        if origin.__module__ == "torchmetrics.detection.mean_ap"
+    },
 }
 
 

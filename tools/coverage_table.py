@@ -105,6 +105,15 @@ COMPILE_CAVEATS: dict[type, CompileCaveat] = {
     torchmetrics.classification.BinaryFairness: CompileCaveat(
         ("forward",), "forward()'s keys name the groups of the lowest and highest rates: a host read"
     ),
+    **{  # registered where torchvision is installed
+        origin: CompileCaveat(
+            _BOTH,
+            f"{_GROWING} (one tensor per image, as torchmetrics keeps them); forward() also evaluates the batch, whose"
+            " tables have data-dependent sizes",
+        )
+        for origin in registry()
+        if origin.__module__ == "torchmetrics.detection.mean_ap"
+    },
     torchmetrics.wrappers.BootStrapper: CompileCaveat(
         ("forward",),
         "forward() computes each copy through torchmetrics' compute(), whose check that the copy was updated reads"

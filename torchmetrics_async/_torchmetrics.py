@@ -8,7 +8,14 @@ from lightning_utilities import apply_to_collection
 from torch import Tensor
 from torchmetrics.aggregation import BaseAggregator
 from torchmetrics.collections import MetricCollection
-from torchmetrics.detection.helpers import _fix_empty_tensors, _input_validator
+from torchmetrics.detection.helpers import (
+    CocoBackend,
+    _fix_empty_tensors,
+    _input_validator,
+    _validate_iou_type_arg,
+    _warning_on_too_many_detections,
+)
+from torchmetrics.detection.mean_ap import MeanAveragePrecision as TorchmetricsMeanAveragePrecision
 from torchmetrics.functional.classification.accuracy import _accuracy_reduce
 from torchmetrics.functional.classification.auroc import _binary_auroc_compute, _reduce_auroc
 from torchmetrics.functional.classification.average_precision import (

@@ -156,10 +156,18 @@ EXPLAINED: dict[type, str] = {
         " with no host sync in update() (torchmetrics' own reads the host once per image, measured with torchvision"
         " 0.29.1 on the CPU)",
     ),
-    MeanAveragePrecision: (
-        "evaluates on the host with pycocotools or faster-coco-eval: compute() and forward() build COCO dicts in"
-        " Python; update() makes no host sync with iou_type='bbox' and 2 per image with 'segm' (it RLE-encodes the"
-        f" masks on the host; measured with torchvision 0.29.1 on the CPU). Needs torchvision; {_KEEP_OUT}"
+    # With torchvision, torchmetrics_async.detection.MeanAveragePrecision is its accelerated subclass (registered).
+    **(
+        {}
+        if _TORCHVISION_AVAILABLE
+        else {
+            MeanAveragePrecision: (
+                "torchmetrics' class cannot be built without torchvision (not installed here);"
+                " torchmetrics_async.detection.MeanAveragePrecision computes it without torchvision or pycocotools"
+                " (no host sync in update(), the COCO evaluation on the device), as a plain Metric: installed with"
+                " torchvision, it is this class's accelerated subclass"
+            )
+        }
     ),
     PerceptualEvaluationSpeechQuality: _host_audio("pesq"),
     ShortTimeObjectiveIntelligibility: _host_audio("pystoi"),

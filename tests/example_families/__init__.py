@@ -20,15 +20,17 @@ class Example:
     init: dict[str, Any]
     inputs: tuple[Tensor, ...]
 
-    def to(self, device: str) -> tuple[Tensor, ...]:
+    def to(self, device: str) -> tuple[Any, ...]:
         return tuple(_to(x, device) for x in self.inputs)
 
 
-def _to(x: Any, device: str) -> Any:
-    """A tensor, or the lists of dicts of tensors detection metrics take, on ``device``."""
-    if isinstance(x, list):
-        return [{key: value.to(device) for key, value in item.items()} for item in x]
-    return x.to(device)
+def _to(value: Any, device: str) -> Any:
+    """A tensor on ``device``; lists and dicts of them (detection's per-image dicts) moved item by item."""
+    if isinstance(value, list):
+        return [_to(item, device) for item in value]
+    if isinstance(value, dict):
+        return {key: _to(item, device) for key, item in value.items()}
+    return value.to(device)
 
 
 def is_task_wrapper(cls: type) -> bool:

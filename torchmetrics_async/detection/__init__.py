@@ -6,10 +6,12 @@ from torchmetrics_async.detection.iou import (
     GeneralizedIntersectionOverUnion,
     IntersectionOverUnion,
 )
+from torchmetrics_async.detection.mean_ap import MeanAveragePrecision
 
 __all__ = [
     "CompleteIntersectionOverUnion",
     "DistanceIntersectionOverUnion",
     "GeneralizedIntersectionOverUnion",
     "IntersectionOverUnion",
+    "MeanAveragePrecision",
 ]
