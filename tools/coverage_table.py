@@ -18,6 +18,7 @@ import argparse
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import torchmetrics.aggregation
 import torchmetrics.classification
@@ -30,11 +31,16 @@ import torchmetrics.segmentation
 import torchmetrics.wrappers
 
 from tools.coverage import ACCELERATED, NOT_SYNC_FREE, SYNC_FREE_AS_IS, accelerated_coverage
+from torchmetrics_async._torchmetrics import _TORCHVISION_AVAILABLE
 from torchmetrics_async.accelerate import registry
 from torchmetrics_async.classification.curves import CURVE_ORIGINS
 from torchmetrics_async.clustering import __all__ as CLUSTERING_NAMES
 from torchmetrics_async.retrieval import __all__ as RETRIEVAL_CLASSES
 from torchmetrics_async.unaccelerated import IOU_FAMILY
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+#: torchmetrics' detection classes exist (and are accelerated) only where torchvision is installed.
+TORCHVISION = _TORCHVISION_AVAILABLE
 
 
 @dataclass(frozen=True)
@@ -279,12 +285,59 @@ def compile_caveats() -> str:
     return "\n".join(lines)
 
 
+def generated_docs() -> dict[Path, tuple[str, ...]]:
+    """The docs files holding these tables in this environment, and the tables each must contain.
+
+    With torchvision installed, torchmetrics' detection classes exist and are accelerated, so the tables differ:
+    they live in ``docs/coverage-torchvision.md`` (written whole), the others in ``docs/coverage.md`` and
+    ``docs/compile.md`` (pasted between their prose).
+
+    Example:
+        >>> all(path.suffix == ".md" for path in generated_docs())
+        True
+    """
+    if TORCHVISION:
+        return {DOCS / "coverage-torchvision.md": (summary(), full(), compile_caveats())}
+    return {DOCS / "coverage.md": (summary(), full()), DOCS / "compile.md": (compile_caveats(),)}
+
+
+def _splice(path: Path, start: str, end: str, text: str) -> None:
+    """Replace what lies between ``start`` and ``end`` (or the file's end) in ``path`` by ``text``."""
+    doc = path.read_text()
+    head, rest = doc.split(start, 1)
+    tail = rest[rest.index(end) :] if end else "\n"
+    path.write_text(f"{head}{start}{text}{tail}")
+
+
+def write_docs() -> None:
+    """Write this environment's tables into the docs that hold them (see :func:`generated_docs`)."""
+    if not TORCHVISION:
+        _splice(DOCS / "coverage.md", "## Summary\n\n", "\n\n## Every class", summary())
+        _splice(DOCS / "coverage.md", "## Every class\n\n", "", full())
+        _splice(DOCS / "compile.md", "longer holds):\n\n", "\n\nWhat these do under compile", compile_caveats())
+        return
+    path, (table, rows, caveats) = next(iter(generated_docs().items()))
+    path.write_text(
+        "# Coverage with torchvision installed\n\n"
+        "Where torchvision is installed (`scripts/test --latest`'s environment), torchmetrics' detection classes\n"
+        "can be built, and the IoU family and `MeanAveragePrecision` are accelerated. These are\n"
+        "[coverage.md](coverage.md)'s and [compile.md](compile.md)'s tables in that environment, written by\n"
+        "`LATEST=1 scripts/coverage-table --write`.\n\n"
+        f"## Summary\n\n{table}\n\n## Every class\n\n{rows}\n\n## What compiled code cannot keep in one graph\n\n"
+        f"{caveats}\n"
+    )
+
+
 def main() -> None:
     """Print the summary table, with ``--all`` the per-class table, with ``--compile`` the compile caveats."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="one row per torchmetrics class, with the reason")
     parser.add_argument("--compile", action="store_true", help="the classes that do not compile to one graph")
+    parser.add_argument("--write", action="store_true", help="write the tables into the docs that hold them")
     args = parser.parse_args()
+    if args.write:
+        write_docs()
+        return
     print(full() if args.all else compile_caveats() if args.compile else summary())
 
 

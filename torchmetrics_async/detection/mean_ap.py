@@ -396,7 +396,7 @@ class _Tables:
             self.det_rows[self.keep],
             self.gt_cols,
             classes,
-            self.num_images,
+            range(self.num_images),
             max_det,
         )
         if self.evaluated is None:
