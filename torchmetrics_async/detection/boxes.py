@@ -18,21 +18,22 @@ BOX_FORMATS = ("xyxy", "xywh", "cxcywh")
 
 
 def _to_xyxy(boxes: Tensor, fmt: str) -> Tensor:
+    # Slices and one cat: the same elementwise arithmetic as torchvision's unbind/stack, in fewer ops.
     if fmt == "xyxy":
         return boxes
-    a, b, c, d = boxes.unbind(-1)
+    corner, size = boxes[..., :2], boxes[..., 2:]
     if fmt == "xywh":
-        return torch.stack((a, b, a + c, b + d), dim=-1)
-    return torch.stack((a - 0.5 * c, b - 0.5 * d, a + 0.5 * c, b + 0.5 * d), dim=-1)
+        return torch.cat((corner, corner + size), dim=-1)
+    return torch.cat((corner - 0.5 * size, corner + 0.5 * size), dim=-1)
 
 
 def _from_xyxy(boxes: Tensor, fmt: str) -> Tensor:
     if fmt == "xyxy":
         return boxes
-    x1, y1, x2, y2 = boxes.unbind(-1)
+    low, high = boxes[..., :2], boxes[..., 2:]
     if fmt == "xywh":
-        return torch.stack((x1, y1, x2 - x1, y2 - y1), dim=-1)
-    return torch.stack(((x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1), dim=-1)
+        return torch.cat((low, high - low), dim=-1)
+    return torch.cat(((low + high) / 2, high - low), dim=-1)
 
 
 def box_convert(boxes: Tensor, in_fmt: str, out_fmt: str) -> Tensor:

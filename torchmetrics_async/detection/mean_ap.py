@@ -97,7 +97,8 @@ def _cat(states: Any, dtype: torch.dtype, device: torch.device, width: int = 0) 
     if isinstance(states, list):
         if not states:
             return torch.zeros((0, width) if width else (0,), dtype=dtype, device=device)
-        states = torch.cat([s.reshape(-1, width) if width else s.reshape(-1) for s in states])
+        ndim = 2 if width else 1  # reshaped only where an element differs (a reshape per image costs host time)
+        states = torch.cat([s if s.dim() == ndim else s.reshape((-1, width) if width else (-1,)) for s in states])
     return states.to(dtype).reshape((-1, width) if width else (-1,))
 
 
@@ -214,18 +215,23 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         """Keep each image's boxes (or mask intersection counts), scores, labels, crowds and areas: no host sync."""
         _input_validator(preds, target, iou_type=self.iou_type)  # type: ignore[arg-type]
         start = len(self.detection_labels)
+        checked: list[Tensor] = []  # NaN-checked once per batch: one kernel, not one per image
         for pred, truth in zip(preds, target, strict=True):
-            self._update_image(pred, truth)
+            checked += self._update_image(pred, truth)
         getattr(self, IMAGE_STATES[0]).append(torch.arange(start, start + len(preds), device=self.device))
+        if checked:
+            self._record_violation(NAN_CHECK, torch.cat([value.reshape(-1) for value in checked]).isnan())
 
-    def _update_image(self, pred: dict[str, Tensor], truth: dict[str, Tensor]) -> None:
+    def _update_image(self, pred: dict[str, Tensor], truth: dict[str, Tensor]) -> list[Tensor]:
+        """Append one image; returns what the NaN check must see (boxes and scores)."""
         labels, scores, gt_labels = pred["labels"], pred["scores"], truth["labels"]
         _check_item(labels, scores, gt_labels)
+        checked = [scores]
         if "bbox" in self.iou_type:
             boxes, gt_boxes = self._boxes(pred["boxes"]), self._boxes(truth["boxes"])
             self.detection_box.append(boxes)
             self.groundtruth_box.append(gt_boxes)
-            self._record_violation(NAN_CHECK, torch.cat([boxes.reshape(-1), gt_boxes.reshape(-1)]).isnan())
+            checked += [boxes, gt_boxes]
         if "segm" in self.iou_type:
             masks, gt_masks = _masks(pred["masks"]), _masks(truth["masks"])
             if masks.shape[0] and gt_masks.shape[0] and masks.shape[1:] != gt_masks.shape[1:]:
@@ -237,7 +243,6 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
                 getattr(self, name).append(value)
         if self.warn_on_many_detections and labels.shape[0] > self.max_detection_thresholds[-1]:
             _warning_on_too_many_detections(self.max_detection_thresholds[-1])
-        self._record_violation(NAN_CHECK, scores.isnan())
         packed = labels.shape[0] << 32 | gt_labels.shape[0]
         getattr(self, IMAGE_STATES[1]).append(torch.full((1,), packed, dtype=torch.int64, device=self.device))
         self.detection_labels.append(labels)
@@ -245,6 +250,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         self.groundtruth_labels.append(gt_labels)
         self.groundtruth_crowds.append(truth.get("iscrowd", torch.zeros_like(gt_labels)))
         self.groundtruth_area.append(truth.get("area", torch.zeros_like(gt_labels)))
+        return checked
 
     def _boxes(self, boxes: Tensor) -> Tensor:
         """Torchmetrics' stored boxes: ``xywh`` in the input dtype (``[0, 4]`` for an image without any)."""
