@@ -262,6 +262,26 @@ ALLOWED: tuple[Allowance, ...] = (
     ),
     Allowance("an `update()` that raises", lambda case, s: s["kind"] == "partial update" and s["op"] == "update"),
     Allowance(
+        "IoU family: `class_metrics=True` with an image with detections and no ground truth; predicted labels not one"
+        " per box",
+        lambda case, s: (
+            s["kind"] == "error"
+            and _name(case).endswith("IntersectionOverUnion")
+            and (
+                (isinstance(s["theirs"], IndexError) and "shape of the mask" in str(s["theirs"]) and s["ours"] is None)
+                or (isinstance(s["ours"], IndexError) and "labels in `preds`" in str(s["ours"]))
+            )
+        ),
+    ),
+    Allowance(
+        "`MeanAveragePrecision` with masks: state dict and `tm_to_coco()`",
+        lambda case, s: (
+            s["kind"] == "plain takes ours"
+            and _name(case) == "MeanAveragePrecision"
+            and "segm" in str(_init(case, "iou_type", "bbox"))
+        ),
+    ),
+    Allowance(
         "multiclass target check",
         lambda case, s: (
             s["kind"] == "error"

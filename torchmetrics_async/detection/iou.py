@@ -225,6 +225,8 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
         results = {self._iou_type: score}
         if not self.class_metrics:
             return results
+        if isinstance(gt_labels, list) and not gt_labels:  # torchmetrics' dim_zero_cat of no image's labels
+            raise ValueError("No samples to concatenate")
         labels = torch.cat([_flat(gt_labels, torch.long, device), _flat(pred_labels, torch.long, device)])
         found = labels.unique()
         if not found.numel():
