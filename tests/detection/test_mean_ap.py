@@ -162,7 +162,7 @@ def test_empty_inputs(iou_type: Any) -> None:
     preds, target = scene(1, images=2, size=16)
     init = {"iou_type": iou_type, "class_metrics": True, "extended_summary": True}
     _check(init, [([empty], [dict(empty)])])  # no detection, no ground truth
-    _check(init, [([empty, preds[0]], [target[1], dict(empty)])])
+    _check(init, [([empty, preds[0]], [target[3], dict(empty)])])
     no_update = MeanAveragePrecision(**init)
     assert_same(no_update.compute(), reference([], [], no_update))
 
@@ -229,22 +229,36 @@ def test_nan_boxes_and_scores_raise_at_compute() -> None:
 
 @pytest.mark.parametrize(
     ("change", "match"),
-    [
-        (lambda p, t: p[0].pop("scores"), "contain the `scores` key"),
-        (lambda p, t: t[0].update(labels=t[0]["labels"][:-1]), "different length"),
-        (lambda p, t: p[0].update(boxes=torch.zeros(p[0]["boxes"].shape[0], 5)), r"shape \(num_boxes, 4\)"),
-        (lambda p, t: p[0].update(labels=p[0]["labels"].float()), "Invalid input class"),
-        (lambda p, t: p[0].update(scores=p[0]["scores"].long()), "Invalid input score"),
-        (lambda p, t: p[0].update(masks=p[0]["masks"][:, :-1]), "same size"),
+    [  # a later image of the batch is the bad one: nothing of the batch may be kept
+        (lambda p, t: p[3].pop("scores"), "contain the `scores` key"),
+        (lambda p, t: t[3].update(labels=t[3]["labels"][:-1]), "different length"),
+        (lambda p, t: p[3].update(boxes=torch.zeros(p[3]["boxes"].shape[0], 5)), r"shape \(num_boxes, 4\)"),
+        (lambda p, t: p[3].update(boxes=torch.zeros(p[3]["boxes"].shape[0], 3)), r"shape \(num_boxes, 4\)"),
+        (lambda p, t: p[3].update(labels=p[3]["labels"].float()), "Invalid input class"),
+        (lambda p, t: p[3].update(scores=p[3]["scores"].long()), "Invalid input score"),
+        (lambda p, t: p[3].update(masks=p[3]["masks"][:, :-1]), "same size"),
         (lambda p, t: p.pop(), "same length"),
     ],
 )
-def test_bad_input_raises_at_update(change: Any, match: str) -> None:
-    preds, target = scene(0, images=2, size=24)
+def test_bad_input_raises_at_update_and_keeps_nothing(change: Any, match: str) -> None:
+    preds, target = scene(0, images=5, size=24)  # image 3 has detections and ground truths
     change(preds, target)
     metric = MeanAveragePrecision(iou_type=("bbox", "segm"))
+    metric.update(*scene(1, images=2, size=24))
+    held = {name: _held(getattr(metric, name)) for name in metric._defaults}
     with pytest.raises(ValueError, match=match):
         metric.update(preds, target)
+    assert {name: _held(getattr(metric, name)) for name in metric._defaults} == held
+
+
+def _held(state: Any) -> Any:
+    return len(state) if isinstance(state, list) else state.tolist()
+
+
+def test_box_convert_refuses_boxes_without_four_values() -> None:
+    for fmt in ("xyxy", "xywh", "cxcywh"):  # torchvision's unbind raises; slices would broadcast (N, 3) into (N, 4)
+        with pytest.raises(ValueError, match=r"\(\.\.\., 4\)"):
+            box_convert(torch.zeros(2, 3), fmt, "xywh" if fmt != "xywh" else "xyxy")
 
 
 @pytest.mark.skipif(not _TORCHVISION_AVAILABLE, reason="torchmetrics' MeanAveragePrecision needs torchvision")

@@ -48,6 +48,8 @@ def box_convert(boxes: Tensor, in_fmt: str, out_fmt: str) -> Tensor:
     for fmt in (in_fmt, out_fmt):
         if fmt not in BOX_FORMATS:
             raise ValueError(f"Unsupported box format {fmt!r}: expected one of {BOX_FORMATS}")
+    if boxes.shape[-1:] != (4,):  # torchvision's unbind raises; the slices here would broadcast instead
+        raise ValueError(f"Expected boxes of shape (..., 4), got {tuple(boxes.shape)}")
     if in_fmt == out_fmt:
         return boxes.clone()
     return _from_xyxy(_to_xyxy(boxes, in_fmt), out_fmt)

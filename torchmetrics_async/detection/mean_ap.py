@@ -58,6 +58,7 @@ MASK_STATES = ("mask_intersections", "detection_mask_area", "groundtruth_mask_ar
 #: Derived from the lists above, so not in the state dict; after a gather they restore torchmetrics' image order.
 IMAGE_STATES = ("image_position", "image_counts")
 NAN_CHECK = "invalid_nan_detection"
+NAN_CHECKED = ("detection_scores", "detection_box", "groundtruth_box")
 NAN_MESSAGE = "Encountered NaN in the `boxes` or `scores` of `preds` or the `boxes` of `target`."
 STAT_NAMES = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large")
 SIZE_NAMES = ("mar_small", "mar_medium", "mar_large")
@@ -214,24 +215,24 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
     def update(self, preds: list[dict[str, Tensor]], target: list[dict[str, Tensor]]) -> None:
         """Keep each image's boxes (or mask intersection counts), scores, labels, crowds and areas: no host sync."""
         _input_validator(preds, target, iou_type=self.iou_type)  # type: ignore[arg-type]
+        # Every image is checked and converted before any is kept: a batch that raises leaves the states as they were.
+        images = [self._image_states(pred, truth) for pred, truth in zip(preds, target, strict=True)]
         start = len(self.detection_labels)
-        checked: list[Tensor] = []  # NaN-checked once per batch: one kernel, not one per image
-        for pred, truth in zip(preds, target, strict=True):
-            checked += self._update_image(pred, truth)
+        for image in images:
+            for name, value in image.items():
+                getattr(self, name).append(value)
         getattr(self, IMAGE_STATES[0]).append(torch.arange(start, start + len(preds), device=self.device))
-        if checked:
-            self._record_violation(NAN_CHECK, torch.cat([value.reshape(-1) for value in checked]).isnan())
+        checked = [image[name].reshape(-1) for image in images for name in NAN_CHECKED if name in image]
+        if checked:  # NaN-checked once per batch: one kernel, not one per image
+            self._record_violation(NAN_CHECK, torch.cat(checked).isnan())
 
-    def _update_image(self, pred: dict[str, Tensor], truth: dict[str, Tensor]) -> list[Tensor]:
-        """Append one image; returns what the NaN check must see (boxes and scores)."""
+    def _image_states(self, pred: dict[str, Tensor], truth: dict[str, Tensor]) -> dict[str, Tensor]:
+        """What one image appends to each list state (boxes converted, masks reduced to counts); raises on bad input."""
         labels, scores, gt_labels = pred["labels"], pred["scores"], truth["labels"]
         _check_item(labels, scores, gt_labels)
-        checked = [scores]
+        image = {"detection_labels": labels, "detection_scores": scores, "groundtruth_labels": gt_labels}
         if "bbox" in self.iou_type:
-            boxes, gt_boxes = self._boxes(pred["boxes"]), self._boxes(truth["boxes"])
-            self.detection_box.append(boxes)
-            self.groundtruth_box.append(gt_boxes)
-            checked += [boxes, gt_boxes]
+            image["detection_box"], image["groundtruth_box"] = self._boxes(pred["boxes"]), self._boxes(truth["boxes"])
         if "segm" in self.iou_type:
             masks, gt_masks = _masks(pred["masks"]), _masks(truth["masks"])
             if masks.shape[0] and gt_masks.shape[0] and masks.shape[1:] != gt_masks.shape[1:]:
@@ -239,18 +240,14 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
                     f"Expected the `masks` of an image in `preds` and `target` to have the same size, but got"
                     f" {tuple(masks.shape[1:])} and {tuple(gt_masks.shape[1:])}"
                 )
-            for name, value in zip(MASK_STATES, _mask_counts(masks, gt_masks), strict=True):
-                getattr(self, name).append(value)
+            image.update(zip(MASK_STATES, _mask_counts(masks, gt_masks), strict=True))
         if self.warn_on_many_detections and labels.shape[0] > self.max_detection_thresholds[-1]:
             _warning_on_too_many_detections(self.max_detection_thresholds[-1])
         packed = labels.shape[0] << 32 | gt_labels.shape[0]
-        getattr(self, IMAGE_STATES[1]).append(torch.full((1,), packed, dtype=torch.int64, device=self.device))
-        self.detection_labels.append(labels)
-        self.detection_scores.append(scores)
-        self.groundtruth_labels.append(gt_labels)
-        self.groundtruth_crowds.append(truth.get("iscrowd", torch.zeros_like(gt_labels)))
-        self.groundtruth_area.append(truth.get("area", torch.zeros_like(gt_labels)))
-        return checked
+        image[IMAGE_STATES[1]] = torch.full((1,), packed, dtype=torch.int64, device=self.device)
+        image["groundtruth_crowds"] = truth.get("iscrowd", torch.zeros_like(gt_labels))
+        image["groundtruth_area"] = truth.get("area", torch.zeros_like(gt_labels))
+        return image
 
     def _boxes(self, boxes: Tensor) -> Tensor:
         """Torchmetrics' stored boxes: ``xywh`` in the input dtype (``[0, 4]`` for an image without any)."""
