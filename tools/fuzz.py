@@ -133,6 +133,8 @@ def _tensors(value: Any) -> list[Tensor]:
         return [value]
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return _tensors(list(value.values()))
     return []
 
 
