@@ -4,6 +4,7 @@ A fixed count, not a time budget, so what is covered does not depend on the mach
 same fuzzer longer by hand (``--seconds N --seed S``).
 """
 
+import importlib.util
 import pathlib
 import random
 from collections.abc import Callable
@@ -187,6 +188,28 @@ ISSUE_31 = [
 
 @pytest.mark.parametrize("case", ISSUE_31)
 def test_the_issue_31_findings_are_fixed(case: Callable[[], fuzz.Case]) -> None:
+    finding, log = fuzz.run_case(case())
+    assert finding is None, f"{finding}\n" + "\n".join(log)
+
+
+def _iou_case(seed: int, name: str) -> Callable[[], fuzz.Case]:
+    return lambda: fuzz.draw_case(random.Random(seed), fuzz.targets(f"^{name}$")[0])
+
+
+# IoU family findings (seeds 2811, as this version's generators draw them): torchmetrics' data-dependent dtypes, and
+# [N, 3] boxes that ours broadcast to [N, 4] (no error: "torchmetrics took our state_dict with a pending error")
+IOU_FINDINGS = [
+    pytest.param(_iou_case(134450605, "IntersectionOverUnion"), id="iou-forward-float64-zero"),  # README row
+    pytest.param(_iou_case(874759727, "DistanceIntersectionOverUnion"), id="diou-compute-float64-left-out"),
+    pytest.param(_iou_case(994993294, "GeneralizedIntersectionOverUnion"), id="giou-three-coordinates"),
+    pytest.param(_iou_case(899091047, "GeneralizedIntersectionOverUnion"), id="giou-per-class-float64-nan"),
+    pytest.param(_iou_case(787927119, "IntersectionOverUnion"), id="iou-forward-per-class-float64"),
+]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchvision") is None, reason="torchmetrics' IoU classes need it")
+@pytest.mark.parametrize("case", IOU_FINDINGS)
+def test_the_iou_family_findings_are_fixed_or_listed(case: Callable[[], fuzz.Case]) -> None:
     finding, log = fuzz.run_case(case())
     assert finding is None, f"{finding}\n" + "\n".join(log)
 

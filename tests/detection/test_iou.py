@@ -180,3 +180,48 @@ def test_labels_not_matching_the_boxes_are_rejected_not_broadcast() -> None:
     gt = {"boxes": torch.tensor([[1.0, 0.0, 3.0, 2.0]]), "labels": torch.tensor([1])}
     with pytest.raises(IndexError, match="labels"):
         detection.IntersectionOverUnion().update([det], [gt])
+
+
+def _dtype_scenes() -> dict[str, tuple[list, list]]:
+    """float64 boxes where torchmetrics' output dtypes are not the boxes' (its dtype rules follow the data)."""
+    f64 = torch.float64
+    far = {"boxes": torch.tensor([[0.0, 0.0, 1.0, 1.0]], dtype=f64), "labels": torch.tensor([0])}
+    gt = {"boxes": torch.tensor([[5.0, 5.0, 6.0, 7.0]], dtype=f64), "labels": torch.tensor([0])}
+    nan = {"boxes": torch.tensor([[5.0, 5.0, math.nan, 7.0]], dtype=f64), "labels": torch.tensor([0])}
+    no_det = {"boxes": torch.zeros(0, 4, dtype=f64), "labels": torch.zeros(0, dtype=torch.long)}
+    other = {"boxes": torch.tensor([[1.0, 1.0, 3.0, 3.0]], dtype=f64), "labels": torch.tensor([1])}
+    return {
+        # nothing kept in the float64 matrix, the float32 zeros of an image without detections kept: float32
+        "float64-left-out": ([far, no_det], [gt, other]),
+        # a NaN entry: the overall value a float32 zero, the per-class sums float64 (NaN)
+        "nan": ([nan, far], [gt, gt]),
+    }
+
+
+@needs_torchvision
+@pytest.mark.parametrize("scene", ["float64-left-out", "nan"])
+@pytest.mark.parametrize("name", NAMES)
+def test_output_dtypes_follow_torchmetrics_data_dependent_rules(name: str, scene: str) -> None:
+    import torchmetrics.detection
+
+    preds, target = _dtype_scenes()[scene]
+    config = {"class_metrics": True, "iou_threshold": 0.9 if scene == "float64-left-out" else None}
+    ours, theirs = getattr(detection, name)(**config), getattr(torchmetrics.detection, name)(**config)
+    assert_same(ours(preds, target), theirs(preds, target))  # forward() with class_metrics: exact
+    assert_same(ours.compute(), theirs.compute())
+
+
+@pytest.mark.parametrize("box_format", ["xyxy", "xywh", "cxcywh"])
+def test_boxes_not_of_four_coordinates_raise_a_value_error_at_once(box_format: str) -> None:
+    """torchvision's conversion raises on ``[N, 3]`` boxes; ours broadcast them to ``[N, 4]`` (a number, no error)."""
+    metrics = [detection.IntersectionOverUnion]
+    if HAS_TORCHVISION:
+        import torchmetrics.detection
+
+        metrics.append(torchmetrics.detection.IntersectionOverUnion)
+    det = {"boxes": torch.tensor([[0.0, 0.0, 2.0, 2.0]]), "labels": torch.tensor([0])}
+    bad = {"boxes": torch.tensor([[1.0, 0.0, 3.0], [0.0, 1.0, 2.0]]), "labels": torch.tensor([0, 0])}
+    for metric in metrics:
+        for preds, target in (([det], [bad]), ([bad], [det])):
+            with pytest.raises(ValueError, match=r"shape|unpack"):
+                metric(box_format=box_format).update(preds, target)

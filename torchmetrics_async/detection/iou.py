@@ -63,9 +63,6 @@ def _image_matrix(
     kernel: Callable[[Tensor, Tensor], Tensor], det: Tensor, gt: Tensor, threshold: float | None, invalid: float
 ) -> Tensor:
     """Torchmetrics' ``_iou_update`` without a host read: zeros for an image without detections or ground truth."""
-    for name, boxes in (("preds", det), ("target", gt)):
-        if boxes.ndim != 2 or boxes.shape[-1] != 4:
-            raise ValueError(f"Expected {name} to be of shape (N, 4) but got {boxes.shape}")
     if det.numel() == 0 or gt.numel() == 0:
         size = gt.shape[0] if det.numel() == 0 else det.shape[0]
         return torch.zeros(size, size, device=(gt if det.numel() == 0 else det).device, dtype=torch.float32)
@@ -171,8 +168,11 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
         classes = gt_labels.expand(rows, gt_labels.shape[0]).reshape(-1)
         return classes, torch.ones(classes.shape, dtype=torch.bool, device=matrix.device)
 
-    def _boxes(self, boxes: Tensor) -> Tensor:
+    def _boxes(self, boxes: Tensor, name: str) -> Tensor:
         boxes = _fix_empty_tensors(boxes)
+        # Before the conversion: ours would broadcast [N, 3] boxes to [N, 4] (torchvision's raises a ValueError).
+        if boxes.ndim != 2 or boxes.shape[-1] != 4:
+            raise ValueError(f"Expected {name} to be of shape (N, 4) but got {boxes.shape}")
         return box_convert(boxes, self.box_format, "xyxy") if boxes.numel() > 0 else boxes
 
     def update(self, preds: list[dict[str, Tensor]], target: list[dict[str, Tensor]]) -> None:
@@ -183,7 +183,7 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
         _input_validator(preds, target, ignore_score=True)
         columns: list[list[Tensor]] = [[], [], [], [], []]
         for p, t in zip(preds, target, strict=True):
-            det, gt = self._boxes(p["boxes"]), self._boxes(t["boxes"])
+            det, gt = self._boxes(p["boxes"], "preds"), self._boxes(t["boxes"], "target")
             iou = _image_matrix(self._kernel, det, gt, self.iou_threshold, self._invalid_val)
             if self.respect_labels:
                 if det.numel() > 0 and gt.numel() > 0:
@@ -207,6 +207,14 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
         """The mean IoU over the entries kept (and per class), on the states' device."""
         return self._results(*(self.__dict__[name] for name in self._stat_states), exact=True)
 
+    def _kept_dtype(self, ious: list[Tensor] | Tensor) -> torch.dtype:
+        """Torchmetrics' ``cat`` of the matrices with a kept entry: float64 if a float64 one has one (a host read)."""
+        if isinstance(ious, Tensor):  # gathered: one tensor, the images' dtypes promoted
+            return ious.dtype
+        wide = [matrix.reshape(-1) for matrix in ious if matrix.dtype == torch.float64]
+        kept = bool(wide) and bool((torch.cat(wide) != self._invalid_val).any())
+        return torch.float64 if kept else torch.float32  # the kernels give float32 or float64, empty images float32
+
     def _batch_value(self, stats: BatchStats) -> dict[str, Tensor]:
         return self._results(*map(list, stats.values), exact=self.class_metrics)
 
@@ -215,13 +223,13 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
         device = self.device
         values = _flat(ious, torch.float32, device)
         valid = values != self._invalid_val
-        if exact:  # torchmetrics' very reduction: the mean of the kept entries in order (a host read)
-            kept = values[valid]
-            score = kept.mean() if kept.numel() else torch.tensor(0.0, device=device)
-            score = torch.tensor(0.0, device=device) if torch.isnan(score) else score
-        else:
-            score = torch.where(valid, values, 0).sum() / valid.sum()
-            score = torch.where(torch.isnan(score), 0.0, score)
+        if exact:  # torchmetrics' very reduction: the mean of the kept entries in order (host reads)
+            kept = values[valid].to(self._kept_dtype(ious))
+            raw = kept.mean() if kept.numel() else torch.tensor(0.0, device=device)
+            score = torch.tensor(0.0, device=device) if torch.isnan(raw) else raw
+        else:  # float64 states give a float64 zero where torchmetrics' is float32 (its dtype is the data's)
+            raw = torch.where(valid, values, 0).sum() / valid.sum()
+            score = torch.where(torch.isnan(raw), 0.0, raw)
         results = {self._iou_type: score}
         if not self.class_metrics:
             return results
@@ -238,7 +246,7 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
             0, index, torch.where(counted, values, 0).double()
         )
         counts = torch.zeros(found.shape, dtype=torch.float64, device=device).index_add_(0, index, counted.double())
-        per_class = (sums / counts).to(score.dtype).unbind()
+        per_class = (sums / counts).to(raw.dtype).unbind()  # torchmetrics' sums: zeros_like(its score before NaN)
         for cl, value, count in zip(found.tolist(), per_class, counts.tolist(), strict=True):
             # torchmetrics' value for a class without an entry: a float32 zero, whatever the states' dtype
             results[f"{self._iou_type}/cl_{cl}"] = value if count else torch.zeros((), device=device)
