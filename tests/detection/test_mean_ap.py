@@ -162,7 +162,7 @@ def test_empty_inputs(iou_type: Any) -> None:
     preds, target = scene(1, images=2, size=16)
     init = {"iou_type": iou_type, "class_metrics": True, "extended_summary": True}
     _check(init, [([empty], [dict(empty)])])  # no detection, no ground truth
-    _check(init, [([empty, preds[0]], [target[3], dict(empty)])])
+    _check(init, [([empty, preds[0]], [target[1], dict(empty)])])
     no_update = MeanAveragePrecision(**init)
     assert_same(no_update.compute(), reference([], [], no_update))
 
