@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -125,7 +126,8 @@ class _Prepared:
 
     def __init__(self, metrics: list[Metric], group: Any, packed: _Packed) -> None:
         self.metrics = list(metrics)
-        self.group = group
+        # Weakly: a group held here would outlive destroy_process_group(), and gloo's threads with it (exit aborts).
+        self.group = weakref.ref(group)
         self.packed = packed
         self.reductions = [dict(metric._reductions) for metric in metrics]
         groups: dict[tuple, tuple[list[Tensor], list[Tensor]]] = {}
@@ -146,7 +148,9 @@ class _Prepared:
 
     def fits(self, metrics: list[Metric], group: Any, fingerprint: int) -> bool:
         """Whether ``metrics`` are the prepared ones, holding the very same state tensors, under the agreed plan."""
-        if group is not self.group or fingerprint != self.packed.plan.fingerprint or len(metrics) != len(self.metrics):
+        if group is not self.group() or fingerprint != self.packed.plan.fingerprint:
+            return False
+        if len(metrics) != len(self.metrics):
             return False
         if any(a is not b for a, b in zip(metrics, self.metrics, strict=True)):
             return False
