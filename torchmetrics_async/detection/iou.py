@@ -170,7 +170,7 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
 
     def _boxes(self, boxes: Tensor, name: str) -> Tensor:
         boxes = _fix_empty_tensors(boxes)
-        # Before the conversion: ours would broadcast [N, 3] boxes to [N, 4] (torchvision's raises a ValueError).
+        # Before the conversion: torchmetrics' shape message, also for boxes that are not 2-D (box_convert takes any).
         if boxes.ndim != 2 or boxes.shape[-1] != 4:
             raise ValueError(f"Expected {name} to be of shape (N, 4) but got {boxes.shape}")
         return box_convert(boxes, self.box_format, "xyxy") if boxes.numel() > 0 else boxes
