@@ -50,6 +50,7 @@ from torchmetrics.functional.classification.stat_scores import (
     _multiclass_stat_scores_tensor_validation,
 )
 from torchmetrics.functional.clustering.utils import _validate_intrinsic_cluster_data, check_cluster_labels
+from torchmetrics.functional.detection._panoptic_quality_common import _validate_inputs as _panoptic_validate_inputs
 from torchmetrics.functional.image.rase import _rase_compute
 from torchmetrics.functional.image.scc import _hp_2d_laplacian, _local_variance_covariance, _scc_update
 from torchmetrics.functional.image.ssim import _get_normalized_sim_and_cs, _ssim_check_inputs, _ssim_update

@@ -185,18 +185,6 @@ EXPLAINED: dict[type, str] = {
         " cached table of permutations to the device), and no later update() or forward() syncs. The host solver is"
         " the algorithm; keep it out of the training step",
     ),
-    **dict.fromkeys(
-        (
-            torchmetrics.PanopticQuality,
-            torchmetrics.ModifiedPanopticQuality,
-            torchmetrics.detection.PanopticQuality,
-            torchmetrics.detection.ModifiedPanopticQuality,
-        ),
-        "matches segments in Python: update() finds each sample's (category, instance) segments with torch.unique and"
-        " loops over their pairs, reading every IoU on the host, so its host syncs grow with the number of segments"
-        " (35 per update() of one 8x8 image with 12 segments in each input, 123 of four, measured on the CPU; a"
-        f" sync-free form would need sorted, padded segment tables); {_KEEP_OUT}",
-    ),
     torchmetrics.segmentation.HausdorffDistance: (
         "measures distances between edge pixels gathered by boolean masks (data-dependent shapes), per sample and class"
         " in Python; a padded form (edge maps, a separable minimum) gives torchmetrics' exact values on square images"

@@ -1,4 +1,4 @@
-"""Detection metrics: box kernels, the IoU family and mean average precision, computed on the states' device."""
+"""Detection metrics: box kernels, the IoU family, mean average precision and panoptic quality, on the states' device."""
 
 from torchmetrics_async.detection.iou import (
     CompleteIntersectionOverUnion,
@@ -7,6 +7,7 @@ from torchmetrics_async.detection.iou import (
     IntersectionOverUnion,
 )
 from torchmetrics_async.detection.mean_ap import MeanAveragePrecision
+from torchmetrics_async.detection.panoptic import ModifiedPanopticQuality, PanopticQuality
 
 __all__ = [
     "CompleteIntersectionOverUnion",
@@ -14,4 +15,6 @@ __all__ = [
     "GeneralizedIntersectionOverUnion",
     "IntersectionOverUnion",
     "MeanAveragePrecision",
+    "ModifiedPanopticQuality",
+    "PanopticQuality",
 ]
