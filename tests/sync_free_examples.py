@@ -55,18 +55,6 @@ def _pansharpening(g: torch.Generator) -> tuple[torch.Tensor, dict[str, torch.Te
     return preds, {"ms": low, "pan": high, "pan_lr": torch.rand(_B, 3, 8, 8, generator=g)}
 
 
-def _panoptic(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    categories = torch.tensor([0, 1, 6, 7])
-    preds, target = (
-        torch.stack(
-            [categories[torch.randint(0, 4, (_B, 8, 8), generator=g)], torch.randint(0, 3, (_B, 8, 8), generator=g)],
-            dim=-1,
-        )
-        for _ in range(2)
-    )
-    return preds, target
-
-
 def _groups(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.rand(_B * 4, generator=g), torch.arange(_B * 4) % 2, torch.arange(_B * 4) // 8
 
@@ -146,8 +134,6 @@ _TABLE: dict[str, tuple[dict[str, Any], Callable[[torch.Generator], tuple[Any, .
     **dict.fromkeys(_LABEL_CLUSTERING, ({}, lambda g: _labels(g, (_B * 4,), 3))),
     "ClusterAccuracy": ({"num_classes": 3}, lambda g: _labels(g, (_B * 4,), 3)),
     **dict.fromkeys(_DATA_CLUSTERING, ({}, lambda g: (torch.randn(_B * 4, 3, generator=g), torch.arange(_B * 4) % 3))),
-    "PanopticQuality": ({"things": {0, 1}, "stuffs": {6, 7}}, _panoptic),
-    "ModifiedPanopticQuality": ({"things": {0, 1}, "stuffs": {6, 7}}, _panoptic),
     "BinaryFairness": ({"num_groups": 2}, _groups),
     "BinaryGroupStatRates": ({"num_groups": 2}, _groups),
     **dict.fromkeys(

@@ -6,13 +6,11 @@ second one (``scripts/test --latest``), which installs it.
 """
 
 import importlib.util
-import re
 import warnings
 from collections.abc import Callable
 
 import pytest
 import torch
-import torchmetrics.detection
 
 from tools.coverage import accelerated_coverage
 from torchmetrics_async.registry import registry
@@ -123,15 +121,3 @@ def test_the_inception_family_with_a_feature_module_makes_no_host_sync_in_update
         with pytest.raises((RuntimeError, ValueError)):  # a batch holds only real images
             metric(*args)
     assert "update() makes no host sync" in EXPLAINED[cls]
-
-
-@pytest.mark.parametrize("images", [1, 4])
-def test_panoptic_quality_syncs_per_segment_as_explained(images: int) -> None:
-    from tests.sync_free_examples import example_for_unaccelerated
-
-    for cls in (torchmetrics.detection.PanopticQuality, torchmetrics.detection.ModifiedPanopticQuality):
-        example = example_for_unaccelerated(cls)
-        preds, target = (x[:images] for x in example.inputs)
-        metric = cls(**example.init)
-        metric.update(preds, target)
-        assert re.search(rf"\b{_syncs(metric.update, preds, target)} (per update|of four)", EXPLAINED[cls])

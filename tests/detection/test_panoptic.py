@@ -146,5 +146,5 @@ def test_bad_inputs_get_torchmetrics_errors_at_once(origin: type) -> None:
             good,
             bad,
         )
-    with pytest.raises(TypeError, match="Expected argument `preds` to be of type `torch.Tensor`"):
+    with pytest.raises(TypeError, match=r"Expected argument `preds` to be of type `torch\.Tensor`"):
         getattr(tad, origin.__name__)(things={0}, stuffs={1}).update([], good[1])

@@ -1,4 +1,4 @@
-"""Detection metrics: box kernels, the IoU family, mean average precision and panoptic quality, on the states' device."""
+"""Detection metrics: box kernels, the IoU family, mean average precision, panoptic quality, on the states' device."""
 
 from torchmetrics_async.detection.iou import (
     CompleteIntersectionOverUnion,

@@ -15,8 +15,6 @@ Example:
     tensor(0.6667, dtype=torch.float64)
 """
 
-from typing import Any
-
 import torch
 import torchmetrics.detection as tm
 from torch import Tensor
@@ -64,15 +62,12 @@ class _SyncFreePanoptic(SyncFreeBatchStats):
 
     def _set_constants(self) -> None:
         super()._set_constants()
-        ids = sorted(self.cat_id_to_continuous_id)
-        self.__dict__["_category_table"] = (
-            torch.tensor(ids, device=self.device),
-            torch.tensor([self.cat_id_to_continuous_id[i] for i in ids], device=self.device),
-        )
+        table = sorted(self.cat_id_to_continuous_id.items())  # (category id, continuous id), by category id
+        self.__dict__["_categories"] = torch.tensor(table, device=self.device).reshape(-1, 2).t().contiguous()
 
     def _colors(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Per pixel: image * (K + 1) + continuous category (K: void), instance (0 for stuffs, void), known."""
-        ids, continuous = (t.to(x.device) for t in self.__dict__["_category_table"])
+        ids, continuous = self.__dict__["_categories"].to(x.device)
         num, things = continuous.numel(), len(self.things)
         flat = x.flatten(1, -2)
         category, instance = flat.reshape(-1, 2).t().contiguous()
@@ -150,10 +145,10 @@ class _SyncFreePanoptic(SyncFreeBatchStats):
 
 
 class PanopticQuality(_SyncFreePanoptic, tm.PanopticQuality):
-    """No host sync in ``update()``, ``forward()`` or ``compute()``; unknown ``preds`` categories raise in ``compute()``."""
+    """No host sync in ``update()`` or ``forward()``: sorts and tables, not ``torch.unique`` and a loop over pairs."""
 
 
 class ModifiedPanopticQuality(_SyncFreePanoptic, tm.ModifiedPanopticQuality):
-    """No host sync in ``update()``, ``forward()`` or ``compute()``; unknown ``preds`` categories raise in ``compute()``."""
+    """No host sync in ``update()`` or ``forward()``: sorts and tables, not ``torch.unique`` and a loop over pairs."""
 
     _modified = True
