@@ -12,7 +12,7 @@ Example:
     >>> target = torch.tensor([[[[0, 1], [0, 1], [0, 2], [6, 0]]]])
     >>> preds = torch.tensor([[[[0, 1], [0, 1], [0, 1], [6, 0]]]])
     >>> PanopticQuality(things={0}, stuffs={6})(preds, target)
-    tensor(0.6667, dtype=torch.float64)
+    tensor(0.7222, dtype=torch.float64)
 """
 
 import torch
