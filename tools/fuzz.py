@@ -262,6 +262,12 @@ ALLOWED: tuple[Allowance, ...] = (
             and "with two bool tensors is not supported" in str(s["theirs"])
         ),
     ),
+    Allowance(
+        "`PanopticQuality`, `ModifiedPanopticQuality`: `preds` or `target` not an integer tensor",
+        lambda case, s: (
+            s["kind"] == "error" and "PanopticQuality" in _name(case) and "integer tensor of ids" in str(s["ours"])
+        ),
+    ),
     Allowance("an `update()` that raises", lambda case, s: s["kind"] == "partial update" and s["op"] == "update"),
     Allowance(
         "IoU family: `class_metrics=True` with an image with detections and no ground truth; predicted labels not one"
@@ -982,7 +988,7 @@ def _family(origin: type) -> str:
     module = _public(origin)
     if module in ("torchmetrics.aggregation", "torchmetrics") and "aggregation" in origin.__module__:
         return "aggregation"
-    return module.split(".")[-1]
+    return "panoptic" if "PanopticQuality" in origin.__name__ else module.split(".")[-1]
 
 
 def _classification(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
@@ -1268,6 +1274,29 @@ def _detection(origin: type, init: dict[str, Any], g: torch.Generator, rng: rand
     return found
 
 
+def _panoptic(origin: type, init: dict[str, Any], g: torch.Generator, rng: random.Random, b: int) -> _Roles:
+    """``b`` scenes of (category, instance) points, 1-D to 3-D, large and negative instance ids.
+
+    The predictions keep some target points (so segments match); a category in neither ``things`` nor ``stuffs`` is
+    void in the target, and now and then in ``preds`` too (an error unless ``allow_unknown_preds_category``).
+    """
+    known = sorted({*init["things"], *init["stuffs"]})
+    drawn = torch.tensor([*known, known[-1] + 1, -5])
+    spatial = rng.choice([(7,), (4, 5), (2, 3, 3)])
+
+    def colors(categories: Tensor) -> Tensor:
+        category = categories[torch.randint(0, len(categories), (b, *spatial), generator=g)]
+        instance = torch.tensor([-(2**40), -1, 0, 1, 2**33])[torch.randint(0, 5, (b, *spatial), generator=g)]
+        return torch.stack([category, instance], -1)
+
+    target, allowed = colors(drawn), drawn if rng.random() < 0.3 else torch.tensor(known)
+    other = colors(allowed)
+    kept = (torch.rand(b, *spatial, 1, generator=g) < rng.random()) & torch.isin(target[..., :1], allowed)
+    found = _Roles(["preds", "target"], {"preds": torch.where(kept, target, other), "target": target}, {}, [], None)
+    found.invalid = functools.partial(_wrong_rank, found)
+    return found
+
+
 _FAMILIES: dict[str, Callable[..., _Roles]] = {
     "nominal": _nominal,
     "clustering": _clustering,
@@ -1280,6 +1309,7 @@ _FAMILIES: dict[str, Callable[..., _Roles]] = {
     "aggregation": _aggregation,
     "wrappers": _aggregation,  # Running(base_metric=an aggregator): the aggregators' inputs
     "detection": _detection,
+    "panoptic": _panoptic,
 }
 
 #: Edge cases a batch may get (several may combine), with their weights.

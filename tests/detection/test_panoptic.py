@@ -146,5 +146,10 @@ def test_bad_inputs_get_torchmetrics_errors_at_once(origin: type) -> None:
             good,
             bad,
         )
+    metric = getattr(tad, origin.__name__)(things={0}, stuffs={1})
     with pytest.raises(TypeError, match=r"Expected argument `preds` to be of type `torch\.Tensor`"):
-        getattr(tad, origin.__name__)(things={0}, stuffs={1}).update([], good[1])
+        metric.update([], good[1])
+    # ids as floats or bools (torchmetrics mixes them up: a float16 preds promotes the pair table of an int64 target)
+    for dtype in (torch.float16, torch.float32, torch.bool):
+        with pytest.raises(TypeError, match=f"`target` to be an integer tensor of ids, got {dtype}"), no_host_sync():
+            metric.update(good[0], good[1].to(dtype))

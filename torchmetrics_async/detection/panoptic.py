@@ -81,6 +81,9 @@ class _SyncFreePanoptic(SyncFreeBatchStats):
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         """Torchmetrics' per-image ``_panoptic_quality_update_sample`` summed over the batch, without a host read."""
         _panoptic_validate_inputs(preds, target)
+        for name, x in (("preds", preds), ("target", target)):  # ids as floats or bools: torchmetrics mixes them up
+            if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+                raise TypeError(f"Expected argument `{name}` to be an integer tensor of ids, got {x.dtype}")
         (key_p, inst_p, known), (key_t, inst_t, _) = self._colors(preds), self._colors(target)
         num, pixels = len(self.cat_id_to_continuous_id), key_p.numel()
         first_modified = len(self.things) if self._modified else num
