@@ -13,13 +13,7 @@ from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero
 from torchmetrics_async.checkpoint import _COUNTERS, counters, entry, make_entry, named_metrics, state
 from torchmetrics_async.copies import same_layout
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, deferred_checks_registered, report_deferred
-from torchmetrics_async.metric import (
-    SyncFreeMixin,
-    copy_update_count,
-    fused_copy_,
-    has_stock_compute,
-    set_update_count,
-)
+from torchmetrics_async.metric import SyncFreeMixin, copy_update_count, fused_copy_, has_stock_compute, set_update_count
 
 _WHAT = "AsyncMetricCollector"
 _ANNOUNCED: set[str] = set()

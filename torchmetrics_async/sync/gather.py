@@ -16,13 +16,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async.sync.buckets import _Segment
-from torchmetrics_async.sync.collectives import (
-    _all_gather_single,
-    _copy_into,
-    _host_to_device,
-    _to,
-    collective_device,
-)
+from torchmetrics_async.sync.collectives import _all_gather_single, _copy_into, _host_to_device, _to, collective_device
 
 __all__ = ["MAX_GATHER_DIMS"]
 
@@ -117,11 +111,7 @@ class _Gather:
     """
 
     def __init__(
-        self,
-        items: list[Tensor | _CatPieces],
-        group: Any,
-        device: torch.device,
-        flags: list[_Segment] = (),
+        self, items: list[Tensor | _CatPieces], group: Any, device: torch.device, flags: list[_Segment] = ()
     ) -> None:
         self.group = group
         self.device = device

@@ -34,13 +34,7 @@ from torchmetrics_async.sync.plan import (
     decode_check,
     encode_check,
 )
-from torchmetrics_async.sync.states import (
-    _announce_fallback,
-    _collect_metrics,
-    _distributed,
-    _Entry,
-    _fusable_metric,
-)
+from torchmetrics_async.sync.states import _announce_fallback, _collect_metrics, _distributed, _Entry, _fusable_metric
 
 __all__ = ["agree_plans", "sync_metrics", "sync_states"]
 
