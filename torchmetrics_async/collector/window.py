@@ -240,9 +240,7 @@ class _Shadow:
             for attr, default in slot.shadow._defaults.items():
                 if not isinstance(default, Tensor):
                     states[attr] = []
-            states["_is_synced"] = False
-            states["_cache"] = None
-            states["_computed"] = None
+            states.update(_is_synced=False, _cache=None, _computed=None)
             slot.lists.clear()
         self.log.clear()
 
