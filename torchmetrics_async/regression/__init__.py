@@ -1,50 +1,16 @@
 """Sync-free regression metrics with torchmetrics' names: ``from torchmetrics_async.regression import R2Score``."""
 
-from torchmetrics_async.regression.divergence import JensenShannonDivergence, KLDivergence
-from torchmetrics_async.regression.errors import (
-    ContinuousRankedProbabilityScore,
-    CriticalSuccessIndex,
-    LogCoshError,
-    MeanAbsoluteError,
-    MeanAbsolutePercentageError,
-    MeanSquaredError,
-    MeanSquaredLogError,
-    MinkowskiDistance,
-    RelativeSquaredError,
-    SymmetricMeanAbsolutePercentageError,
-    WeightedMeanAbsolutePercentageError,
-)
-from torchmetrics_async.regression.moments import (
-    ConcordanceCorrCoef,
-    ExplainedVariance,
-    NormalizedRootMeanSquaredError,
-    PearsonCorrCoef,
-    R2Score,
-)
-from torchmetrics_async.regression.stored_inputs import CosineSimilarity, KendallRankCorrCoef, SpearmanCorrCoef
-from torchmetrics_async.regression.tweedie import TweedieDevianceScore
+# The package's names: every class of its modules (their `__all__` also lists helpers, left out here).
+from torchmetrics_async.regression import divergence, errors, moments, stored_inputs, tweedie
+from torchmetrics_async.regression.divergence import *  # noqa: F403
+from torchmetrics_async.regression.errors import *  # noqa: F403
+from torchmetrics_async.regression.moments import *  # noqa: F403
+from torchmetrics_async.regression.stored_inputs import *  # noqa: F403
+from torchmetrics_async.regression.tweedie import *  # noqa: F403
 
 __all__ = [
-    "ConcordanceCorrCoef",
-    "ContinuousRankedProbabilityScore",
-    "CosineSimilarity",
-    "CriticalSuccessIndex",
-    "ExplainedVariance",
-    "JensenShannonDivergence",
-    "KLDivergence",
-    "KendallRankCorrCoef",
-    "LogCoshError",
-    "MeanAbsoluteError",
-    "MeanAbsolutePercentageError",
-    "MeanSquaredError",
-    "MeanSquaredLogError",
-    "MinkowskiDistance",
-    "NormalizedRootMeanSquaredError",
-    "PearsonCorrCoef",
-    "R2Score",
-    "RelativeSquaredError",
-    "SpearmanCorrCoef",
-    "SymmetricMeanAbsolutePercentageError",
-    "TweedieDevianceScore",
-    "WeightedMeanAbsolutePercentageError",
+    name
+    for module in (divergence, errors, moments, stored_inputs, tweedie)
+    for name in module.__all__
+    if isinstance(getattr(module, name), type)
 ]
