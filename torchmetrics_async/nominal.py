@@ -11,7 +11,7 @@ import torch
 import torchmetrics.nominal as tm
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import rank_zero_warn
+from torchmetrics_async._torchmetrics import ONE_HOT_RANGE_MESSAGE, rank_zero_warn
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
 from torchmetrics_async.classification.multiclass import merge_confmat_bins
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
@@ -273,7 +273,6 @@ class TheilsU(_SyncFreeNominal, tm.TheilsU):
 
 # FleissKappa(mode="probs") one-hot encodes with num_classes = n_raters: torch's one_hot rejects a larger category.
 RATER_CATEGORY = "invalid_rater_category"
-RATER_CATEGORY_MESSAGE = "Class values must be smaller than num_classes."
 
 
 def fleiss_counts(ratings: Tensor, mode: str) -> tuple[Tensor, dict[str, Tensor]]:
@@ -309,7 +308,7 @@ class FleissKappa(SyncFreeBatchStats, tm.FleissKappa):
     _stat_states = ("counts",)
 
     def _deferred_checks(self) -> dict[str, str]:
-        return {RATER_CATEGORY: RATER_CATEGORY_MESSAGE} if self.mode == "probs" else {}
+        return {RATER_CATEGORY: ONE_HOT_RANGE_MESSAGE} if self.mode == "probs" else {}
 
     def update(self, ratings: Tensor) -> None:
         """Accumulate a batch of ratings without a host sync."""
