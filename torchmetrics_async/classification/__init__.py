@@ -7,21 +7,6 @@ Example:
     True
 """
 
-# The package's names: every class of its modules (their `__all__` also lists helpers, left out here).
-from torchmetrics_async.classification import (
-    binary,
-    calibration,
-    confusion_derived,
-    curves,
-    fixed_point,
-    group_fairness,
-    hinge,
-    multiclass,
-    multilabel,
-    ranking,
-    roc_scores,
-    tasks,
-)
 from torchmetrics_async.classification.binary import *  # noqa: F403
 from torchmetrics_async.classification.calibration import *  # noqa: F403
 from torchmetrics_async.classification.confusion_derived import *  # noqa: F403
@@ -35,10 +20,7 @@ from torchmetrics_async.classification.ranking import *  # noqa: F403
 from torchmetrics_async.classification.roc_scores import *  # noqa: F403
 from torchmetrics_async.classification.tasks import *  # noqa: F403
 
-_MODULES = (binary, calibration, confusion_derived, curves, fixed_point, group_fairness, hinge, multiclass, multilabel)
+# Every class the star imports bring (the modules' own `__all__` also list their helpers, left out here).
 __all__ = [
-    name
-    for module in (*_MODULES, ranking, roc_scores, tasks)
-    for name in module.__all__
-    if isinstance(getattr(module, name), type)
+    name for name, value in list(globals().items()) if isinstance(value, type) and value.__module__.startswith(__name__)
 ]

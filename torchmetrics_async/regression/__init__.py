@@ -1,16 +1,12 @@
 """Sync-free regression metrics with torchmetrics' names: ``from torchmetrics_async.regression import R2Score``."""
 
-# The package's names: every class of its modules (their `__all__` also lists helpers, left out here).
-from torchmetrics_async.regression import divergence, errors, moments, stored_inputs, tweedie
 from torchmetrics_async.regression.divergence import *  # noqa: F403
 from torchmetrics_async.regression.errors import *  # noqa: F403
 from torchmetrics_async.regression.moments import *  # noqa: F403
 from torchmetrics_async.regression.stored_inputs import *  # noqa: F403
 from torchmetrics_async.regression.tweedie import *  # noqa: F403
 
+# Every class the star imports bring (the modules' own `__all__` also list their helpers, left out here).
 __all__ = [
-    name
-    for module in (divergence, errors, moments, stored_inputs, tweedie)
-    for name in module.__all__
-    if isinstance(getattr(module, name), type)
+    name for name, value in list(globals().items()) if isinstance(value, type) and value.__module__.startswith(__name__)
 ]
