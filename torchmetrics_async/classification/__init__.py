@@ -7,6 +7,9 @@ Example:
     True
 """
 
+# Each module's names are its own `__all__`; the list below leaves out the helpers some of them also export.
+# ruff: noqa: F405 (the names below come from these star imports: a name none defines fails `import *`)
+from torchmetrics_async.classification import hinge, multiclass, multilabel, ranking, roc_scores, tasks
 from torchmetrics_async.classification.binary import *  # noqa: F403
 from torchmetrics_async.classification.calibration import *  # noqa: F403
 from torchmetrics_async.classification.confusion_derived import *  # noqa: F403
@@ -20,7 +23,57 @@ from torchmetrics_async.classification.ranking import *  # noqa: F403
 from torchmetrics_async.classification.roc_scores import *  # noqa: F403
 from torchmetrics_async.classification.tasks import *  # noqa: F403
 
-# Every class the star imports bring (the modules' own `__all__` also list their helpers, left out here).
 __all__ = [
-    name for name, value in list(globals().items()) if isinstance(value, type) and value.__module__.startswith(__name__)
+    "BinaryAUROC",
+    "BinaryAccuracy",
+    "BinaryAveragePrecision",
+    "BinaryCalibrationError",
+    "BinaryCohenKappa",
+    "BinaryConfusionMatrix",
+    "BinaryF1Score",
+    "BinaryFBetaScore",
+    "BinaryFairness",
+    "BinaryGroupStatRates",
+    "BinaryHammingDistance",
+    "BinaryJaccardIndex",
+    "BinaryMatthewsCorrCoef",
+    "BinaryNegativePredictiveValue",
+    "BinaryPrecision",
+    "BinaryPrecisionAtFixedRecall",
+    "BinaryPrecisionRecallCurve",
+    "BinaryROC",
+    "BinaryRecall",
+    "BinaryRecallAtFixedPrecision",
+    "BinarySensitivityAtSpecificity",
+    "BinarySpecificity",
+    "BinarySpecificityAtSensitivity",
+    "BinaryStatScores",
+    "MulticlassAUROC",
+    "MulticlassAveragePrecision",
+    "MulticlassCalibrationError",
+    "MulticlassCohenKappa",
+    "MulticlassJaccardIndex",
+    "MulticlassMatthewsCorrCoef",
+    "MulticlassPrecisionAtFixedRecall",
+    "MulticlassPrecisionRecallCurve",
+    "MulticlassROC",
+    "MulticlassRecallAtFixedPrecision",
+    "MulticlassSensitivityAtSpecificity",
+    "MulticlassSpecificityAtSensitivity",
+    "MultilabelAUROC",
+    "MultilabelAveragePrecision",
+    "MultilabelJaccardIndex",
+    "MultilabelMatthewsCorrCoef",
+    "MultilabelPrecisionAtFixedRecall",
+    "MultilabelPrecisionRecallCurve",
+    "MultilabelROC",
+    "MultilabelRecallAtFixedPrecision",
+    "MultilabelSensitivityAtSpecificity",
+    "MultilabelSpecificityAtSensitivity",
 ]
+__all__ += hinge.__all__
+__all__ += multiclass.__all__
+__all__ += multilabel.__all__
+__all__ += ranking.__all__
+__all__ += roc_scores.__all__
+__all__ += tasks.__all__

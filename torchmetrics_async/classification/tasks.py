@@ -14,7 +14,34 @@ import torchmetrics
 from torchmetrics_async._torchmetrics import Metric
 from torchmetrics_async.registry import _REGISTRY, AutoRegistered
 
-__all__: list[str] = []  # filled by _task_wrapper, one name per row of the table below
+__all__ = [
+    "AUROC",
+    "EER",
+    "ROC",
+    "Accuracy",
+    "AveragePrecision",
+    "CalibrationError",
+    "CohenKappa",
+    "ConfusionMatrix",
+    "ExactMatch",
+    "F1Score",
+    "FBetaScore",
+    "HammingDistance",
+    "HingeLoss",
+    "JaccardIndex",
+    "LogAUC",
+    "MatthewsCorrCoef",
+    "NegativePredictiveValue",
+    "Precision",
+    "PrecisionAtFixedRecall",
+    "PrecisionRecallCurve",
+    "Recall",
+    "RecallAtFixedPrecision",
+    "SensitivityAtSpecificity",
+    "Specificity",
+    "SpecificityAtSensitivity",
+    "StatScores",
+]
 
 
 class _AcceleratedTaskWrapper(AutoRegistered):
@@ -47,7 +74,6 @@ def _task_wrapper(wrapper: type) -> type:
         # Same constructor arguments as the torchmetrics wrapper, for help() and inspect.signature().
         "__signature__": inspect.signature(wrapper),
     }
-    __all__.append(wrapper.__name__)
     return type(wrapper.__name__, (_AcceleratedTaskWrapper, wrapper), namespace)
 
 
