@@ -135,6 +135,16 @@ def test_a_state_written_by_an_update_that_raised_is_found(monkeypatch: pytest.M
             ),
             id="inferred-classes-ignored-preds",
         ),
+        # the 30-minute fuzz of issue 28 (seed 2911): torchmetrics broadcasts PSNRB's shapes that differ in more than a
+        # batch of one (here an empty batch, a trailing size-1 dim); ours raises at once (README row, RASE's)
+        pytest.param(
+            lambda: _steps(
+                "^PeakSignalNoiseRatioWithBlockedEffect$",
+                {"data_range": 1.0},
+                ("update", (torch.zeros(0, 1, 12, 12), torch.zeros(0, 1, 12, 12, 1))),
+            ),
+            id="psnrb-empty-batch-trailing-dim",
+        ),
     ],
 )
 def test_the_last_fuzz_findings_are_fixed_or_listed(case: Callable[[], fuzz.Case]) -> None:

@@ -59,11 +59,7 @@ __all__ = [
     "sync_metrics",
     "unpatch",
 ]
-__all__ += aggregation.__all__
-__all__ += clustering.__all__
-__all__ += tasks.__all__
-__all__ += regression.__all__
-__all__ += retrieval.__all__
+__all__ += aggregation.__all__ + clustering.__all__ + tasks.__all__ + regression.__all__ + retrieval.__all__
 __all__ += [
     "MultiScaleStructuralSimilarityIndexMeasure",
     "PeakSignalNoiseRatioWithBlockedEffect",

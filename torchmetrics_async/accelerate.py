@@ -211,10 +211,7 @@ def _hooked_init(cls: type) -> Any:
 
 
 def _hooked_classes() -> list[type]:
-    """The classes whose ``__init__`` patch() hooks (given one if they have none): those ``accelerate()`` converts.
-
-    And the wrappers that sync themselves, to say so.
-    """
+    """The classes whose ``__init__`` patch() hooks: those ``accelerate()`` converts, and the wrappers that sync."""
     found, todo = set(), [*_REGISTRY, MetricCollection]
     while todo:
         cls = todo.pop()
@@ -249,8 +246,7 @@ def patch() -> _PatchHandle:
     torchmetrics' public names (``torchmetrics.MeanMetric``, ...) are rebound to the accelerated classes, and
     construction is hooked (``__init__``), so a class imported before (``from torchmetrics import MeanMetric``), a
     user's subclass of one and a ``MetricCollection`` built later are accelerated too, as if built from the accelerated
-    class.
-    Objects that exist already, and copies or unpickled objects (no ``__init__``), are left as they are (use
+    class. Objects that exist already, and copies or unpickled objects (no ``__init__``), are left as they are (use
     :func:`accelerate`). What it cannot cover it names in one ``UserWarning`` per class. Calling it again while patched
     does nothing; ``with patch():`` unpatches on exit.
 

@@ -111,10 +111,7 @@ class SumMetric(SyncFreeAggregator, tm_aggregation.SumMetric):
 
     def _merge_stats(self, stats: tuple) -> None:
         total, seen = stats
-        if isinstance(total, Tensor):
-            self.sum_value.add_(total)
-        else:
-            self._add_to(self.sum_value, total)
+        self._add_to(self.sum_value, total)
         self._record_nan(seen)
 
     def _batch_value(self, stats: tuple | None) -> Tensor:

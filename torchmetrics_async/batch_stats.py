@@ -110,10 +110,8 @@ class SyncFreeBatchStats(SyncFreeMixin):
         self._add_with_violations(tensors, added, violations)
 
     def _batch_violation(self, stats: BatchStats) -> Tensor | None:
-        violations = [violated for violated in stats[1].values() if violated.numel()]
-        if not violations:
-            return None
-        return torch.stack([violated.any() for violated in violations]).any()
+        violations = [violated.any() for violated in stats[1].values() if violated.numel()]
+        return torch.stack(violations).any() if violations else None
 
     def _batch_value(self, stats: BatchStats) -> Any:
         """The torchmetrics class's own ``compute`` on the batch statistics alone (checks skipped)."""

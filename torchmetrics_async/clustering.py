@@ -121,16 +121,9 @@ def expected_mutual_info(rank_t: Tensor, rank_p: Tensor, n: Tensor) -> Tensor:
     emi = torch.zeros((), device=n.device)
     for start in range(0, size, block):
         b_j = cols[None, start : start + block]
-        gln = (
-            torch.lgamma(a_i + 1)
-            + torch.lgamma(b_j + 1)
-            + torch.lgamma(n - a_i + 1)
-            + torch.lgamma(n - b_j + 1)
-            - (torch.lgamma(nij + 1) + torch.lgamma(n + 1))
-            - torch.lgamma(a_i - nij + 1)
-            - torch.lgamma(b_j - nij + 1)
-            - torch.lgamma(n - a_i - b_j + nij + 1)
-        )
+        gln = torch.lgamma(a_i + 1) + torch.lgamma(b_j + 1) + torch.lgamma(n - a_i + 1) + torch.lgamma(n - b_j + 1)
+        gln = gln - (torch.lgamma(nij + 1) + torch.lgamma(n + 1)) - torch.lgamma(a_i - nij + 1)
+        gln = gln - torch.lgamma(b_j - nij + 1) - torch.lgamma(n - a_i - b_j + nij + 1)
         term = nij / n * (log_nnij - a_i.log() - b_j.log()) * gln.exp()
         emi = emi + torch.where((nij <= b_j) & (nij >= a_i - n + b_j), term, 0).sum()
     return torch.where(((rows > 0).sum() == 1) | ((cols > 0).sum() == 1), 0, emi)

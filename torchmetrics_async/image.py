@@ -87,10 +87,8 @@ class SpatialCorrelationCoefficient(SyncFreeBatchStats, tm.SpatialCorrelationCoe
         state = self.__dict__
         copied = state.get("_hp_filter_on_device")
         if copied is None or state["_hp_filter_source"] is not self.hp_filter or copied.device != device:
-            state["_hp_filter_source"], state["_hp_filter_on_device"] = (
-                self.hp_filter,
-                self.hp_filter.to(device, torch.float32),
-            )
+            state["_hp_filter_on_device"] = self.hp_filter.to(device, torch.float32)
+            state["_hp_filter_source"] = self.hp_filter
         return state["_hp_filter_on_device"]
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:

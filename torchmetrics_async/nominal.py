@@ -11,9 +11,9 @@ import torch
 import torchmetrics.nominal as tm
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import rank_zero_warn
+from torchmetrics_async._torchmetrics import ONE_HOT_RANGE_MESSAGE, rank_zero_warn
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
-from torchmetrics_async.classification.multiclass import merge_confmat_bins
+from torchmetrics_async.classification.multiclass import contingency_table, merge_confmat_bins
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED
 from torchmetrics_async.errors import ShapeMismatchError
 
@@ -90,19 +90,6 @@ def _mismatch(preds: Tensor, target: Tensor) -> None:
         f"Expected `preds` and `target` to have the same number of entries, but got shapes {tuple(preds.shape)}"
         f" and {tuple(target.shape)} (2-D scores count as their argmax over dimension 1)."
     )
-
-
-def contingency_table(bins: Tensor, weight: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
-    """The ``(num_classes, num_classes)`` table (rows: target, columns: preds) of :func:`contingency_bins`' output.
-
-    Example:
-        >>> contingency_table(torch.tensor([1, 1, 2]), torch.tensor([True, True, False]), 2, torch.float32)
-        tensor([[0., 2.],
-                [0., 0.]])
-    """
-    table = torch.zeros(num_classes * num_classes, dtype=dtype, device=bins.device)
-    table.index_add_(0, bins, weight.to(dtype))
-    return table.view(num_classes, num_classes)
 
 
 def chi_squared(confmat: Tensor, bias_correction: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -273,7 +260,6 @@ class TheilsU(_SyncFreeNominal, tm.TheilsU):
 
 # FleissKappa(mode="probs") one-hot encodes with num_classes = n_raters: torch's one_hot rejects a larger category.
 RATER_CATEGORY = "invalid_rater_category"
-RATER_CATEGORY_MESSAGE = "Class values must be smaller than num_classes."
 
 
 def fleiss_counts(ratings: Tensor, mode: str) -> tuple[Tensor, dict[str, Tensor]]:
@@ -309,7 +295,7 @@ class FleissKappa(SyncFreeBatchStats, tm.FleissKappa):
     _stat_states = ("counts",)
 
     def _deferred_checks(self) -> dict[str, str]:
-        return {RATER_CATEGORY: RATER_CATEGORY_MESSAGE} if self.mode == "probs" else {}
+        return {RATER_CATEGORY: ONE_HOT_RANGE_MESSAGE} if self.mode == "probs" else {}
 
     def update(self, ratings: Tensor) -> None:
         """Accumulate a batch of ratings without a host sync."""

@@ -49,9 +49,7 @@ def retrieval_inputs(
         raise ValueError("`indexes`, `preds` and `target` must be of the same shape")
     if indexes.dtype is not torch.long:
         raise ValueError("`indexes` must be a tensor of long integers")
-    keep = None
-    if ignore_index is not None:
-        keep = (target != ignore_index).flatten()
+    keep = None if ignore_index is None else (target != ignore_index).flatten()
     # torchmetrics filters first: a 0-dim input becomes 1-dim, and only an empty result is rejected.
     if not indexes.numel() or (keep is None and not indexes.size()):
         raise ValueError(EMPTY_MESSAGE)

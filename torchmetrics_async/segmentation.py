@@ -11,6 +11,8 @@ import torchmetrics.segmentation as tm
 from torch import Tensor
 
 from torchmetrics_async._torchmetrics import (
+    ONE_HOT_NEGATIVE_MESSAGE,
+    ONE_HOT_RANGE_MESSAGE,
     _check_mixed_shape,
     _check_same_shape,
     _dice_score_compute,
@@ -28,11 +30,9 @@ __all__ = ["DiceScore", "GeneralizedDiceScore", "MeanIoU", "one_hot", "one_hot_i
 
 InputFormat = Literal["one-hot", "index", "mixed"]
 
-# Deferred-check state names and torch.nn.functional.one_hot's messages for the labels it rejects (CPU).
+# Deferred-check state names (torch.nn.functional.one_hot's messages for the labels it rejects, on the CPU).
 NEGATIVE_CLASS = "invalid_negative_class"
-NEGATIVE_CLASS_MESSAGE = "Class values must be non-negative."
 LARGE_CLASS = "invalid_large_class"
-LARGE_CLASS_MESSAGE = "Class values must be smaller than num_classes."
 
 
 def one_hot(labels: Tensor, num_classes: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -120,7 +120,7 @@ class _SyncFreeSegmentation(SyncFreeBatchStats):
     """What the segmentation metrics share: the label checks one-hot encoding needs, and the batch value's dtypes."""
 
     def _deferred_checks(self) -> dict[str, str]:
-        return {NEGATIVE_CLASS: NEGATIVE_CLASS_MESSAGE, LARGE_CLASS: LARGE_CLASS_MESSAGE}
+        return {NEGATIVE_CLASS: ONE_HOT_NEGATIVE_MESSAGE, LARGE_CLASS: ONE_HOT_RANGE_MESSAGE}
 
     def _one_hot(self, preds: Tensor, target: Tensor, num_classes: int | None) -> tuple[Tensor, Tensor, dict]:
         return one_hot_inputs(preds, target, self.include_background, num_classes, self.input_format)

@@ -472,6 +472,19 @@ class MulticlassExactMatch(SyncFreeBatchStats, tm.MulticlassExactMatch):
         self._add_with_violations([], [], violations)
 
 
+def contingency_table(bins: Tensor, weight: Tensor, num_classes: int, dtype: torch.dtype) -> Tensor:
+    """The ``(num_classes, num_classes)`` table of flattened bins ``row * num_classes + column`` and their weights.
+
+    Example:
+        >>> contingency_table(torch.tensor([1, 1, 2]), torch.tensor([True, True, False]), 2, torch.float32)
+        tensor([[0., 2.],
+                [0., 0.]])
+    """
+    table = torch.zeros(num_classes * num_classes, dtype=dtype, device=bins.device)
+    table.index_add_(0, bins, weight if weight.dtype == dtype else weight.to(dtype))
+    return table.view(num_classes, num_classes)
+
+
 def merge_confmat_bins(metric: Any, stats: BatchStats) -> None:
     """Add ``((bins, weight),)`` statistics into ``metric.confmat``'s flattened bins and record their violations."""
     ((bins, weight),), violations = stats
@@ -515,11 +528,8 @@ class MulticlassConfusionMatrix(SyncFreeBatchStats, tm.MulticlassConfusionMatrix
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         ((bins, weight),), _ = stats
-        num_classes = self.num_classes
-        dtype = self.confmat.dtype  # long, unless set_dtype() changed it (torchmetrics' batch matrix follows)
-        confmat = torch.zeros(num_classes * num_classes, dtype=dtype, device=bins.device)
-        confmat.index_add_(0, bins, weight if weight.dtype == dtype else weight.to(dtype))
-        return self._reduce(confmat.view(num_classes, num_classes))
+        # The state's dtype: long, unless set_dtype() changed it (torchmetrics' batch matrix follows).
+        return self._reduce(contingency_table(bins, weight, self.num_classes, self.confmat.dtype))
 
     _reduce = BinaryConfusionMatrix._reduce
 

@@ -21,7 +21,6 @@ from torchmetrics_async.classification.binary import (
     stat_counts,
     targets_outside,
     to_labels,
-    zero_one_checks,
 )
 from torchmetrics_async.classification.shapes import check_multilabel_shapes
 
@@ -40,11 +39,6 @@ __all__ = [
 ]
 
 
-# Shared by the three multilabel bases as functions of the metric (not one more base class in their MRO).
-def _multilabel_checks(metric: Any) -> dict[str, str]:
-    return zero_one_checks(metric, quoted_preds=False)
-
-
 def _format(metric: Any, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Tensor | None, dict]:
     """Input format as in torchmetrics, without syncs: labels, ``(N, C, -1)``, ignored targets -1."""
     violations: dict[str, Tensor] = {}
@@ -58,7 +52,7 @@ def _format(metric: Any, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor,
 class _SyncFreeMultilabelStatScores(CodedCounts):
     """Sync-free ``update`` of torchmetrics' ``MultilabelStatScores`` family (states ``tp, fp, tn, fn``)."""
 
-    _deferred_checks = _multilabel_checks
+    _deferred_checks = BinaryConfusionMatrix._deferred_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
@@ -131,7 +125,7 @@ class MultilabelExactMatch(CodedCounts, tm.MultilabelExactMatch):
     """No host sync in ``update()`` or ``forward()``."""
 
     _stat_states = ("correct", "total")
-    _deferred_checks = _multilabel_checks
+    _deferred_checks = BinaryConfusionMatrix._deferred_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         samplewise = self.multidim_average == "samplewise"
@@ -178,7 +172,7 @@ class MultilabelConfusionMatrix(CodedCounts, tm.MultilabelConfusionMatrix):
     """No host sync in ``update()`` or ``forward()``, whose normalized matrix comes without the NaN warning."""
 
     _stat_states = ("confmat",)
-    _deferred_checks = _multilabel_checks
+    _deferred_checks = BinaryConfusionMatrix._deferred_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         num_labels = self.num_labels

@@ -17,9 +17,9 @@ import torch
 import torchmetrics.classification as tm
 from torch import Tensor
 
-from torchmetrics_async._torchmetrics import RANKING_FLOAT_PREDS_MESSAGE, binary_target_values_message
+from torchmetrics_async._torchmetrics import RANKING_FLOAT_PREDS_MESSAGE
 from torchmetrics_async.batch_stats import BatchStats, SyncFreeBatchStats
-from torchmetrics_async.classification.binary import INVALID_TARGET, normalize_scores, not_binary
+from torchmetrics_async.classification.binary import INVALID_TARGET, BinaryScores, normalize_scores, not_binary
 from torchmetrics_async.classification.shapes import check_multilabel_shapes
 
 __all__ = ["MultilabelCoverageError", "MultilabelRankingAveragePrecision", "MultilabelRankingLoss"]
@@ -70,8 +70,7 @@ class _SyncFreeRanking(SyncFreeBatchStats):
 
     _stat_states = ("measure", "total")
 
-    def _deferred_checks(self) -> dict[str, str]:
-        return {INVALID_TARGET: binary_target_values_message(self.ignore_index)} if self.validate_args else {}
+    _deferred_checks = BinaryScores._deferred_checks
 
     def _batch_stats(self, preds: Tensor, target: Tensor) -> BatchStats:
         labels = self.num_labels

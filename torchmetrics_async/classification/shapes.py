@@ -82,11 +82,10 @@ def check_multiclass_shapes(
     if extra_dim:
         if preds.shape[0] != target.shape[0] or preds.shape[2:] != target.shape[1:]:
             raise ValueError(f"{_EXTRA_DIM_MESSAGE} {_shapes(preds, target)}")
-    elif preds.ndim == target.ndim:
-        if preds.shape != target.shape:
-            raise ValueError(
-                "The `preds` and `target` should have the same shape,"
-                f" got `preds` with shape={preds.shape} and `target` with shape={target.shape}."
-            )
-    else:
+    elif preds.ndim != target.ndim:
         raise ValueError(f"{_NDIM_MESSAGE} {_shapes(preds, target)}")
+    elif preds.shape != target.shape:
+        raise ValueError(
+            "The `preds` and `target` should have the same shape,"
+            f" got `preds` with shape={preds.shape} and `target` with shape={target.shape}."
+        )

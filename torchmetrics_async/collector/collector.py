@@ -330,11 +330,8 @@ def drain_in_flight() -> int:
 def _tensor_leaves(tree: Any, into: list[Tensor]) -> list[Tensor]:
     if isinstance(tree, Tensor):
         into.append(tree)
-    elif isinstance(tree, Mapping):
-        for value in tree.values():
-            _tensor_leaves(value, into)
-    elif isinstance(tree, (list, tuple)):
-        for value in tree:
+    elif isinstance(tree, (Mapping, list, tuple)):
+        for value in tree.values() if isinstance(tree, Mapping) else tree:
             _tensor_leaves(value, into)
     return into
 

@@ -13,13 +13,7 @@ from torchmetrics_async._torchmetrics import Metric, MetricCollection, rank_zero
 from torchmetrics_async.checkpoint import _COUNTERS, counters, entry, make_entry, named_metrics, state
 from torchmetrics_async.copies import same_layout
 from torchmetrics_async.deferred import DEFERRED_RAISE_OWNED, UNREPORTED, deferred_checks_registered, report_deferred
-from torchmetrics_async.metric import (
-    SyncFreeMixin,
-    copy_update_count,
-    fused_copy_,
-    has_stock_compute,
-    set_update_count,
-)
+from torchmetrics_async.metric import SyncFreeMixin, copy_update_count, fused_copy_, has_stock_compute, set_update_count
 
 _WHAT = "AsyncMetricCollector"
 _ANNOUNCED: set[str] = set()
@@ -246,9 +240,7 @@ class _Shadow:
             for attr, default in slot.shadow._defaults.items():
                 if not isinstance(default, Tensor):
                     states[attr] = []
-            states["_is_synced"] = False
-            states["_cache"] = None
-            states["_computed"] = None
+            states.update(_is_synced=False, _cache=None, _computed=None)
             slot.lists.clear()
         self.log.clear()
 

@@ -10,9 +10,7 @@ from typing import Any
 import torch
 
 from torchmetrics_async._torchmetrics import Metric
-from torchmetrics_async._torchmetrics import (
-    MetricCollection as _TorchMetricsCollection,
-)
+from torchmetrics_async._torchmetrics import MetricCollection as _TorchMetricsCollection
 from torchmetrics_async.compute_groups import equal_metric_states
 from torchmetrics_async.deferred import UNREPORTED, forget_preread, read_deferred_together
 from torchmetrics_async.metric import SyncFreeMixin, copy_update_count, fused_reset, has_stock_compute

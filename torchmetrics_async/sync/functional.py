@@ -39,9 +39,7 @@ def _check_op(key: Any, op: Any, dtype: torch.dtype) -> str:
     return op
 
 
-def _reduce_dict(
-    tensors: Mapping[Any, Any], ops: Callable[[Any], Any], group: Any, async_op: bool
-) -> dict[Any, Any] | SyncHandle:
+def _reduce_dict(tensors: Mapping, ops: Callable, group: Any, async_op: bool) -> dict[Any, Any] | SyncHandle:
     numeric = {}
     for key in _numeric_keys(tensors):
         value = tensors[key]  # a number: the dtype of the tensor it becomes
@@ -71,7 +69,7 @@ def _reduce_dict(
 
 
 def reduce_custom(
-    tensors: Mapping[Any, Any],
+    tensors: Mapping,
     reduce_fn: Mapping[Any, str | None] | None = None,
     process_group: Any = None,
     async_op: bool = False,
@@ -91,9 +89,7 @@ def reduce_custom(
     return _reduce_dict(tensors, lambda key: ops.get(key) or "mean", process_group, async_op)
 
 
-def reduce_mean(
-    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
-) -> dict[Any, Any] | SyncHandle:
+def reduce_mean(tensors: Mapping, process_group: Any = None, async_op: bool = False) -> dict[Any, Any] | SyncHandle:
     """Mean over ranks of every tensor and number of a dict (floating point only); see :func:`reduce_custom`.
 
     Example:
@@ -104,9 +100,7 @@ def reduce_mean(
     return _reduce_dict(tensors, lambda key: "mean", process_group, async_op)
 
 
-def reduce_sum(
-    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
-) -> dict[Any, Any] | SyncHandle:
+def reduce_sum(tensors: Mapping, process_group: Any = None, async_op: bool = False) -> dict[Any, Any] | SyncHandle:
     """Sum over ranks of every tensor and number of a dict (integer sums are int64); see :func:`reduce_custom`.
 
     Example:
@@ -117,9 +111,7 @@ def reduce_sum(
     return _reduce_dict(tensors, lambda key: "sum", process_group, async_op)
 
 
-def reduce_max(
-    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
-) -> dict[Any, Any] | SyncHandle:
+def reduce_max(tensors: Mapping, process_group: Any = None, async_op: bool = False) -> dict[Any, Any] | SyncHandle:
     """Element-wise maximum over ranks of every tensor and number of a dict (NaN wins, as in ``torch.max``).
 
     Example:
@@ -130,9 +122,7 @@ def reduce_max(
     return _reduce_dict(tensors, lambda key: "max", process_group, async_op)
 
 
-def reduce_min(
-    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
-) -> dict[Any, Any] | SyncHandle:
+def reduce_min(tensors: Mapping, process_group: Any = None, async_op: bool = False) -> dict[Any, Any] | SyncHandle:
     """Element-wise minimum over ranks of every tensor and number of a dict (NaN wins, as in ``torch.min``).
 
     Example:
@@ -142,9 +132,7 @@ def reduce_min(
     return _reduce_dict(tensors, lambda key: "min", process_group, async_op)
 
 
-def all_gather(
-    tensors: Mapping[Any, Any], process_group: Any = None, async_op: bool = False
-) -> dict[Any, Any] | SyncHandle:
+def all_gather(tensors: Mapping, process_group: Any = None, async_op: bool = False) -> dict[Any, Any] | SyncHandle:
     """Gather every tensor and number of a dict from all ranks, stacked: shape ``(world_size, *shape)``.
 
     Two collectives: every value's dtype and shape (a mismatch is a ``ValueError`` on every rank), then the data.

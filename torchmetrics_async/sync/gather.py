@@ -16,13 +16,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from torchmetrics_async.sync.buckets import _Segment
-from torchmetrics_async.sync.collectives import (
-    _all_gather_single,
-    _copy_into,
-    _host_to_device,
-    _to,
-    collective_device,
-)
+from torchmetrics_async.sync.collectives import _all_gather_single, _copy_into, _host_to_device, _to, collective_device
 
 __all__ = ["MAX_GATHER_DIMS"]
 
@@ -32,18 +26,14 @@ _ALIGN = 16
 MAX_GATHER_DIMS = 8
 _ROW = 2 + MAX_GATHER_DIMS
 _EMPTY = -1  # dtype code and ndim of a list state with no elements on a rank
-# dtype codes of the shape exchange (an index into this tuple; the same torch gives the same tuple on every rank).
-_DTYPES: tuple[torch.dtype, ...] = tuple(
-    dtype
-    for dtype in (
-        getattr(torch, name, None)
-        for name in (
-            "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "complex32", "bool", "uint8",
-            "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
-            "float8_e4m3fnuz", "float8_e5m2fnuz",
-        )
+# dtype codes of the shape exchange (an index into this tuple: the same on every rank).
+_DTYPES = tuple(
+    getattr(torch, name)
+    for name in (
+        "float32", "float64", "float16", "bfloat16", "complex64", "complex128", "complex32", "bool", "uint8", "int8",
+        "int16", "int32", "int64", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
     )
-    if isinstance(dtype, torch.dtype)
 )  # fmt: skip
 _DTYPE_CODE = {dtype: code for code, dtype in enumerate(_DTYPES)}
 
@@ -117,11 +107,7 @@ class _Gather:
     """
 
     def __init__(
-        self,
-        items: list[Tensor | _CatPieces],
-        group: Any,
-        device: torch.device,
-        flags: list[_Segment] = (),
+        self, items: list[Tensor | _CatPieces], group: Any, device: torch.device, flags: list[_Segment] = ()
     ) -> None:
         self.group = group
         self.device = device

@@ -34,13 +34,7 @@ from torchmetrics_async.sync.plan import (
     decode_check,
     encode_check,
 )
-from torchmetrics_async.sync.states import (
-    _announce_fallback,
-    _collect_metrics,
-    _distributed,
-    _Entry,
-    _fusable_metric,
-)
+from torchmetrics_async.sync.states import _announce_fallback, _collect_metrics, _distributed, _Entry, _fusable_metric
 
 __all__ = ["agree_plans", "sync_metrics", "sync_states"]
 
@@ -263,23 +257,15 @@ def _start_state_sync(
     read = check_only or agreed is None or agreed[0] != plan.fingerprint
     # A new plan next to an agreed one whose check rides in its buckets: read in those buckets (see AgreedPlans).
     mirror = read and agreed is not None and agreed[3] is not None
-    carrier = None if read or plan.carrier is None else buckets[plan.carrier]
+    tail = None if read or plan.carrier is None else buckets[plan.carrier].tail_view
     # where its own all_gather runs (a check that rides in buckets has none)
-    device = None if mirror or carrier is not None else collective_device(group, metrics[0].device)
+    device = None if mirror or tail is not None else collective_device(group, metrics[0].device)
     check = _PlanCheck(
-        plan.fingerprint,
-        plan.member_hashes,
-        member_labels,
-        group,
-        device,
-        read,
-        None if carrier is None else carrier.tail_view,
-        gather=not mirror,
+        plan.fingerprint, plan.member_hashes, member_labels, group, device, read, tail, gather=not mirror
     )
     if not read:
         plans.unread.append(check)
-    world_size = dist.get_world_size(group)
-    rank = dist.get_rank(group)
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
 
     def launch() -> list[Any]:
         """The second phase: every collective whose size depends on the plan, once every rank's plan is known."""

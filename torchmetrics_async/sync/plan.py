@@ -169,11 +169,10 @@ class AgreedPlans:
 
     Per process group (by position), the plan last verified on every rank and the sizes of its collectives. A sync
     whose plan is the agreed one launches without reading its check; :attr:`unread` holds those checks, to be read
-    with the results and :meth:`_PlanCheck.check`-ed. Where the agreed plan has a sum bucket to carry it, the check
-    rides there, with no collective of its own. A rank whose plan changed reads its check first (every rank with a new
-    plan does), in the collectives the agreed plan makes (without data) when the check rides in them, or else before
-    them: if the plans now differ, it runs the agreed plan's collectives without data, so the ranks that launched at
-    once are never left in a collective of another size, and every rank raises.
+    with the results and :meth:`_PlanCheck.check`-ed (riding in a sum bucket where there is one: see the module). A
+    rank whose plan changed reads its check first, in the agreed plan's collectives (without data) when the check rides
+    in them, or else before them: if the plans now differ, it runs the agreed plan's collectives without data, so the
+    ranks that launched at once are never left in a collective of another size, and every rank raises.
 
     Example:
         >>> plans = AgreedPlans()

@@ -6,9 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from torchmetrics_async._torchmetrics import Metric, gather_all_tensors, rank_zero_warn
-from torchmetrics_async._torchmetrics import (
-    MetricCollection as _TorchMetricsCollection,
-)
+from torchmetrics_async._torchmetrics import MetricCollection as _TorchMetricsCollection
 
 __all__ = ["fused_sync_dist"]
 

@@ -12,22 +12,10 @@ __all__ = ["COLLECTIVES", "CollectiveCounter", "count_collectives"]
 
 #: Every collective :func:`count_collectives` watches (deprecated names too: only the outermost call counts).
 COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "all_gather_single",
-    "all_gather_object",
-    "barrier",
-    "monitored_barrier",
-    "broadcast",
-    "broadcast_object_list",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "gather",
-    "scatter",
-    "all_to_all",
-)
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "all_gather_object", "barrier",
+    "monitored_barrier", "broadcast", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+    "gather", "scatter", "all_to_all",
+)  # fmt: skip
 
 
 class CollectiveCounter:

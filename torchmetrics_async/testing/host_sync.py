@@ -113,6 +113,15 @@ def _active() -> bool:
     return bool(_state.frames) and not _state.suppress and threading.get_ident() == _state.thread
 
 
+def _suppressed(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` unreported: the inner ops of a sync reported already, or of classifying one."""
+    _state.suppress += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _state.suppress -= 1
+
+
 # Dispatcher rules: func -> (reported name, check(args, kwargs) -> reason or None)
 _Check = Callable[[tuple[Any, ...], dict[str, Any]], str | None]
 _MASK_DTYPES = (torch.bool, torch.uint8)
@@ -135,13 +144,10 @@ def _repeat_interleave(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | N
 
 
 def _transfer(source: torch.device, target: torch.device | str) -> str | None:
-    source_is_host = source.type == "cpu"
-    target_is_host = torch.device(target).type == "cpu"
-    if source_is_host and not target_is_host:
-        return HOST_TO_DEVICE
-    if target_is_host and not source_is_host:
-        return DEVICE_TO_HOST
-    return None
+    source_is_host, target_is_host = source.type == "cpu", torch.device(target).type == "cpu"
+    if source_is_host == target_is_host:
+        return None
+    return HOST_TO_DEVICE if source_is_host else DEVICE_TO_HOST
 
 
 def _to_copy(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -220,11 +226,7 @@ class _HostSyncMode(TorchDispatchMode):
                     raise sync_error from err
                 raise
         _report(rule[0], reason)  # type: ignore[index]
-        _state.suppress += 1
-        try:
-            return func(*args, **kwargs)
-        finally:
-            _state.suppress -= 1
+        return _suppressed(func, *args, **kwargs)
 
 
 # Entry points the dispatcher never sees.
@@ -238,19 +240,11 @@ def _guarded(original: Callable[..., Any], classify: _Classify) -> Callable[...,
         if not _active():
             return original(*args, **kwargs)
         # Classifying may itself call patched functions (torch.get_default_device() builds a tensor).
-        _state.suppress += 1
-        try:
-            event = classify(*args, **kwargs)
-        finally:
-            _state.suppress -= 1
+        event = _suppressed(classify, *args, **kwargs)
         if event is None:
             return original(*args, **kwargs)
         _report(*event)
-        _state.suppress += 1
-        try:
-            return original(*args, **kwargs)
-        finally:
-            _state.suppress -= 1
+        return _suppressed(original, *args, **kwargs)
 
     return wrapper
 
@@ -316,9 +310,7 @@ def _patch_plan() -> list[tuple[Any, str, _Classify]]:
             (torch.distributed, "monitored_barrier", _always_classify("torch.distributed.monitored_barrier", BARRIER))
         )
     synchronizers = [(torch.cuda, "torch.cuda"), (torch.cuda.Stream, "Stream"), (torch.cuda.Event, "Event")]
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is not None and hasattr(accelerator, "synchronize"):
-        synchronizers.append((accelerator, "torch.accelerator"))
+    synchronizers.append((torch.accelerator, "torch.accelerator"))
     plan += [
         (owner, "synchronize", _always_classify(f"{name}.synchronize", EXPLICIT_SYNCHRONIZE))
         for owner, name in synchronizers
