@@ -6,7 +6,7 @@ every IoU on the host. Here stable sorts number the segments and the pairs of ev
 matches and the ``<= 0.5`` void rule are torchmetrics' very tensor ops; ``iou_sum`` is summed per image in
 torchmetrics' pair order, then image by image (on the CPU; a GPU's atomic adds may order the float64 sums of
 ``ModifiedPanopticQuality``'s stuffs otherwise). A category in neither ``things`` nor ``stuffs`` in ``preds`` without
-``allow_unknown_preds_category`` is recorded and raised by ``compute()``.
+``allow_unknown_preds_category`` is recorded and raised by ``compute()``; ids that are not integers raise at once.
 
 Example:
     >>> target = torch.tensor([[[[0, 1], [0, 1], [0, 2], [6, 0]]]])
