@@ -263,7 +263,8 @@ ALLOWED: tuple[Allowance, ...] = (
         ),
     ),
     Allowance(
-        "`PanopticQuality`, `ModifiedPanopticQuality`: `preds` or `target` not an integer tensor",
+        "`PanopticQuality`, `ModifiedPanopticQuality`: `preds` or `target` not an integer tensor; a `preds` category in"
+        " neither `things` nor `stuffs` (`allow_unknown_preds_category=False`)",
         lambda case, s: (
             s["kind"] == "error" and "PanopticQuality" in _name(case) and "integer tensor of ids" in str(s["ours"])
         ),
