@@ -45,7 +45,10 @@ def _segments(*keys: Tensor) -> Tensor:
 
 
 def _masked_mean(values: Tensor, kept: Tensor) -> Tensor:
-    """``torch.mean(values[kept])`` bit for bit without a host read: the same mean for every possible count."""
+    """``torch.mean(values[kept])`` bit for bit without a host read: the same mean for every possible count.
+
+    A masked sum over count differs in float32's last bits (``rq`` is float32), visibly in a logged value.
+    """
     front = values.gather(0, (~kept).byte().argsort(stable=True))  # the kept values first, in order
     means = torch.stack([front[:count].mean() for count in range(values.numel() + 1)])
     return means.gather(0, kept.sum().view(1)).squeeze(0)
