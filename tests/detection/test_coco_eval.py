@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchmetrics_async.detection.coco_eval import coco_evaluate, ious_by_image_class, summarize, summarize_per_class
+from torchmetrics_async.detection.coco_eval import coco_evaluate, ious_by_image_class, summarize
 
 pycocotools = pytest.importorskip("pycocotools")
 faster_coco_eval = pytest.importorskip("faster_coco_eval")
@@ -68,7 +68,7 @@ def make_scene(seed, images=12, classes=6, max_gt=8, max_det=30, crowd=0.15, big
 
 
 def kernel_inputs(scene):
-    """The kernel's flat tensors, the IoU blocks from pycocotools' ``maskUtils.iou`` (all classes of an image)."""
+    """The kernel's flat tensors; ``pair_ious`` reads each image's IoU block from pycocotools' ``maskUtils.iou``."""
     f64 = torch.float64
     gt, det = scene["gt"], scene["det"]
     blocks, det_rows, gt_cols, offset = [], [0] * len(det), [0] * len(gt), 0
@@ -85,6 +85,8 @@ def kernel_inputs(scene):
             )
             blocks.append(np.asarray(block, dtype=np.float64).ravel())
             offset += len(d_idx) * len(g_idx)
+    ious = torch.from_numpy(np.concatenate(blocks)) if blocks else torch.zeros(0, dtype=f64)
+    det_rows, gt_cols = torch.tensor(det_rows, dtype=torch.long), torch.tensor(gt_cols, dtype=torch.long)
     return {
         "det_scores": torch.tensor([d[3] for d in det], dtype=f64),
         "det_labels": torch.tensor([d[2] for d in det], dtype=torch.long),
@@ -94,9 +96,7 @@ def kernel_inputs(scene):
         "gt_images": torch.tensor([g[0] for g in gt], dtype=torch.long),
         "gt_areas": torch.tensor([g[3] for g in gt], dtype=f64),
         "gt_crowds": torch.tensor([g[4] for g in gt], dtype=torch.bool),
-        "ious": torch.from_numpy(np.concatenate(blocks)) if blocks else torch.zeros(0, dtype=f64),
-        "det_rows": torch.tensor(det_rows, dtype=torch.long),
-        "gt_cols": torch.tensor(gt_cols, dtype=torch.long),
+        "pair_ious": lambda d, g: ious[det_rows[d] + gt_cols[g]],
     }
 
 
@@ -173,11 +173,10 @@ def test_unsorted_recall_thresholds(backend):
 def test_per_class_summary_is_torchmetrics_rerun(backend):
     scene = make_scene(5)
     ev, _ = check_scene(scene, backend)
-    maps, mars = summarize_per_class(ev, DEFAULT_IOU, [1, 10, 100], backend)
+    per_class = summarize(ev, DEFAULT_IOU, [1, 10, 100], backend, per_class=True)  # [12, K]: all 12 stats per class
     for k, label in enumerate(ev.classes.tolist()):
         ref, _ = reference(scene, backend, DEFAULT_IOU, DEFAULT_REC, [1, 10, 100], cat_ids=[label])
-        assert abs(maps[k].item() - ref.stats[0]) <= 1e-12
-        assert abs(mars[k].item() - ref.stats[8]) <= 1e-12
+        np.testing.assert_allclose(per_class[:, k].numpy(), np.asarray(ref.stats[:12]), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
@@ -185,10 +184,8 @@ def test_ious_dict_matches_cocoeval_ious(backend):
     scene = make_scene(3)
     ref, labels = reference(scene, backend, DEFAULT_IOU, DEFAULT_REC, [1, 10, 100])
     inputs = kernel_inputs(scene)
-    got = ious_by_image_class(
-        inputs["det_scores"], inputs["det_labels"], inputs["det_images"], inputs["gt_labels"], inputs["gt_images"],
-        inputs["ious"], inputs["det_rows"], inputs["gt_cols"], torch.tensor(labels), range(scene["images"]), 100,
-    )  # fmt: skip
+    names = ("det_scores", "det_labels", "det_images", "gt_labels", "gt_images", "pair_ious")
+    got = ious_by_image_class(*(inputs[name] for name in names), torch.tensor(labels), scene["images"], 100)
     assert set(got) == set(ref.ious)
     for key, want in ref.ious.items():
         if isinstance(want, list):

@@ -1,22 +1,28 @@
 """COCO evaluation (pycocotools' ``evaluate``/``accumulate``/``summarize``) as vectorized tensor kernels.
 
 Exact to pycocotools 2.0.8 and to faster-coco-eval 1.6.8 (``backend``): every precision, recall and score entry
-bit for bit; the stats' final means sum in torch's order (float64 last bits). Inputs are flat per-detection /
-per-ground-truth tensors. How: stable orders come from one int64 sort on (group, dense score rank); the greedy
-matching loops over detection rank only (every (image, class) matches its next detection at once); accumulate needs
-only the true positives (the n-th has precision ``n / (n + fp + eps)``), its envelope is an exact segmented suffix max
-(int64 key ``segment, value rank`` and cummax), and each recall point is the integer count of true positives it needs.
+bit for bit; the stats' final means sum in torch's order (float64 last bits). How: stable orders come from one int64
+sort on (group, dense score rank); the greedy matching loops over detection rank only (every (image, class) matches its
+next detection at once); accumulate needs only the true positives (the n-th has precision ``n / (n + fp + eps)``), its
+envelope is an exact segmented suffix max (int64 key ``segment, value rank`` and cummax), and each recall point is the
+integer count of true positives it needs.
+
+Inputs are flat tables on one device, an entry per detection (``det_``: float64 ``scores`` as pycocotools sees them,
+int64 ``labels`` and ``images``, float64 ``areas``) and per ground truth (``gt_``: ``labels``, ``images``, ``areas``
+matched against the inclusive area ranges, bool ``crowds``). The order of the image numbers decides score ties across
+images; within an image, entries keep the user's order. ``pair_ious(d, g)`` gives the float64 IoUs of detections ``d``
+and ground truths ``g`` (table indices, same image and class): only the pairs that count are computed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-__all__ = ["CocoEvaluation", "coco_evaluate", "ious_by_image_class", "summarize", "summarize_per_class"]
+__all__ = ["CocoEvaluation", "coco_evaluate", "ious_by_image_class", "summarize"]
 
 #: pycocotools' area ranges all/small/medium/large, inclusive at both ends (``1e5 ** 2 == 1e10``).
 AREA_RANGES = ((0.0, 1e10), (0.0, 32.0**2), (32.0**2, 96.0**2), (96.0**2, 1e10))
@@ -59,22 +65,22 @@ def _group_sort(scores: Tensor, keys: Tensor) -> tuple[Tensor, Tensor, Tensor, T
     return order, keys, idx - torch.cummax(torch.where(new, idx, 0), 0).values, desc
 
 
-def _pairs(scores: Tensor, d_key: Tensor, g_key: Tensor, det_rows: Tensor, gt_cols: Tensor, max_det: int) -> tuple:
-    """Detections per key by descending score (capped), ground truths per key in input order, and each key's pairs.
+def _pairs(scores: Tensor, d_key: Tensor, g_key: Tensor, pair_ious: Callable, max_det: int) -> tuple[Tensor, ...]:
+    """Detections per key by descending score, capped, and their pairs with the key's ground truths.
 
-    The pairs are detection-major, with their flat index in ``ious``.
+    Returns the kept detections' order, rank within their key and dense descending score rank (per input entry), and
+    the pairs, detection-major with ground truths in input order: detection position in the order, ground truth, IoU.
     """
     order, d_key, d_rank, desc = _group_sort(scores, d_key)
     keep = d_rank < max_det
     order, d_key, d_rank = order[keep], d_key[keep], d_rank[keep]
     g_order = torch.sort(g_key, stable=True).indices
-    g_key = g_key[g_order]
-    g_first = torch.searchsorted(g_key, d_key)
-    g_count = torch.searchsorted(g_key, d_key, right=True) - g_first
+    g_first = torch.searchsorted(g_key[g_order], d_key)
+    g_count = torch.searchsorted(g_key[g_order], d_key, right=True) - g_first
     pair_d = torch.arange(len(order), device=scores.device).repeat_interleave(g_count)
     local = torch.arange(len(pair_d), device=scores.device) - _starts(g_count).repeat_interleave(g_count)
-    flat = det_rows[order[pair_d]] + gt_cols[g_order[g_first[pair_d] + local]]
-    return order, d_key, d_rank, desc, g_order, g_key, g_first, pair_d, local, flat
+    pair_g = g_order[g_first[pair_d] + local]
+    return order, d_rank, desc, pair_d, pair_g, pair_ious(order[pair_d], pair_g)
 
 
 def _need(npig: Tensor, rec_thr: Tensor) -> Tensor:
@@ -96,48 +102,26 @@ def coco_evaluate(
     det_scores: Tensor,
     det_labels: Tensor,
     det_images: Tensor,
-    det_areas: Tensor,
     gt_labels: Tensor,
     gt_images: Tensor,
+    pair_ious: Callable[[Tensor, Tensor], Tensor],
+    det_areas: Tensor,
     gt_areas: Tensor,
     gt_crowds: Tensor,
-    ious: Tensor,
-    det_rows: Tensor,
-    gt_cols: Tensor,
     iou_thresholds: Sequence[float],
     rec_thresholds: Sequence[float],
     max_dets: Sequence[int],
     backend: str = "pycocotools",
 ) -> CocoEvaluation:
-    """COCOeval's ``evaluate()`` + ``accumulate()`` over all images and classes at once.
+    """COCOeval's ``evaluate()`` + ``accumulate()`` over all images and classes at once (``max_dets`` ascending).
 
-    Args:
-        det_scores: ``[D]`` float64 scores as pycocotools sees them.
-        det_labels: ``[D]`` int64 category ids.
-        det_images: ``[D]`` int64 image positions; their order decides score ties across images.
-        det_areas: ``[D]`` float64 detection areas.
-        gt_labels: ``[G]`` int64 category ids.
-        gt_images: ``[G]`` int64 image positions.
-        gt_areas: ``[G]`` float64 ground-truth areas (compared with the inclusive area ranges).
-        gt_crowds: ``[G]`` bool crowd flags.
-        ious: ``[P]`` float64, each image's full detection x ground-truth IoU block, row-major.
-        det_rows: ``[D]`` int64 flat offset of each detection's row in ``ious``.
-        gt_cols: ``[G]`` int64 column of each ground truth in its image's block.
-        iou_thresholds: ``T`` IoU thresholds.
-        rec_thresholds: ``R`` recall thresholds.
-        max_dets: ``M`` detection caps, ascending.
-        backend: ``"pycocotools"`` or ``"faster_coco_eval"`` (precision without ``np.spacing(1)``; a recall point
-            out of reach does not zero the later ones).
-
-    Returns:
-        The ``precision``, ``recall`` and ``scores`` arrays and the ``classes``.
+    ``backend="faster_coco_eval"``: precision without ``np.spacing(1)``; a recall point out of reach does not zero the
+    later ones.
 
     Example:
-        >>> import torch
-        >>> f, i = torch.float64, torch.int64
-        >>> ev = coco_evaluate(torch.tensor([0.9], dtype=f), torch.tensor([1]), torch.tensor([0]),
-        ...     torch.tensor([100.0], dtype=f), torch.tensor([1]), torch.tensor([0]), torch.tensor([100.0], dtype=f),
-        ...     torch.tensor([False]), torch.tensor([0.8], dtype=f), torch.tensor([0]), torch.tensor([0]),
+        >>> f, one = torch.float64, torch.tensor([1])
+        >>> ev = coco_evaluate(torch.tensor([0.9], dtype=f), one, one, one, one, lambda d, g: torch.full(d.shape, 0.8),
+        ...     torch.tensor([100.0], dtype=f), torch.tensor([100.0], dtype=f), torch.tensor([False]),
         ...     [0.5, 0.75], [0.0, 1.0], [1, 10, 100])
         >>> ev.recall[:, 0, 0, 2].tolist()
         [1.0, 1.0]
@@ -150,29 +134,26 @@ def coco_evaluate(
     K, det_k, gt_k = len(classes), label_k[: len(det_labels)], label_k[len(det_labels) :]
     lo, hi = torch.tensor(AREA_RANGES, dtype=f64, device=dev).T
     # detections per (image, class) by descending score capped at max_dets[-1]; ground truths in input order
-    grouped = _pairs(det_scores, det_images * K + det_k, gt_images * K + gt_k, det_rows, gt_cols, max_dets[-1])
-    order, _, d_rank, desc, g_order, _, g_first, pair_d, local, flat = grouped
+    order, d_rank, desc, pair_d, pair_g, iou = _pairs(
+        det_scores, det_images * K + det_k, gt_images * K + gt_k, pair_ious, max_dets[-1]
+    )
     D, d_k, d_score = len(order), det_k[order], det_scores[order]
     # accumulate's order: class, descending score, then image and rank (each image's list concatenated in order)
     acc = torch.sort(d_k * len(det_scores) + desc[order], stable=True).indices
     pos = torch.empty_like(acc)
     pos[acc] = torch.arange(D, device=dev)
-    g_crowd, g_area = gt_crowds[g_order], gt_areas[g_order]
-    g_ign = g_crowd[:, None] | (g_area[:, None] < lo) | (g_area[:, None] > hi)  # [G, A] crowd or out of range
+    g_ign = gt_crowds[:, None] | (gt_areas[:, None] < lo) | (gt_areas[:, None] > hi)  # [G, A] crowd or out of range
     # candidate pairs: IoU reaching the lowest threshold, by detection rank
-    iou = ious[flat]
     thr = torch.tensor(iou_thresholds, dtype=f64, device=dev).clamp(max=1 - 1e-10)
     hit = iou >= thr.min() if T else torch.zeros_like(iou, dtype=torch.bool)
-    pair_d, local, iou = pair_d[hit], local[hit], iou[hit]
+    pair_d, pair_g, iou = pair_d[hit], pair_g[hit], iou[hit]
     by_rank = torch.sort(d_rank[pair_d], stable=True).indices
-    pair_d, local, iou = pair_d[by_rank], local[by_rank], iou[by_rank]
-    events = _match(pair_d, g_first, local, iou, d_rank, pos, g_crowd, g_ign, thr, max_dets[-1])
+    pair_d, pair_g, iou = pair_d[by_rank], pair_g[by_rank], iou[by_rank]
+    events = _match(pair_d, pair_g, iou, d_rank, pos, gt_crowds, g_ign, thr, max_dets[-1])
     # accumulate, per maxDet: detections in accumulate's order
     p_rank, p_score, p_k = d_rank[acc], d_score[acc], d_k[acc]
     p_out = (det_areas[order][acc][:, None] < lo) | (det_areas[order][acc][:, None] > hi)  # [D, A]
-    npig = torch.zeros(K * A, dtype=torch.long, device=dev)
-    npig.index_add_(0, (gt_k[g_order][:, None] * A + torch.arange(A, device=dev)).flatten(), (~g_ign).long().flatten())
-    npig = npig.view(K, A)
+    npig = torch.zeros(K, A, dtype=torch.long, device=dev).index_add_(0, gt_k, (~g_ign).long())
     need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev)).transpose(0, 1)[None]  # [1, A, K, R]
     has_gt = (npig > 0).T[None, :, :, None]  # [1, A, K, 1]
     curves = [_curves(events, p_rank < m, p_score, p_k, p_out, need, T, backend) for m in max_dets]
@@ -184,8 +165,7 @@ def coco_evaluate(
 
 def _match(
     pair_d: Tensor,
-    g_first: Tensor,
-    local: Tensor,
+    pair_g: Tensor,
     iou: Tensor,
     d_rank: Tensor,
     pos: Tensor,
@@ -208,8 +188,8 @@ def _match(
     bounds_h, slot0_h = torch.stack([bounds, n_before[bounds]]).tolist()
     uniq_iou, iou_rank = torch.unique(iou, return_inverse=True)
     span = (len(uniq_iou) + 1) * (G + 1)
-    pair_g = g_first[pair_d] + local
-    pair_key = (~g_ign[pair_g]).long() * span + (iou_rank * (G + 1) + local)[:, None]  # [P, A]
+    # a detection's candidates share an (image, class): the larger index is the later ground truth
+    pair_key = (~g_ign[pair_g]).long() * span + (iou_rank * (G + 1) + pair_g)[:, None]  # [P, A]
     dets = pair_d[new_det]
     codes = torch.zeros(len(dets), T, A, dtype=torch.int8, device=dev)
     matched = torch.zeros(G + 1, T, A, dtype=torch.bool, device=dev)  # row G: sink for "no match"
@@ -224,7 +204,7 @@ def _match(
         best = torch.full((s1 - s0, T, A), -1, dtype=torch.long, device=dev)
         best.scatter_reduce_(0, slot[:, None, None].expand_as(key), key, "amax")
         found = best >= 0
-        matched[torch.where(found, g_first[dets[s0:s1]][:, None, None] + best % (G + 1), G), tt, aa] = True
+        matched[torch.where(found, best % (G + 1), G), tt, aa] = True
         codes[s0:s1] = torch.where(found, 2 - best // span, 0)
     det_pos, o = torch.sort(pos[dets])
     t, a, j = torch.nonzero(codes[o].permute(1, 2, 0), as_tuple=True)
@@ -276,87 +256,45 @@ def _curves(
     return torch.where(reach & (tot > 0), env[idx], zero), torch.where(reach, s, zero), tot
 
 
-def _mean(values: Tensor, keep: Tensor, per_class: bool) -> Tensor:
-    """``mean(s[s > -1])`` over the kept entries of ``[..., K]`` (all, or per class), -1 where there is none."""
-    keep = keep & (values > -1)
-    dims = tuple(range(values.dim() - 1)) if per_class else tuple(range(values.dim()))
-    count = keep.sum(dims)
-    return torch.where(count > 0, torch.where(keep, values, 0.0).sum(dims) / count.clamp(min=1), -1.0)
+def summarize(
+    ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str, per_class: bool = False
+) -> Tensor:
+    """``COCOeval.stats`` ``[12]`` float64, or ``[12, K]`` ``per_class`` (COCOeval evaluates every class alone).
 
+    map, map@.5, map@.75, map small/medium/large, mar@max_dets[0..2], mar small/medium/large. pycocotools' map is at
+    ``max_dets == 100`` (-1 without), faster-coco-eval's at ``max_dets[-1]``; map@.5 / map@.75 are -1 without
+    those thresholds.
 
-def _stats(ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str, per_class: bool):
-    """COCOeval's stats as ``(ap, ar)`` getters over its ``precision`` / ``recall`` arrays."""
+    Example:
+        >>> ones = torch.ones
+        >>> ev = CocoEvaluation(ones(1, 2, 1, 4, 3), ones(1, 1, 4, 3), ones(1, 2, 1, 4, 3), torch.tensor([0]))
+        >>> summarize(ev, [0.5], [1, 10, 50], "pycocotools")[:3].tolist()
+        [-1.0, 1.0, -1.0]
+    """
     if backend not in _BACKENDS:
         raise ValueError(f"Expected backend in {_BACKENDS}, got {backend!r}")
     thr = torch.tensor(iou_thresholds, dtype=torch.float64, device=ev.precision.device)
 
+    def mean(s: Tensor, keep: Tensor) -> Tensor:  # mean(s[s > -1]) over the kept entries, -1 where there is none
+        keep = keep & (s > -1)
+        dims = tuple(range(s.dim() - per_class))
+        count = keep.sum(dims)
+        return torch.where(count > 0, torch.where(keep, s, 0.0).sum(dims) / count.clamp(min=1), -1.0)
+
     def ap(a: int, m: int | None, iou: float | None = None) -> Tensor:
         s = ev.precision[..., a, 0 if m is None else m]  # [T, R, K]
         t = torch.ones_like(thr, dtype=torch.bool) if iou is None else thr == iou  # np.where(iouThr == p.iouThrs)
-        out = _mean(s, t[:, None, None].expand_as(s), per_class)
+        out = mean(s, t[:, None, None].expand_as(s))
         return torch.full_like(out, -1.0) if m is None else out
 
     def ar(a: int, m: int) -> Tensor:
-        return _mean(ev.recall[..., a, m], torch.ones_like(ev.recall[..., a, m], dtype=torch.bool), per_class)
+        return mean(ev.recall[..., a, m], torch.ones_like(ev.recall[..., a, m], dtype=torch.bool))
 
     # pycocotools' map looks for maxDets == 100 (-1 when absent); faster-coco-eval's map takes max_dets[-1]
-    first = (
-        len(max_dets) - 1
-        if backend == "faster_coco_eval"
-        else next((i for i, m in enumerate(max_dets) if m == 100), None)
-    )
-    return ap, ar, first
-
-
-def summarize(ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str) -> Tensor:
-    """``COCOeval.stats``: map, map@.5, map@.75, map small/medium/large, mar@max_dets[0..2], mar small/medium/large.
-
-    Args:
-        ev: :func:`coco_evaluate`'s result.
-        iou_thresholds: the thresholds it ran with (map@.5 / map@.75 are -1 without 0.5 / 0.75 among them).
-        max_dets: its three ascending detection caps.
-        backend: ``"pycocotools"`` (map at ``max_dets == 100``) or ``"faster_coco_eval"`` (map at ``max_dets[-1]``).
-
-    Returns:
-        ``[12]`` float64.
-
-    Example:
-        >>> import torch
-        >>> ev = CocoEvaluation(torch.ones(1, 2, 1, 4, 3), torch.ones(1, 1, 4, 3), torch.ones(1, 2, 1, 4, 3),
-        ...     torch.tensor([0]))
-        >>> summarize(ev, [0.5], [1, 10, 50], "pycocotools")[:3].tolist()
-        [-1.0, 1.0, -1.0]
-    """
-    ap, ar, first = _stats(ev, iou_thresholds, max_dets, backend, per_class=False)
+    fast = backend == "faster_coco_eval"
+    first = len(max_dets) - 1 if fast else next((i for i, m in enumerate(max_dets) if m == 100), None)
     aps = [ap(0, first), ap(0, 2, 0.5), ap(0, 2, 0.75), ap(1, 2), ap(2, 2), ap(3, 2)]
     return torch.stack([*aps, ar(0, 0), ar(0, 1), ar(0, 2), ar(1, 2), ar(2, 2), ar(3, 2)])
-
-
-def summarize_per_class(
-    ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str
-) -> tuple[Tensor, Tensor]:
-    """Per class ``stats[0]`` (map) and ``stats[8]`` (mar@max_dets[2]), as torchmetrics' rerun per class gives them.
-
-    A slice of the same arrays: COCOeval evaluates and accumulates every class independently.
-
-    Args:
-        ev: :func:`coco_evaluate`'s result.
-        iou_thresholds: the thresholds it ran with.
-        max_dets: its three ascending detection caps.
-        backend: ``"pycocotools"`` or ``"faster_coco_eval"``.
-
-    Returns:
-        ``([K], [K])`` float64.
-
-    Example:
-        >>> import torch
-        >>> ev = CocoEvaluation(torch.ones(1, 2, 2, 4, 3), torch.ones(1, 2, 4, 3), torch.ones(1, 2, 2, 4, 3),
-        ...     torch.tensor([0, 1]))
-        >>> [x.tolist() for x in summarize_per_class(ev, [0.5], [1, 10, 100], "pycocotools")]
-        [[1.0, 1.0], [1.0, 1.0]]
-    """
-    ap, ar, first = _stats(ev, iou_thresholds, max_dets, backend, per_class=True)
-    return ap(0, first), ar(0, 2)
 
 
 def ious_by_image_class(
@@ -365,39 +303,28 @@ def ious_by_image_class(
     det_images: Tensor,
     gt_labels: Tensor,
     gt_images: Tensor,
-    ious: Tensor,
-    det_rows: Tensor,
-    gt_cols: Tensor,
+    pair_ious: Callable[[Tensor, Tensor], Tensor],
     classes: Tensor,
-    image_ids: Sequence[int],
+    num_images: int,
     max_det: int,
 ) -> dict[tuple[int, int], Tensor | list]:
-    """``COCOeval.ious`` as torchmetrics returns it: ``{(image id, class): float32 [dets, gts] or []}``.
+    """``COCOeval.ious`` as torchmetrics returns it: ``{(image, class): float32 [dets, gts] or []}``.
 
     Detections in descending score order (stable) capped at ``max_det``, ground truths in input order; ``[]`` where
-    the image has no detection or no ground truth of the class. ``image_ids[i]`` is the id of image position ``i``.
+    the image has no detection or no ground truth of the class.
 
     Example:
-        >>> import torch
-        >>> f = torch.float64
-        >>> out = ious_by_image_class(torch.tensor([0.5, 0.9], dtype=f), torch.tensor([1, 1]), torch.tensor([0, 0]),
-        ...     torch.tensor([1]), torch.tensor([0]), torch.tensor([0.25, 0.75], dtype=f), torch.tensor([0, 1]),
-        ...     torch.tensor([0]), torch.tensor([1]), [0], 100)
+        >>> ious = torch.tensor([0.25, 0.75], dtype=torch.float64)
+        >>> out = ious_by_image_class(torch.tensor([0.5, 0.9]), torch.tensor([1, 1]), torch.tensor([0, 0]),
+        ...     torch.tensor([1]), torch.tensor([0]), lambda d, g: ious[d], torch.tensor([1]), 1, 100)
         >>> out[(0, 1)].tolist()
         [[0.75], [0.25]]
     """
     K = len(classes)
-    d_key, g_key = (
-        det_images * K + torch.searchsorted(classes, det_labels),
-        gt_images * K + torch.searchsorted(classes, gt_labels),
-    )
-    _, d_key, _, _, _, g_key, _, _, _, flat = _pairs(det_scores, d_key, g_key, det_rows, gt_cols, max_det)
-    values = ious[flat].float()
-    n_det = torch.bincount(d_key, minlength=len(image_ids) * K)
-    n_gt = torch.bincount(g_key, minlength=len(image_ids) * K)
-    sizes = torch.stack([n_det, n_gt]).T.tolist()
-    keys = [(i, c) for i in image_ids for c in classes.tolist()]
-    return {
-        key: block.view(d, g) if d and g else []
-        for key, (d, g), block in zip(keys, sizes, torch.split(values, [d * g for d, g in sizes]), strict=True)
-    }
+    d_key = det_images * K + torch.searchsorted(classes, det_labels)
+    g_key = gt_images * K + torch.searchsorted(classes, gt_labels)
+    order, *_, iou = _pairs(det_scores, d_key, g_key, pair_ious, max_det)
+    sizes = torch.stack([torch.bincount(k, minlength=num_images * K) for k in (d_key[order], g_key)]).T.tolist()
+    keys = [(i, c) for i in range(num_images) for c in classes.tolist()]
+    blocks = torch.split(iou.float(), [d * g for d, g in sizes])
+    return {key: block.view(d, g) if d and g else [] for key, (d, g), block in zip(keys, sizes, blocks, strict=True)}

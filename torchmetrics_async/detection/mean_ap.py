@@ -34,8 +34,8 @@ from torchmetrics_async._torchmetrics import (
     _warning_on_too_many_detections,
     dim_zero_cat,
 )
-from torchmetrics_async.detection.boxes import BOX_FORMATS, box_convert
-from torchmetrics_async.detection.coco_eval import coco_evaluate, ious_by_image_class, summarize, summarize_per_class
+from torchmetrics_async.detection.boxes import BOX_FORMATS, box_convert, cat_state
+from torchmetrics_async.detection.coco_eval import CocoEvaluation, coco_evaluate, ious_by_image_class, summarize
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = ["MeanAveragePrecision", "coco_box_ious"]
@@ -93,14 +93,8 @@ def _mask_counts(det: Tensor, gt: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return inter, d.sum(1), g.sum(1)
 
 
-def _cat(states: Any, dtype: torch.dtype, device: torch.device, width: int = 0) -> Tensor:
-    """A list state (or its synced tensor) as one tensor, ``[n]`` or ``[n, width]`` (``n`` may be 0)."""
-    if isinstance(states, list):
-        if not states:
-            return torch.zeros((0, width) if width else (0,), dtype=dtype, device=device)
-        ndim = 2 if width else 1  # reshaped only where an element differs (a reshape per image costs host time)
-        states = torch.cat([s if s.dim() == ndim else s.reshape((-1, width) if width else (-1,)) for s in states])
-    return states.to(dtype).reshape((-1, width) if width else (-1,))
+def _cat(state: Any, dtype: torch.dtype, device: torch.device, width: int = 0) -> Tensor:
+    return cat_state(state, dtype, device, width).to(dtype)
 
 
 class _MetricMethods:
@@ -282,7 +276,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         return result
 
     def _evaluate(self, t: "_Tables", iou_type: str, j: int, prefix: str) -> dict[str, Any]:
-        mdt = self.max_detection_thresholds
+        mdt, backend = self.max_detection_thresholds, self._coco_backend.backend
         keys = [*STAT_NAMES, *(f"mar_{m}" for m in mdt), *SIZE_NAMES]
         if t.empty:
             return {f"{prefix}{key}": _minus_one(self.device) for key in keys}
@@ -290,7 +284,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         # torchmetrics rebuilds its datasets for class_metrics (real labels, mask areas with two types) and keeps them
         micro = self.average == "micro" and not (self.class_metrics and j > 0)
         ev = t.evaluate(self, iou_type, own_area, micro)
-        stats = summarize(ev, self.iou_thresholds, mdt, self._coco_backend.backend).to(torch.float32)
+        stats = summarize(ev, self.iou_thresholds, mdt, backend).to(torch.float32)
         out = {f"{prefix}{key}": stats[i : i + 1] for i, key in enumerate(keys)}
         if self.extended_summary:
             classes = torch.zeros(1, dtype=torch.int64, device=self.device) if micro else t.classes
@@ -304,7 +298,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         if self.class_metrics:
             class_area = t.det_mask_area if "segm" in self.iou_type else own_area
             ev = ev if not micro and class_area is own_area else t.evaluate(self, iou_type, class_area, False)
-            values = summarize_per_class(ev, self.iou_thresholds, mdt, self._coco_backend.backend)
+            values = summarize(ev, self.iou_thresholds, mdt, backend, per_class=True)[[0, 8]]
             where = torch.searchsorted(ev.classes, t.classes).clamp(max=max(ev.classes.numel() - 1, 0))
             found = ev.classes[where] == t.classes if ev.classes.numel() else torch.zeros_like(t.classes, dtype=bool)
             per_class = tuple(torch.where(found, v[where] if v.numel() else -1.0, -1.0).float() for v in values)
@@ -313,95 +307,71 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
 
 
 class _Tables:
-    """The flat per-detection and per-ground-truth tables ``coco_evaluate`` takes, in torchmetrics' image order."""
+    """The flat tables ``coco_evaluate`` takes, in torchmetrics' image order, without the images it skips."""
 
     def __init__(self, metric: MeanAveragePrecision, position: Tensor, n_det: Tensor, n_gt: Tensor) -> None:
-        device = metric.device
+        device, f64 = metric.device, torch.float64
         stored = torch.arange(len(position), device=device)
         # Rank-major after a gather: a stable sort on the position on its rank interleaves ranks as torchmetrics does.
         image = torch.empty_like(position).scatter_(0, position.sort(stable=True).indices, stored)
         det_stored, gt_stored = stored.repeat_interleave(n_det), stored.repeat_interleave(n_gt)
-        self.det_images, self.gt_images = image[det_stored], image[gt_stored]
-        # Each image's det x gt block, row-major, blocks in stored order: pair p = (pair_det[p], pair_gt[p]).
-        gts_of_det = n_gt[det_stored]
-        self.det_rows = gts_of_det.cumsum(0) - gts_of_det
-        self.gt_cols = torch.arange(len(gt_stored), device=device) - (n_gt.cumsum(0) - n_gt)[gt_stored]
-        pair_det = torch.arange(len(det_stored), device=device).repeat_interleave(gts_of_det)
-        pair_col = torch.arange(len(pair_det), device=device) - self.det_rows[pair_det]
-        pair_gt = (n_gt.cumsum(0) - n_gt)[det_stored[pair_det]] + pair_col
         for labels in (metric.detection_labels, metric.groundtruth_labels):  # set_dtype() casts them, as torchmetrics'
             if any(x.is_floating_point() for x in (labels if isinstance(labels, list) else [labels])):
                 raise ValueError("Invalid input class: expected labels of an integer type (see `set_dtype()`)")
-        self.det_labels = _cat(metric.detection_labels, torch.int64, device)
-        self.gt_labels = _cat(metric.groundtruth_labels, torch.int64, device)
-        self.det_scores = _cat(metric.detection_scores, torch.float64, device)
-        self.gt_crowds = _cat(metric.groundtruth_crowds, torch.float64, device) != 0
-        self.classes = torch.cat([self.det_labels, self.gt_labels]).unique()
-        gt_area = self.det_mask_area = self.det_box_area = None
-        if "segm" in metric.iou_type:  # torchmetrics' ground-truth area is the mask's then, for both types
-            self.det_mask_area = _cat(metric.detection_mask_area, torch.float64, device)
-            gt_area = _cat(metric.groundtruth_mask_area, torch.float64, device)
-            inter = _cat(metric.mask_intersections, torch.float64, device)
-            self.mask_ious = _ious(inter, self.det_mask_area[pair_det], gt_area[pair_gt], self.gt_crowds[pair_gt])
-        if "bbox" in metric.iou_type:
-            det_boxes = _cat(metric.detection_box, torch.float64, device, 4)
-            gt_boxes = _cat(metric.groundtruth_box, torch.float64, device, 4)
-            self.det_box_area = det_boxes[:, 2] * det_boxes[:, 3]
-            gt_area = gt_boxes[:, 2] * gt_boxes[:, 3] if gt_area is None else gt_area
-            self.box_ious = coco_box_ious(det_boxes[pair_det], gt_boxes[pair_gt], self.gt_crowds[pair_gt])
-        user_area = _cat(metric.groundtruth_area, torch.float64, device)
-        self.gt_areas = torch.where(user_area > 0, user_area, gt_area)
-        self.keep: Tensor | slice = slice(None)
+        det_labels, self.gt_labels = (
+            _cat(x, torch.int64, device) for x in (metric.detection_labels, metric.groundtruth_labels)
+        )
+        self.classes = torch.cat([det_labels, self.gt_labels]).unique()
         self.num_images, self.evaluated = len(position), None
+        keep: Tensor | slice = slice(None)
         if metric.iou_type == ("segm",):  # images without ground-truth masks are skipped: their detections too
-            self.keep = n_gt[det_stored] > 0
-            self.evaluated = image[n_gt > 0]
+            keep, self.evaluated = n_gt[det_stored] > 0, image[n_gt > 0]
             self.empty = not bool((n_det > 0).any() and (n_gt > 0).any())
         else:
             self.empty = len(position) == 0
+        self.det_labels, self.det_images, self.gt_images = det_labels[keep], image[det_stored][keep], image[gt_stored]
+        self.det_scores = _cat(metric.detection_scores, f64, device)[keep]
+        self.gt_crowds = _cat(metric.groundtruth_crowds, f64, device) != 0
+        gt_area = self.det_mask_area = self.det_box_area = None
+        if "segm" in metric.iou_type:  # torchmetrics' ground-truth area is the mask's then, for both types
+            self.det_mask_area = _cat(metric.detection_mask_area, f64, device)[keep]
+            gt_area = self.gt_mask_area = _cat(metric.groundtruth_mask_area, f64, device)
+            self.intersections = _cat(metric.mask_intersections, f64, device)
+            # each image's det x gt block, row-major, blocks in stored order
+            self.det_rows = (torch.cumsum(n_gt[det_stored], 0) - n_gt[det_stored])[keep]
+            self.gt_cols = torch.arange(len(gt_stored), device=device) - (n_gt.cumsum(0) - n_gt)[gt_stored]
+        if "bbox" in metric.iou_type:
+            self.det_boxes = _cat(metric.detection_box, f64, device, 4)[keep]
+            self.gt_boxes = _cat(metric.groundtruth_box, f64, device, 4)
+            self.det_box_area = self.det_boxes[:, 2] * self.det_boxes[:, 3]
+            gt_area = self.gt_boxes[:, 2] * self.gt_boxes[:, 3] if gt_area is None else gt_area
+        user_area = _cat(metric.groundtruth_area, f64, device)
+        self.gt_areas = torch.where(user_area > 0, user_area, gt_area)
 
-    def _labels(self, micro: bool) -> tuple[Tensor, Tensor]:
-        """Detection (kept) and ground-truth labels; all 0 for torchmetrics' micro average."""
-        det_labels, gt_labels = self.det_labels[self.keep], self.gt_labels
-        return (torch.zeros_like(det_labels), torch.zeros_like(gt_labels)) if micro else (det_labels, gt_labels)
+    def _inputs(self, iou_type: str, micro: bool) -> tuple:
+        """The kernels' shared arguments; labels all 0 for torchmetrics' micro average."""
+        det_labels, gt_labels = self.det_labels, self.gt_labels
+        if micro:
+            det_labels, gt_labels = torch.zeros_like(det_labels), torch.zeros_like(gt_labels)
+        if iou_type == "bbox":
+            ious = lambda d, g: coco_box_ious(self.det_boxes[d], self.gt_boxes[g], self.gt_crowds[g])  # noqa: E731
+        else:
+            ious = lambda d, g: _ious(  # noqa: E731
+                self.intersections[self.det_rows[d] + self.gt_cols[g]],
+                self.det_mask_area[d],
+                self.gt_mask_area[g],
+                self.gt_crowds[g],
+            )
+        return self.det_scores, det_labels, self.det_images, gt_labels, self.gt_images, ious
 
-    def evaluate(self, metric: MeanAveragePrecision, iou_type: str, det_area: Tensor, micro: bool) -> Any:
-        det_labels, gt_labels = self._labels(micro)
-        keep = self.keep
-        return coco_evaluate(
-            self.det_scores[keep],
-            det_labels,
-            self.det_images[keep],
-            det_area[keep],
-            gt_labels,
-            self.gt_images,
-            self.gt_areas,
-            self.gt_crowds,
-            self.box_ious if iou_type == "bbox" else self.mask_ious,
-            self.det_rows[keep],
-            self.gt_cols,
-            metric.iou_thresholds,
-            metric.rec_thresholds,
-            metric.max_detection_thresholds,
-            metric._coco_backend.backend,
-        )
+    def evaluate(self, metric: MeanAveragePrecision, iou_type: str, det_area: Tensor, micro: bool) -> CocoEvaluation:
+        thresholds = metric.iou_thresholds, metric.rec_thresholds, metric.max_detection_thresholds
+        args = (*self._inputs(iou_type, micro), det_area, self.gt_areas, self.gt_crowds, *thresholds)
+        return coco_evaluate(*args, metric._coco_backend.backend)
 
     def ious_by_image_class(self, iou_type: str, classes: Tensor, micro: bool, max_det: int) -> dict:
         """``COCOeval.ious``: every evaluated image (those with ground truth, for masks alone) and category."""
-        det_labels, gt_labels = self._labels(micro)
-        ious = ious_by_image_class(
-            self.det_scores[self.keep],
-            det_labels,
-            self.det_images[self.keep],
-            gt_labels,
-            self.gt_images,
-            self.box_ious if iou_type == "bbox" else self.mask_ious,
-            self.det_rows[self.keep],
-            self.gt_cols,
-            classes,
-            range(self.num_images),
-            max_det,
-        )
+        ious = ious_by_image_class(*self._inputs(iou_type, micro), classes, self.num_images, max_det)
         if self.evaluated is None:
             return ious
         evaluated = set(self.evaluated.tolist())
