@@ -7,11 +7,6 @@ next detection at once); accumulate needs only the true positives (the n-th has 
 envelope is an exact segmented suffix max (int64 key ``segment, value rank`` and cummax), and each recall point is the
 integer count of true positives it needs.
 
-Inputs are flat tables on one device, an entry per detection (``det_``: float64 ``scores`` as pycocotools sees them,
-int64 ``labels`` and ``images``, float64 ``areas``) and per ground truth (``gt_``: ``labels``, ``images``, ``areas``
-matched against the inclusive area ranges, bool ``crowds``). The order of the image numbers decides score ties across
-images; within an image, entries keep the user's order. ``pair_ious(d, g)`` gives the float64 IoUs of detections ``d``
-and ground truths ``g`` (table indices, same image and class): only the pairs that count are computed.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["CocoEvaluation", "coco_evaluate", "ious_by_image_class", "summarize"]
+__all__ = ["CocoEvaluation", "Tables", "coco_evaluate", "ious_by_image_class", "summarize"]
 
 #: pycocotools' area ranges all/small/medium/large, inclusive at both ends (``1e5 ** 2 == 1e10``).
 AREA_RANGES = ((0.0, 1e10), (0.0, 32.0**2), (32.0**2, 96.0**2), (96.0**2, 1e10))
@@ -30,13 +25,36 @@ _EPS = 2.220446049250313e-16  # np.spacing(1), pycocotools' precision denominato
 _BACKENDS = ("pycocotools", "faster_coco_eval")
 
 
+class Tables(NamedTuple):
+    """The kernels' inputs: flat tables on one device, an entry per detection and per ground truth.
+
+    Scores are float64 as pycocotools sees them; the order of the image numbers decides score ties across images;
+    within an image, entries keep the user's order; ground-truth areas are matched against the inclusive area ranges.
+    ``pair_ious(d, g)`` gives the float64 IoUs of detections ``d`` and ground truths ``g`` (table indices, same image
+    and class): only the pairs that count are computed.
+    """
+
+    det_scores: Tensor
+    det_labels: Tensor
+    det_images: Tensor
+    det_areas: Tensor
+    gt_labels: Tensor
+    gt_images: Tensor
+    gt_areas: Tensor
+    gt_crowds: Tensor
+    pair_ious: Callable[[Tensor, Tensor], Tensor]
+    classes: Tensor  #: ``[K]`` the sorted category ids to evaluate (pycocotools' ``catIds``), every label among them
+
+
 class CocoEvaluation(NamedTuple):
-    """``COCOeval.eval``'s arrays: precision/scores ``[T, R, K, A, M]``, recall ``[T, K, A, M]`` (float64)."""
+    """``COCOeval.eval``'s arrays: precision/scores ``[T, R, K, A, M]``, recall ``[T, K, A, M]`` (float64).
+
+    A class without a ground truth that counts has -1 everywhere (``K``: the tables' ``classes``).
+    """
 
     precision: Tensor
     recall: Tensor
     scores: Tensor
-    classes: Tensor  #: ``[K]`` int64, the sorted category ids (pycocotools' ``catIds``)
 
 
 def _starts(counts: Tensor) -> Tensor:
@@ -99,19 +117,7 @@ def _suffix_max(values: Tensor, seg: Tensor, num_seg: int) -> Tensor:
 
 
 def coco_evaluate(
-    det_scores: Tensor,
-    det_labels: Tensor,
-    det_images: Tensor,
-    gt_labels: Tensor,
-    gt_images: Tensor,
-    pair_ious: Callable[[Tensor, Tensor], Tensor],
-    det_areas: Tensor,
-    gt_areas: Tensor,
-    gt_crowds: Tensor,
-    iou_thresholds: Sequence[float],
-    rec_thresholds: Sequence[float],
-    max_dets: Sequence[int],
-    backend: str = "pycocotools",
+    t: Tables, iou_thresholds: Sequence[float], rec_thresholds: Sequence[float], max_dets: Sequence[int], backend: str
 ) -> CocoEvaluation:
     """COCOeval's ``evaluate()`` + ``accumulate()`` over all images and classes at once (``max_dets`` ascending).
 
@@ -119,40 +125,44 @@ def coco_evaluate(
     later ones.
 
     Example:
-        >>> f, one = torch.float64, torch.tensor([1])
-        >>> ev = coco_evaluate(torch.tensor([0.9], dtype=f), one, one, one, one, lambda d, g: torch.full(d.shape, 0.8),
-        ...     torch.tensor([100.0], dtype=f), torch.tensor([100.0], dtype=f), torch.tensor([False]),
-        ...     [0.5, 0.75], [0.0, 1.0], [1, 10, 100])
-        >>> ev.recall[:, 0, 0, 2].tolist()
+        >>> f, one, area = torch.float64, torch.tensor([1]), torch.tensor([100.0], dtype=torch.float64)
+        >>> t = Tables(torch.tensor([0.9], dtype=f), one, one, area, one, one, area, torch.tensor([False]),
+        ...     lambda d, g: torch.full(d.shape, 0.8, dtype=f), one)
+        >>> coco_evaluate(t, [0.5, 0.75], [0.0, 1.0], [1, 10, 100], "pycocotools").recall[:, 0, 0, 2].tolist()
         [1.0, 1.0]
     """
     if backend not in _BACKENDS:
         raise ValueError(f"Expected backend in {_BACKENDS}, got {backend!r}")
-    dev, f64, det_scores = det_scores.device, torch.float64, det_scores.double()
+    dev, f64, det_scores, D = t.det_scores.device, torch.float64, t.det_scores.double(), len(t.det_scores)
     T, A = len(iou_thresholds), len(AREA_RANGES)
-    classes, label_k = torch.unique(torch.cat([det_labels, gt_labels]), return_inverse=True)
-    K, det_k, gt_k = len(classes), label_k[: len(det_labels)], label_k[len(det_labels) :]
+    K, det_k, gt_k = (
+        len(t.classes),
+        torch.searchsorted(t.classes, t.det_labels),
+        torch.searchsorted(t.classes, t.gt_labels),
+    )
     lo, hi = torch.tensor(AREA_RANGES, dtype=f64, device=dev).T
     # detections per (image, class) by descending score capped at max_dets[-1]; ground truths in input order
-    order, d_rank, desc, pair_d, pair_g, iou = _pairs(
-        det_scores, det_images * K + det_k, gt_images * K + gt_k, pair_ious, max_dets[-1]
-    )
-    D, d_k, d_score = len(order), det_k[order], det_scores[order]
+    keys = t.det_images * K + det_k, t.gt_images * K + gt_k
+    order, d_rank, desc, pair_d, pair_g, iou = _pairs(det_scores, *keys, t.pair_ious, max_dets[-1])
+    d_k, d_score = det_k[order], det_scores[order]
     # accumulate's order: class, descending score, then image and rank (each image's list concatenated in order)
-    acc = torch.sort(d_k * len(det_scores) + desc[order], stable=True).indices
+    acc = torch.sort(d_k * D + desc[order], stable=True).indices
     pos = torch.empty_like(acc)
-    pos[acc] = torch.arange(D, device=dev)
-    g_ign = gt_crowds[:, None] | (gt_areas[:, None] < lo) | (gt_areas[:, None] > hi)  # [G, A] crowd or out of range
+    pos[acc] = torch.arange(len(acc), device=dev)
+    g_ign = (
+        t.gt_crowds[:, None] | (t.gt_areas[:, None] < lo) | (t.gt_areas[:, None] > hi)
+    )  # [G, A] crowd or out of range
     # candidate pairs: IoU reaching the lowest threshold, by detection rank
     thr = torch.tensor(iou_thresholds, dtype=f64, device=dev).clamp(max=1 - 1e-10)
     hit = iou >= thr.min() if T else torch.zeros_like(iou, dtype=torch.bool)
     pair_d, pair_g, iou = pair_d[hit], pair_g[hit], iou[hit]
     by_rank = torch.sort(d_rank[pair_d], stable=True).indices
     pair_d, pair_g, iou = pair_d[by_rank], pair_g[by_rank], iou[by_rank]
-    events = _match(pair_d, pair_g, iou, d_rank, pos, gt_crowds, g_ign, thr, max_dets[-1])
+    events = _match(pos[pair_d], d_rank[pair_d], pair_g, iou, t.gt_crowds, g_ign, thr, max_dets[-1])
     # accumulate, per maxDet: detections in accumulate's order
     p_rank, p_score, p_k = d_rank[acc], d_score[acc], d_k[acc]
-    p_out = (det_areas[order][acc][:, None] < lo) | (det_areas[order][acc][:, None] > hi)  # [D, A]
+    p_area = t.det_areas[order][acc][:, None]
+    p_out = (p_area < lo) | (p_area > hi)  # [D, A]
     npig = torch.zeros(K, A, dtype=torch.long, device=dev).index_add_(0, gt_k, (~g_ign).long())
     need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev)).transpose(0, 1)[None]  # [1, A, K, R]
     has_gt = (npig > 0).T[None, :, :, None]  # [1, A, K, 1]
@@ -160,66 +170,51 @@ def coco_evaluate(
     precision = torch.stack([torch.where(has_gt, q, -1.0).permute(0, 3, 2, 1) for q, _, _ in curves], -1)
     scores = torch.stack([torch.where(has_gt, s, -1.0).permute(0, 3, 2, 1) for _, s, _ in curves], -1)
     recall = [torch.where(has_gt[..., 0], tot[..., 0].double() / npig.T, -1.0).permute(0, 2, 1) for *_, tot in curves]
-    return CocoEvaluation(precision, torch.stack(recall, -1), scores, classes)
+    return CocoEvaluation(precision, torch.stack(recall, -1), scores)
 
 
 def _match(
-    pair_d: Tensor,
-    pair_g: Tensor,
-    iou: Tensor,
-    d_rank: Tensor,
-    pos: Tensor,
-    g_crowd: Tensor,
-    g_ign: Tensor,
-    thr: Tensor,
-    n_steps: int,
+    pos: Tensor, rank: Tensor, gt: Tensor, iou: Tensor, crowd: Tensor, ign: Tensor, thr: Tensor, n_steps: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The greedy matching of pycocotools: the matched detections as ``(t, a, position, code)`` by ``(t, a, position)``.
+    """Pycocotools' greedy matching: the matched detections as ``(t, a, position, code)`` by ``(t, a, position)``.
 
+    Pairs by detection rank (a detection's contiguous): position in accumulate's order, rank, ground truth, IoU.
     ``code`` 1: true positive, 2: matched an ignored ground truth. Per rank, each (image, class) matches its next
     detection at once; the best candidate is the max of an int64 key (non-ignored first, then IoU rank, then the
-    later ground truth): exactly pycocotools' loop with its `break`. Pairs come sorted by detection rank.
+    later ground truth): exactly pycocotools' loop with its `break`.
     """
-    dev, (T, A, G) = iou.device, (len(thr), g_ign.shape[1], len(g_crowd))
-    new_det = torch.ones_like(pair_d, dtype=torch.bool)
-    new_det[1:] = pair_d.diff() != 0
-    n_before = torch.cat([pair_d.new_zeros(1), torch.cumsum(new_det, 0)])  # distinct detections before each pair
-    bounds = torch.searchsorted(d_rank[pair_d], torch.arange(n_steps + 1, device=dev))
+    dev, (T, A, G) = iou.device, (len(thr), ign.shape[1], len(crowd))
+    new_det = torch.ones_like(pos, dtype=torch.bool)
+    new_det[1:] = pos.diff() != 0
+    n_before = torch.cat([pos.new_zeros(1), torch.cumsum(new_det, 0)])  # distinct detections before each pair
+    bounds = torch.searchsorted(rank, torch.arange(n_steps + 1, device=dev))
     bounds_h, slot0_h = torch.stack([bounds, n_before[bounds]]).tolist()
     uniq_iou, iou_rank = torch.unique(iou, return_inverse=True)
     span = (len(uniq_iou) + 1) * (G + 1)
     # a detection's candidates share an (image, class): the larger index is the later ground truth
-    pair_key = (~g_ign[pair_g]).long() * span + (iou_rank * (G + 1) + pair_g)[:, None]  # [P, A]
-    dets = pair_d[new_det]
-    codes = torch.zeros(len(dets), T, A, dtype=torch.int8, device=dev)
+    pair_key = (~ign[gt]).long() * span + (iou_rank * (G + 1) + gt)[:, None]  # [P, A]
+    det_pos, o = torch.sort(pos[new_det])
+    codes = torch.zeros(len(det_pos), T, A, dtype=torch.int8, device=dev)
     matched = torch.zeros(G + 1, T, A, dtype=torch.bool, device=dev)  # row G: sink for "no match"
     tt, aa = torch.arange(T, device=dev)[:, None], torch.arange(A, device=dev)
     for r in range(n_steps):
         (b0, b1), (s0, s1) = bounds_h[r : r + 2], slot0_h[r : r + 2]
         if b0 == b1:
             continue
-        pg, slot = pair_g[b0:b1], n_before[b0 + 1 : b1 + 1] - 1 - s0
-        free = g_crowd[pg][:, None, None] | ~matched[pg]  # crowds match again and again
+        pg, slot = gt[b0:b1], n_before[b0 + 1 : b1 + 1] - 1 - s0
+        free = crowd[pg][:, None, None] | ~matched[pg]  # crowds match again and again
         key = torch.where((iou[b0:b1, None] >= thr)[:, :, None] & free, pair_key[b0:b1, None, :], -1)
         best = torch.full((s1 - s0, T, A), -1, dtype=torch.long, device=dev)
         best.scatter_reduce_(0, slot[:, None, None].expand_as(key), key, "amax")
         found = best >= 0
         matched[torch.where(found, best % (G + 1), G), tt, aa] = True
         codes[s0:s1] = torch.where(found, 2 - best // span, 0)
-    det_pos, o = torch.sort(pos[dets])
     t, a, j = torch.nonzero(codes[o].permute(1, 2, 0), as_tuple=True)
     return t, a, det_pos[j], codes[o][j, t, a]
 
 
 def _curves(
-    events: tuple[Tensor, ...],
-    valid: Tensor,
-    p_score: Tensor,
-    p_k: Tensor,
-    p_out: Tensor,
-    need: Tensor,
-    num_thr: int,
-    backend: str,
+    events: tuple, valid: Tensor, p_score: Tensor, p_k: Tensor, p_out: Tensor, need: Tensor, num_thr: int, backend: str
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One maxDet's precision and score at each recall point ``[T, A, K, R]`` and true positives ``[T, A, K, 1]``.
 
@@ -267,7 +262,7 @@ def summarize(
 
     Example:
         >>> ones = torch.ones
-        >>> ev = CocoEvaluation(ones(1, 2, 1, 4, 3), ones(1, 1, 4, 3), ones(1, 2, 1, 4, 3), torch.tensor([0]))
+        >>> ev = CocoEvaluation(ones(1, 2, 1, 4, 3), ones(1, 1, 4, 3), ones(1, 2, 1, 4, 3))
         >>> summarize(ev, [0.5], [1, 10, 50], "pycocotools")[:3].tolist()
         [-1.0, 1.0, -1.0]
     """
@@ -297,34 +292,24 @@ def summarize(
     return torch.stack([*aps, ar(0, 0), ar(0, 1), ar(0, 2), ar(1, 2), ar(2, 2), ar(3, 2)])
 
 
-def ious_by_image_class(
-    det_scores: Tensor,
-    det_labels: Tensor,
-    det_images: Tensor,
-    gt_labels: Tensor,
-    gt_images: Tensor,
-    pair_ious: Callable[[Tensor, Tensor], Tensor],
-    classes: Tensor,
-    num_images: int,
-    max_det: int,
-) -> dict[tuple[int, int], Tensor | list]:
+def ious_by_image_class(t: Tables, num_images: int, max_det: int) -> dict[tuple[int, int], Tensor | list]:
     """``COCOeval.ious`` as torchmetrics returns it: ``{(image, class): float32 [dets, gts] or []}``.
 
     Detections in descending score order (stable) capped at ``max_det``, ground truths in input order; ``[]`` where
     the image has no detection or no ground truth of the class.
 
     Example:
-        >>> ious = torch.tensor([0.25, 0.75], dtype=torch.float64)
-        >>> out = ious_by_image_class(torch.tensor([0.5, 0.9]), torch.tensor([1, 1]), torch.tensor([0, 0]),
-        ...     torch.tensor([1]), torch.tensor([0]), lambda d, g: ious[d], torch.tensor([1]), 1, 100)
-        >>> out[(0, 1)].tolist()
+        >>> ious, one, zero = torch.tensor([0.25, 0.75], dtype=torch.float64), torch.tensor([1]), torch.tensor([0])
+        >>> t = Tables(torch.tensor([0.5, 0.9]), one.repeat(2), zero.repeat(2), None, one, zero, None, None,
+        ...     lambda d, g: ious[d], one)
+        >>> ious_by_image_class(t, 1, 100)[(0, 1)].tolist()
         [[0.75], [0.25]]
     """
-    K = len(classes)
-    d_key = det_images * K + torch.searchsorted(classes, det_labels)
-    g_key = gt_images * K + torch.searchsorted(classes, gt_labels)
-    order, *_, iou = _pairs(det_scores, d_key, g_key, pair_ious, max_det)
+    K = len(t.classes)
+    d_key = t.det_images * K + torch.searchsorted(t.classes, t.det_labels)
+    g_key = t.gt_images * K + torch.searchsorted(t.classes, t.gt_labels)
+    order, *_, iou = _pairs(t.det_scores, d_key, g_key, t.pair_ious, max_det)
     sizes = torch.stack([torch.bincount(k, minlength=num_images * K) for k in (d_key[order], g_key)]).T.tolist()
-    keys = [(i, c) for i in range(num_images) for c in classes.tolist()]
+    keys = [(i, c) for i in range(num_images) for c in t.classes.tolist()]
     blocks = torch.split(iou.float(), [d * g for d, g in sizes])
     return {key: block.view(d, g) if d and g else [] for key, (d, g), block in zip(keys, sizes, blocks, strict=True)}

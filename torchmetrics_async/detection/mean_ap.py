@@ -35,7 +35,7 @@ from torchmetrics_async._torchmetrics import (
     dim_zero_cat,
 )
 from torchmetrics_async.detection.boxes import BOX_FORMATS, box_convert, cat_state
-from torchmetrics_async.detection.coco_eval import CocoEvaluation, coco_evaluate, ious_by_image_class, summarize
+from torchmetrics_async.detection.coco_eval import Tables, coco_evaluate, ious_by_image_class, summarize
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = ["MeanAveragePrecision", "coco_box_ious"]
@@ -283,25 +283,21 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         own_area = t.det_box_area if iou_type == "bbox" else t.det_mask_area
         # torchmetrics rebuilds its datasets for class_metrics (real labels, mask areas with two types) and keeps them
         micro = self.average == "micro" and not (self.class_metrics and j > 0)
-        ev = t.evaluate(self, iou_type, own_area, micro)
+        params = self.iou_thresholds, self.rec_thresholds, mdt, backend
+        tables = t.tables(iou_type, own_area, micro)
+        ev = coco_evaluate(tables, *params)
         stats = summarize(ev, self.iou_thresholds, mdt, backend).to(torch.float32)
         out = {f"{prefix}{key}": stats[i : i + 1] for i, key in enumerate(keys)}
         if self.extended_summary:
-            classes = torch.zeros(1, dtype=torch.int64, device=self.device) if micro else t.classes
-            out[f"{prefix}ious"] = t.ious_by_image_class(iou_type, classes, micro, mdt[-1])
-            where = torch.searchsorted(classes, ev.classes)
-            for name, dim in (("precision", 2), ("recall", 1), ("scores", 2)):
-                value = getattr(ev, name)
-                shape = (*value.shape[:dim], classes.numel(), *value.shape[dim + 1 :])
-                out[f"{prefix}{name}"] = value.new_full(shape, -1.0).index_copy_(dim, where, value)
+            ious = ious_by_image_class(tables, t.num_images, mdt[-1])
+            kept = range(t.num_images) if t.evaluated is None else set(t.evaluated.tolist())
+            out[f"{prefix}ious"] = {key: value for key, value in ious.items() if key[0] in kept}
+            out.update({f"{prefix}{name}": value for name, value in ev._asdict().items()})
         per_class = _minus_one(self.device), _minus_one(self.device)
         if self.class_metrics:
             class_area = t.det_mask_area if "segm" in self.iou_type else own_area
-            ev = ev if not micro and class_area is own_area else t.evaluate(self, iou_type, class_area, False)
-            values = summarize(ev, self.iou_thresholds, mdt, backend, per_class=True)[[0, 8]]
-            where = torch.searchsorted(ev.classes, t.classes).clamp(max=max(ev.classes.numel() - 1, 0))
-            found = ev.classes[where] == t.classes if ev.classes.numel() else torch.zeros_like(t.classes, dtype=bool)
-            per_class = tuple(torch.where(found, v[where] if v.numel() else -1.0, -1.0).float() for v in values)
+            ev = ev if not micro and class_area is own_area else coco_evaluate(t.tables(iou_type, class_area), *params)
+            per_class = summarize(ev, self.iou_thresholds, mdt, backend, per_class=True)[[0, 8]].float().unbind()
         out[f"{prefix}map_per_class"], out[f"{prefix}mar_{mdt[-1]}_per_class"] = per_class
         return out
 
@@ -348,34 +344,21 @@ class _Tables:
         user_area = _cat(metric.groundtruth_area, f64, device)
         self.gt_areas = torch.where(user_area > 0, user_area, gt_area)
 
-    def _inputs(self, iou_type: str, micro: bool) -> tuple:
-        """The kernels' shared arguments; labels all 0 for torchmetrics' micro average."""
-        det_labels, gt_labels = self.det_labels, self.gt_labels
+    def tables(self, iou_type: str, det_area: Tensor, micro: bool = False) -> Tables:
+        """The kernels' tables; labels all 0 for torchmetrics' micro average."""
+        det_labels, gt_labels, classes = self.det_labels, self.gt_labels, self.classes
         if micro:
             det_labels, gt_labels = torch.zeros_like(det_labels), torch.zeros_like(gt_labels)
-        if iou_type == "bbox":
-            ious = lambda d, g: coco_box_ious(self.det_boxes[d], self.gt_boxes[g], self.gt_crowds[g])  # noqa: E731
-        else:
-            ious = lambda d, g: _ious(  # noqa: E731
-                self.intersections[self.det_rows[d] + self.gt_cols[g]],
-                self.det_mask_area[d],
-                self.gt_mask_area[g],
-                self.gt_crowds[g],
-            )
-        return self.det_scores, det_labels, self.det_images, gt_labels, self.gt_images, ious
+            classes = torch.zeros(1, dtype=torch.int64, device=classes.device)
 
-    def evaluate(self, metric: MeanAveragePrecision, iou_type: str, det_area: Tensor, micro: bool) -> CocoEvaluation:
-        thresholds = metric.iou_thresholds, metric.rec_thresholds, metric.max_detection_thresholds
-        args = (*self._inputs(iou_type, micro), det_area, self.gt_areas, self.gt_crowds, *thresholds)
-        return coco_evaluate(*args, metric._coco_backend.backend)
+        def ious(d: Tensor, g: Tensor) -> Tensor:
+            if iou_type == "bbox":
+                return coco_box_ious(self.det_boxes[d], self.gt_boxes[g], self.gt_crowds[g])
+            inter = self.intersections[self.det_rows[d] + self.gt_cols[g]]
+            return _ious(inter, self.det_mask_area[d], self.gt_mask_area[g], self.gt_crowds[g])
 
-    def ious_by_image_class(self, iou_type: str, classes: Tensor, micro: bool, max_det: int) -> dict:
-        """``COCOeval.ious``: every evaluated image (those with ground truth, for masks alone) and category."""
-        ious = ious_by_image_class(*self._inputs(iou_type, micro), classes, self.num_images, max_det)
-        if self.evaluated is None:
-            return ious
-        evaluated = set(self.evaluated.tolist())
-        return {key: value for key, value in ious.items() if key[0] in evaluated}
+        dets = self.det_scores, det_labels, self.det_images, det_area
+        return Tables(*dets, gt_labels, self.gt_images, self.gt_areas, self.gt_crowds, ious, classes)
 
 
 def _masks(masks: Tensor) -> Tensor:
