@@ -102,8 +102,8 @@ def _pairs(scores: Tensor, d_key: Tensor, g_key: Tensor, pair_ious: Callable, ma
 
 
 def _need(npig: Tensor, rec_thr: Tensor) -> Tensor:
-    """Smallest true-positive count ``n`` with ``n / npig >= thr`` in float64, as pycocotools' ``rc`` compares."""
-    npig = npig.unsqueeze(-1).double()
+    """Per recall point, the least ``n`` with ``n / npig >= thr`` in float64, as pycocotools' ``rc`` compares."""
+    npig, rec_thr = npig.double(), rec_thr.view(-1, *(1,) * npig.dim())
     n0 = torch.ceil(rec_thr * npig).clamp(min=0)
     lower = (n0 >= 1) & ((n0 - 1) / npig >= rec_thr)
     return torch.where(lower, n0 - 1, torch.where(n0 / npig >= rec_thr, n0, n0 + 1)).long()
@@ -149,9 +149,8 @@ def coco_evaluate(
     acc = torch.sort(d_k * D + desc[order], stable=True).indices
     pos = torch.empty_like(acc)
     pos[acc] = torch.arange(len(acc), device=dev)
-    g_ign = (
-        t.gt_crowds[:, None] | (t.gt_areas[:, None] < lo) | (t.gt_areas[:, None] > hi)
-    )  # [G, A] crowd or out of range
+    g_area = t.gt_areas[:, None]
+    g_ign = t.gt_crowds[:, None] | (g_area < lo) | (g_area > hi)  # [G, A] crowd or out of range
     # candidate pairs: IoU reaching the lowest threshold, by detection rank
     thr = torch.tensor(iou_thresholds, dtype=f64, device=dev).clamp(max=1 - 1e-10)
     hit = iou >= thr.min() if T else torch.zeros_like(iou, dtype=torch.bool)
@@ -164,13 +163,13 @@ def coco_evaluate(
     p_area = t.det_areas[order][acc][:, None]
     p_out = (p_area < lo) | (p_area > hi)  # [D, A]
     npig = torch.zeros(K, A, dtype=torch.long, device=dev).index_add_(0, gt_k, (~g_ign).long())
-    need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev)).transpose(0, 1)[None]  # [1, A, K, R]
-    has_gt = (npig > 0).T[None, :, :, None]  # [1, A, K, 1]
+    need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev))[None]  # [1, R, K, A]
+    has_gt = npig > 0
     curves = [_curves(events, p_rank < m, p_score, p_k, p_out, need, T, backend) for m in max_dets]
-    precision = torch.stack([torch.where(has_gt, q, -1.0).permute(0, 3, 2, 1) for q, _, _ in curves], -1)
-    scores = torch.stack([torch.where(has_gt, s, -1.0).permute(0, 3, 2, 1) for _, s, _ in curves], -1)
-    recall = [torch.where(has_gt[..., 0], tot[..., 0].double() / npig.T, -1.0).permute(0, 2, 1) for *_, tot in curves]
-    return CocoEvaluation(precision, torch.stack(recall, -1), scores)
+    precision = torch.stack([torch.where(has_gt, q, -1.0) for q, _, _ in curves], -1)
+    scores = torch.stack([torch.where(has_gt, s, -1.0) for _, s, _ in curves], -1)
+    recall = torch.stack([torch.where(has_gt, tot[:, 0].double() / npig, -1.0) for *_, tot in curves], -1)
+    return CocoEvaluation(precision, recall, scores)
 
 
 def _match(
@@ -216,14 +215,14 @@ def _match(
 def _curves(
     events: tuple, valid: Tensor, p_score: Tensor, p_k: Tensor, p_out: Tensor, need: Tensor, num_thr: int, backend: str
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """One maxDet's precision and score at each recall point ``[T, A, K, R]`` and true positives ``[T, A, K, 1]``.
+    """One maxDet's precision and score at each recall point ``[T, R, K, A]`` and true positives ``[T, 1, K, A]``.
 
     Only the true positives' precisions matter: the n-th one's is ``n / (n + fp + eps)`` with ``fp`` the unmatched
     in-range detections before it, the envelope is its running max from the right, and recall point ``r`` lands on
     the ``need[r]``-th true positive (the first detection when ``need`` is 0). ``events``: matched detections as
     ``(t, a, position, code)`` sorted by ``(t, a, position)``; ``valid``: the positions within this maxDet.
     """
-    T, (A, K), D, zero = num_thr, need.shape[1:3], len(valid), p_score.new_zeros(1)
+    T, (K, A), D, zero = num_thr, need.shape[2:], len(valid), p_score.new_zeros(1)
     k_start = _starts(torch.bincount(p_k, minlength=K))
     inr = (valid[:, None] & ~p_out).long()  # [D, A] detections that count as false positives when unmatched
     cum_inr = torch.cumsum(inr, 0)
@@ -240,12 +239,12 @@ def _curves(
     n_tp, fp, seg, tp_score = n_tp[tp].double(), fp[tp].double(), seg[tp], p_score[p[tp]]
     pr = n_tp / (n_tp + fp + _EPS) if backend == "pycocotools" else n_tp / (n_tp + fp)
     env = torch.cat([_suffix_max(pr, seg, T * A * K), zero])
-    tot = torch.bincount(seg, minlength=T * A * K).view(T, A, K, 1)
-    first = _starts(tot.flatten()).view(T, A, K, 1)
-    idx = torch.where(need > 0, first + need - 1, first).clamp(max=len(env) - 1)  # [T, A, K, R]
+    count = torch.bincount(seg, minlength=T * A * K)
+    tot, first = (x.view(T, A, K).transpose(1, 2)[:, None] for x in (count, _starts(count)))  # [T, 1, K, A]
+    idx = torch.where(need > 0, first + need - 1, first).clamp(max=len(env) - 1)  # [T, R, K, A]
     reach = torch.where(need > 0, need <= tot, torch.bincount(p_k[valid], minlength=K).view(1, 1, K, 1) > 0)
     if backend == "pycocotools":  # its loop stops at the first recall point out of reach
-        reach = torch.cummin(reach.int(), -1).values.bool()
+        reach = torch.cummin(reach.int(), 1).values.bool()
     s0 = torch.cat([p_score, zero])[k_start.clamp(max=D)].view(1, 1, K, 1)  # first detection of the class
     s = torch.where(need > 0, torch.cat([tp_score, zero])[idx], s0)
     return torch.where(reach & (tot > 0), env[idx], zero), torch.where(reach, s, zero), tot
