@@ -269,26 +269,23 @@ def summarize(
         raise ValueError(f"Expected backend in {_BACKENDS}, got {backend!r}")
     thr = torch.tensor(iou_thresholds, dtype=torch.float64, device=ev.precision.device)
 
-    def mean(s: Tensor, keep: Tensor) -> Tensor:  # mean(s[s > -1]) over the kept entries, -1 where there is none
-        keep = keep & (s > -1)
+    def mean(s: Tensor, keep: Tensor | bool = True) -> Tensor:  # mean(s[s > -1]) over the kept entries, or -1
+        keep = (s > -1) & keep
         dims = tuple(range(s.dim() - per_class))
         count = keep.sum(dims)
         return torch.where(count > 0, torch.where(keep, s, 0.0).sum(dims) / count.clamp(min=1), -1.0)
 
     def ap(a: int, m: int | None, iou: float | None = None) -> Tensor:
         s = ev.precision[..., a, 0 if m is None else m]  # [T, R, K]
-        t = torch.ones_like(thr, dtype=torch.bool) if iou is None else thr == iou  # np.where(iouThr == p.iouThrs)
-        out = mean(s, t[:, None, None].expand_as(s))
+        out = mean(s, True if iou is None else (thr == iou)[:, None, None])  # np.where(iouThr == p.iouThrs)
         return torch.full_like(out, -1.0) if m is None else out
-
-    def ar(a: int, m: int) -> Tensor:
-        return mean(ev.recall[..., a, m], torch.ones_like(ev.recall[..., a, m], dtype=torch.bool))
 
     # pycocotools' map looks for maxDets == 100 (-1 when absent); faster-coco-eval's map takes max_dets[-1]
     fast = backend == "faster_coco_eval"
     first = len(max_dets) - 1 if fast else next((i for i, m in enumerate(max_dets) if m == 100), None)
     aps = [ap(0, first), ap(0, 2, 0.5), ap(0, 2, 0.75), ap(1, 2), ap(2, 2), ap(3, 2)]
-    return torch.stack([*aps, ar(0, 0), ar(0, 1), ar(0, 2), ar(1, 2), ar(2, 2), ar(3, 2)])
+    ars = [mean(ev.recall[..., a, m]) for a, m in ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (3, 2))]
+    return torch.stack([*aps, *ars])
 
 
 def ious_by_image_class(t: Tables, num_images: int, max_det: int) -> dict[tuple[int, int], Tensor | list]:

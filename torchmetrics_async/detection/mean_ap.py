@@ -7,8 +7,6 @@ RLE, no host read). ``compute()`` builds the IoUs pycocotools would and runs
 micro averaging), vectorized over images and classes. Needs neither torchvision nor pycocotools.
 
 Example:
-    >>> import torch
-    >>> from torchmetrics_async.detection import MeanAveragePrecision
     >>> preds = [{"boxes": torch.tensor([[258.0, 41.0, 606.0, 285.0]]), "scores": torch.tensor([0.536]),
     ...           "labels": torch.tensor([0])}]
     >>> target = [{"boxes": torch.tensor([[214.0, 41.0, 562.0, 285.0]]), "labels": torch.tensor([0])}]
@@ -42,15 +40,8 @@ __all__ = ["MeanAveragePrecision", "coco_box_ious"]
 
 #: torchmetrics' states, per image; the mask states stay empty here (torchmetrics holds RLEs in them).
 TORCHMETRICS_STATES = (
-    "detection_box",
-    "detection_mask",
-    "detection_scores",
-    "detection_labels",
-    "groundtruth_box",
-    "groundtruth_mask",
-    "groundtruth_labels",
-    "groundtruth_crowds",
-    "groundtruth_area",
+    *("detection_box", "detection_mask", "detection_scores", "detection_labels", "groundtruth_box"),
+    *("groundtruth_mask", "groundtruth_labels", "groundtruth_crowds", "groundtruth_area"),
 )
 #: Per image, masks only: flat detection x ground-truth intersection counts and both sides' mask areas (float64).
 MASK_STATES = ("mask_intersections", "detection_mask_area", "groundtruth_mask_area")
@@ -135,16 +126,13 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             raise ValueError(f"Expected argument `box_format` to be one of {BOX_FORMATS} but got {box_format}")
         self.box_format = box_format
         self.iou_type = _validate_iou_type_arg(iou_type)  # type: ignore[arg-type]
-        for name, value in (("iou_thresholds", iou_thresholds), ("rec_thresholds", rec_thresholds)):
+        names = ("iou_thresholds", "rec_thresholds", "max_detection_thresholds")
+        for name, value in zip(names, (iou_thresholds, rec_thresholds, max_detection_thresholds), strict=True):
             if value is not None and not isinstance(value, list):
-                raise ValueError(f"Expected argument `{name}` to either be `None` or a list of floats but got {value}")
+                kind = "ints" if name == names[2] else "floats"
+                raise ValueError(f"Expected argument `{name}` to either be `None` or a list of {kind} but got {value}")
         self.iou_thresholds = iou_thresholds or torch.linspace(0.5, 0.95, 10).tolist()
         self.rec_thresholds = rec_thresholds or torch.linspace(0.0, 1.00, 101).tolist()
-        if max_detection_thresholds is not None and not isinstance(max_detection_thresholds, list):
-            raise ValueError(
-                "Expected argument `max_detection_thresholds` to either be `None` or a list of ints"
-                f" but got {max_detection_thresholds}"
-            )
         if max_detection_thresholds is not None and len(max_detection_thresholds) != 3:
             raise ValueError(
                 "When providing a list of max detection thresholds it should have length 3."
@@ -171,15 +159,15 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
                 self.add_state(name, default=[], dist_reduce_fx="cat")
         self._add_deferred_check(NAN_CHECK, NAN_MESSAGE)
         super()._add_extra_states()
-        self._decode_torchmetrics_masks()
-        self._rebuild_image_states()
+        self._adopt_torchmetrics_states()
 
-    def _decode_torchmetrics_masks(self) -> None:
-        """Masks torchmetrics held as RLEs (an adopted instance, its checkpoint): decoded once, on the host."""
+    def _adopt_torchmetrics_states(self) -> None:
+        """Torchmetrics' states made ours (an adopted instance, a checkpoint): RLE masks decoded, image states rebuilt.
+
+        The masks are decoded once, on the host; the image states come from the per-image lists in one copy.
+        """
         rles = list(zip(self.detection_mask, self.groundtruth_mask, strict=True))
-        if not rles:
-            return
-        decode = self._coco_backend.mask_utils.decode
+        decode = self._coco_backend.mask_utils.decode if rles else None  # needs a COCO package
         for dets, gts in rles:
             size = (dets or gts or (((0, 0), b""),))[0][0]
             masks = [
@@ -190,12 +178,19 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             ]
             for name, value in zip(MASK_STATES, _mask_counts(*masks), strict=True):
                 getattr(self, name).append(value.to(self.device))
-        self.detection_mask, self.groundtruth_mask = [], []
+            self.detection_mask, self.groundtruth_mask = [], []
+        dets, gts = self.detection_labels, self.groundtruth_labels
+        if not isinstance(dets, list):  # synced: the gathered image states are the ones to keep
+            return
+        counts = [d.shape[0] << 32 | g.shape[0] for d, g in zip(dets, gts, strict=True)]
+        position = [torch.arange(len(counts), device=self.device)] if counts else []
+        counts = [torch.tensor(counts, dtype=torch.int64).to(self.device)] if counts else []
+        for name, value in zip(IMAGE_STATES, (position, counts), strict=True):
+            setattr(self, name, value)
 
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         super()._load_from_state_dict(*args, **kwargs)
-        self._decode_torchmetrics_masks()
-        self._rebuild_image_states()
+        self._adopt_torchmetrics_states()
 
     def tm_to_coco(self, name: str = "tm_map_input") -> None:
         """Torchmetrics' COCO files of the inputs: boxes only (masks are kept as intersection counts here)."""
@@ -250,17 +245,6 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         if boxes.ndim != 2 or boxes.shape[1] != 4:
             raise ValueError(f"Expected `boxes` of shape (num_boxes, 4) but got {tuple(boxes.shape)}")
         return box_convert(boxes, in_fmt=self.box_format, out_fmt="xywh")
-
-    def _rebuild_image_states(self) -> None:
-        """The image states from the per-image lists (loaded or adopted states): one host-to-device copy."""
-        dets, gts = self.detection_labels, self.groundtruth_labels
-        if not isinstance(dets, list):  # synced: the gathered image states are the ones to keep
-            return
-        counts = [d.shape[0] << 32 | g.shape[0] for d, g in zip(dets, gts, strict=True)]
-        position = [torch.arange(len(counts), device=self.device)] if counts else []
-        counts = [torch.tensor(counts, dtype=torch.int64).to(self.device)] if counts else []
-        for name, value in zip(IMAGE_STATES, (position, counts), strict=True):
-            setattr(self, name, value)
 
     def compute(self) -> dict[str, Any]:
         """Torchmetrics' result dict, evaluated on the states' device."""
