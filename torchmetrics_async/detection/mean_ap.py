@@ -2,7 +2,7 @@
 
 ``update()`` keeps torchmetrics' box states (per image, ``xywh`` in the input dtype) and, for masks, each image's
 detection x ground-truth intersection counts and the mask areas (exact integer counts from one float64 matmul, no
-RLE, no host read). ``compute()`` builds the IoUs pycocotools would and runs
+RLE, no host read). ``compute()`` computes pycocotools' IoUs of the pairs that count and runs
 :func:`~torchmetrics_async.detection.coco_eval.coco_evaluate` once per IoU type (twice with ``class_metrics`` under
 micro averaging), vectorized over images and classes. Needs neither torchvision nor pycocotools.
 
@@ -162,10 +162,7 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         self._adopt_torchmetrics_states()
 
     def _adopt_torchmetrics_states(self) -> None:
-        """Torchmetrics' states made ours (an adopted instance, a checkpoint): RLE masks decoded, image states rebuilt.
-
-        The masks are decoded once, on the host; the image states come from the per-image lists in one copy.
-        """
+        """Torchmetrics' states made ours (adopted, loaded): RLE masks decoded on the host, image states rebuilt."""
         rles = list(zip(self.detection_mask, self.groundtruth_mask, strict=True))
         decode = self._coco_backend.mask_utils.decode if rles else None  # needs a COCO package
         for dets, gts in rles:
