@@ -164,11 +164,10 @@ def coco_evaluate(
     p_out = (p_area < lo) | (p_area > hi)  # [D, A]
     npig = torch.zeros(K, A, dtype=torch.long, device=dev).index_add_(0, gt_k, (~g_ign).long())
     need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev))[None]  # [1, R, K, A]
-    has_gt = npig > 0
-    curves = [_curves(events, p_rank < m, p_score, p_k, p_out, need, T, backend) for m in max_dets]
-    precision = torch.stack([torch.where(has_gt, q, -1.0) for q, _, _ in curves], -1)
-    scores = torch.stack([torch.where(has_gt, s, -1.0) for _, s, _ in curves], -1)
-    recall = torch.stack([torch.where(has_gt, tot[:, 0].double() / npig, -1.0) for *_, tot in curves], -1)
+    fill = ((npig > 0).double() - 1).expand(T, 1, K, A)  # -1 for a class without ground truth (it has no point)
+    curves = [_curves(events, p_rank < m, p_score, p_k, p_out, need, fill, backend) for m in max_dets]
+    precision, scores = (torch.stack([c[i] for c in curves], -1) for i in (0, 1))
+    recall = torch.stack([torch.where(npig > 0, tot[:, 0].double() / npig, -1.0) for *_, tot in curves], -1)
     return CocoEvaluation(precision, recall, scores)
 
 
@@ -213,16 +212,16 @@ def _match(
 
 
 def _curves(
-    events: tuple, valid: Tensor, p_score: Tensor, p_k: Tensor, p_out: Tensor, need: Tensor, num_thr: int, backend: str
+    events: tuple, valid: Tensor, p_score: Tensor, p_k: Tensor, p_out: Tensor, need: Tensor, fill: Tensor, backend: str
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """One maxDet's precision and score at each recall point ``[T, R, K, A]`` and true positives ``[T, 1, K, A]``.
+    """One maxDet's precision and score per recall point ``[T, R, K, A]`` (``fill`` out of reach), TPs ``[T, 1, K, A]``.
 
     Only the true positives' precisions matter: the n-th one's is ``n / (n + fp + eps)`` with ``fp`` the unmatched
     in-range detections before it, the envelope is its running max from the right, and recall point ``r`` lands on
     the ``need[r]``-th true positive (the first detection when ``need`` is 0). ``events``: matched detections as
     ``(t, a, position, code)`` sorted by ``(t, a, position)``; ``valid``: the positions within this maxDet.
     """
-    T, (K, A), D, zero = num_thr, need.shape[2:], len(valid), p_score.new_zeros(1)
+    (T, _, K, A), D, zero = fill.shape, len(valid), p_score.new_zeros(1)
     k_start = _starts(torch.bincount(p_k, minlength=K))
     inr = (valid[:, None] & ~p_out).long()  # [D, A] detections that count as false positives when unmatched
     cum_inr = torch.cumsum(inr, 0)
@@ -241,13 +240,14 @@ def _curves(
     env = torch.cat([_suffix_max(pr, seg, T * A * K), zero])
     count = torch.bincount(seg, minlength=T * A * K)
     tot, first = (x.view(T, A, K).transpose(1, 2)[:, None] for x in (count, _starts(count)))  # [T, 1, K, A]
-    idx = torch.where(need > 0, first + need - 1, first).clamp(max=len(env) - 1)  # [T, R, K, A]
-    reach = torch.where(need > 0, need <= tot, torch.bincount(p_k[valid], minlength=K).view(1, 1, K, 1) > 0)
+    idx = (first + (need - 1).clamp(min=0)).clamp_(max=len(env) - 1)  # [T, R, K, A]
+    has_det = torch.bincount(p_k[valid], minlength=K).view(1, 1, K, 1) > 0
+    reach = (need <= tot) & ((need > 0) | has_det)
     if backend == "pycocotools":  # its loop stops at the first recall point out of reach
         reach = torch.cummin(reach.int(), 1).values.bool()
     s0 = torch.cat([p_score, zero])[k_start.clamp(max=D)].view(1, 1, K, 1)  # first detection of the class
     s = torch.where(need > 0, torch.cat([tp_score, zero])[idx], s0)
-    return torch.where(reach & (tot > 0), env[idx], zero), torch.where(reach, s, zero), tot
+    return torch.where(reach & (tot > 0), env[idx], fill), torch.where(reach, s, fill), tot
 
 
 def summarize(
