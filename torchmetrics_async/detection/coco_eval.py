@@ -242,9 +242,9 @@ def _curves(
     tot, first = (x.view(T, A, K).transpose(1, 2)[:, None] for x in (count, _starts(count)))  # [T, 1, K, A]
     idx = (first + (need - 1).clamp(min=0)).clamp_(max=len(env) - 1)  # [T, R, K, A]
     has_det = torch.bincount(p_k[valid], minlength=K).view(1, 1, K, 1) > 0
-    reach = (need <= tot) & ((need > 0) | has_det)
-    if backend == "pycocotools":  # its loop stops at the first recall point out of reach
-        reach = torch.cummin(reach.int(), 1).values.bool()
+    # pycocotools' loop stops at the first recall point out of reach: a point needs as many as any point before it
+    bar = torch.cummax(need, 1).values if backend == "pycocotools" else need
+    reach = (bar <= tot) & ((need > 0) | has_det)
     s0 = torch.cat([p_score, zero])[k_start.clamp(max=D)].view(1, 1, K, 1)  # first detection of the class
     s = torch.where(need > 0, torch.cat([tp_score, zero])[idx], s0)
     return torch.where(reach & (tot > 0), env[idx], fill), torch.where(reach, s, fill), tot
