@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchmetrics_async.detection.coco_eval import coco_evaluate, ious_by_image_class, summarize, summarize_per_class
+from torchmetrics_async.detection.coco_eval import Tables, coco_evaluate, ious_by_image_class, summarize
 
 pycocotools = pytest.importorskip("pycocotools")
 faster_coco_eval = pytest.importorskip("faster_coco_eval")
@@ -68,7 +68,7 @@ def make_scene(seed, images=12, classes=6, max_gt=8, max_det=30, crowd=0.15, big
 
 
 def kernel_inputs(scene):
-    """The kernel's flat tensors, the IoU blocks from pycocotools' ``maskUtils.iou`` (all classes of an image)."""
+    """The kernels' tables; ``pair_ious`` reads each image's IoU block from pycocotools' ``maskUtils.iou``."""
     f64 = torch.float64
     gt, det = scene["gt"], scene["det"]
     blocks, det_rows, gt_cols, offset = [], [0] * len(det), [0] * len(gt), 0
@@ -85,19 +85,20 @@ def kernel_inputs(scene):
             )
             blocks.append(np.asarray(block, dtype=np.float64).ravel())
             offset += len(d_idx) * len(g_idx)
-    return {
-        "det_scores": torch.tensor([d[3] for d in det], dtype=f64),
-        "det_labels": torch.tensor([d[2] for d in det], dtype=torch.long),
-        "det_images": torch.tensor([d[0] for d in det], dtype=torch.long),
-        "det_areas": torch.tensor([d[1][2] * d[1][3] for d in det], dtype=f64),
-        "gt_labels": torch.tensor([g[2] for g in gt], dtype=torch.long),
-        "gt_images": torch.tensor([g[0] for g in gt], dtype=torch.long),
-        "gt_areas": torch.tensor([g[3] for g in gt], dtype=f64),
-        "gt_crowds": torch.tensor([g[4] for g in gt], dtype=torch.bool),
-        "ious": torch.from_numpy(np.concatenate(blocks)) if blocks else torch.zeros(0, dtype=f64),
-        "det_rows": torch.tensor(det_rows, dtype=torch.long),
-        "gt_cols": torch.tensor(gt_cols, dtype=torch.long),
-    }
+    ious = torch.from_numpy(np.concatenate(blocks)) if blocks else torch.zeros(0, dtype=f64)
+    det_rows, gt_cols = torch.tensor(det_rows, dtype=torch.long), torch.tensor(gt_cols, dtype=torch.long)
+    return Tables(
+        det_scores=torch.tensor([d[3] for d in det], dtype=f64),
+        det_labels=torch.tensor([d[2] for d in det], dtype=torch.long),
+        det_images=torch.tensor([d[0] for d in det], dtype=torch.long),
+        det_areas=torch.tensor([d[1][2] * d[1][3] for d in det], dtype=f64),
+        gt_labels=torch.tensor([g[2] for g in gt], dtype=torch.long),
+        gt_images=torch.tensor([g[0] for g in gt], dtype=torch.long),
+        gt_areas=torch.tensor([g[3] for g in gt], dtype=f64),
+        gt_crowds=torch.tensor([g[4] for g in gt], dtype=torch.bool),
+        pair_ious=lambda d, g: ious[det_rows[d] + gt_cols[g]],
+        classes=torch.tensor(sorted({g[2] for g in gt} | {d[2] for d in det}), dtype=torch.long),
+    )
 
 
 def reference(scene, backend, iou_thr, rec_thr, max_dets, cat_ids=None):
@@ -136,8 +137,8 @@ def check_scene(scene, backend, iou_thr=DEFAULT_IOU, rec_thr=DEFAULT_REC, max_de
     max_dets = list(max_dets)
     ref, labels = reference(scene, backend, iou_thr, rec_thr, max_dets)
     inputs = kernel_inputs(scene)
-    ev = coco_evaluate(**inputs, iou_thresholds=iou_thr, rec_thresholds=rec_thr, max_dets=max_dets, backend=backend)
-    assert ev.classes.tolist() == labels
+    assert inputs.classes.tolist() == labels  # the reference's catIds
+    ev = coco_evaluate(inputs, iou_thr, rec_thr, max_dets, backend)
     for name in ("precision", "recall", "scores"):
         got, want = getattr(ev, name).numpy(), ref.eval[name]
         assert got.shape == want.shape, name
@@ -173,22 +174,17 @@ def test_unsorted_recall_thresholds(backend):
 def test_per_class_summary_is_torchmetrics_rerun(backend):
     scene = make_scene(5)
     ev, _ = check_scene(scene, backend)
-    maps, mars = summarize_per_class(ev, DEFAULT_IOU, [1, 10, 100], backend)
-    for k, label in enumerate(ev.classes.tolist()):
+    per_class = summarize(ev, DEFAULT_IOU, [1, 10, 100], backend, per_class=True)  # [12, K]: all 12 stats per class
+    for k, label in enumerate(kernel_inputs(scene).classes.tolist()):
         ref, _ = reference(scene, backend, DEFAULT_IOU, DEFAULT_REC, [1, 10, 100], cat_ids=[label])
-        assert abs(maps[k].item() - ref.stats[0]) <= 1e-12
-        assert abs(mars[k].item() - ref.stats[8]) <= 1e-12
+        np.testing.assert_allclose(per_class[:, k].numpy(), np.asarray(ref.stats[:12]), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_ious_dict_matches_cocoeval_ious(backend):
     scene = make_scene(3)
-    ref, labels = reference(scene, backend, DEFAULT_IOU, DEFAULT_REC, [1, 10, 100])
-    inputs = kernel_inputs(scene)
-    got = ious_by_image_class(
-        inputs["det_scores"], inputs["det_labels"], inputs["det_images"], inputs["gt_labels"], inputs["gt_images"],
-        inputs["ious"], inputs["det_rows"], inputs["gt_cols"], torch.tensor(labels), range(scene["images"]), 100,
-    )  # fmt: skip
+    ref, _ = reference(scene, backend, DEFAULT_IOU, DEFAULT_REC, [1, 10, 100])
+    got = ious_by_image_class(kernel_inputs(scene), scene["images"], 100)
     assert set(got) == set(ref.ious)
     for key, want in ref.ious.items():
         if isinstance(want, list):
@@ -225,9 +221,7 @@ def test_coco_shaped_scene(backend):
 def test_unknown_backend_is_refused():
     inputs = kernel_inputs(make_scene(0, images=2))
     with pytest.raises(ValueError, match="backend"):
-        coco_evaluate(
-            **inputs, iou_thresholds=DEFAULT_IOU, rec_thresholds=DEFAULT_REC, max_dets=[1, 10, 100], backend="x"
-        )
+        coco_evaluate(inputs, DEFAULT_IOU, DEFAULT_REC, [1, 10, 100], "x")
 
 
 @pytest.mark.slow
@@ -243,3 +237,16 @@ def test_extreme_parameters(seed):
     max_dets = sorted(int(x) for x in rng.choice([1, 2, 5, 10, 10, 100], 3))
     for backend in BACKENDS:
         check_scene(scene, backend, iou_thr=iou, rec_thr=rec, max_dets=max_dets)
+
+
+def test_classes_without_entries_are_minus_one():
+    # the metric passes every label it holds: images it skips may take a class's only entries away
+    inputs = kernel_inputs(make_scene(6))
+    real = coco_evaluate(inputs, DEFAULT_IOU, DEFAULT_REC, [1, 10, 100], "pycocotools")
+    classes = torch.cat([torch.tensor([-5]), inputs.classes, torch.tensor([99])])
+    ev = coco_evaluate(inputs._replace(classes=classes), DEFAULT_IOU, DEFAULT_REC, [1, 10, 100], "pycocotools")
+    for name, dim in (("precision", 2), ("recall", 1), ("scores", 2)):
+        got, want = getattr(ev, name), getattr(real, name)
+        assert torch.equal(got.narrow(dim, 1, want.shape[dim]), want)
+        assert (got.narrow(dim, 0, 1) == -1).all()
+        assert (got.narrow(dim, -1, 1) == -1).all()

@@ -1,4 +1,4 @@
-"""Box format conversions, bit for bit torchvision's ``box_convert`` (so torchvision is not needed)."""
+"""Box conversions and pairwise IoU kernels, bit for bit torchvision's (so it is not needed); a list-state helper."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ __all__ = [
     "BOX_FORMATS",
     "box_convert",
     "box_iou",
+    "cat_state",
     "complete_box_iou",
     "distance_box_iou",
     "generalized_box_iou",
@@ -53,6 +54,23 @@ def box_convert(boxes: Tensor, in_fmt: str, out_fmt: str) -> Tensor:
     if in_fmt == out_fmt:
         return boxes.clone()
     return _from_xyxy(_to_xyxy(boxes, in_fmt), out_fmt)
+
+
+def cat_state(state: list[Tensor] | Tensor, empty_dtype: torch.dtype, device: torch.device, width: int = 0) -> Tensor:
+    """A list state (or its synced tensor) as one tensor ``[n]`` or ``[n, width]``, its elements flattened.
+
+    An empty list gives an empty tensor of ``empty_dtype``; otherwise the (promoted) dtype of the elements is kept.
+
+    Example:
+        >>> cat_state([torch.ones(2, 2), torch.zeros(1)], torch.float32, torch.device("cpu"))
+        tensor([1., 1., 1., 1., 0.])
+    """
+    shape = (-1, width) if width else (-1,)
+    if isinstance(state, Tensor):
+        return state.reshape(shape)
+    if not state:
+        return torch.zeros(0, *shape[1:], dtype=empty_dtype, device=device)
+    return torch.cat([s if s.dim() == len(shape) else s.reshape(shape) for s in state])  # a reshape costs host time
 
 
 # The pairwise kernels below are torchvision's (0.29) arithmetic on xyxy boxes, op for op: the same bits.

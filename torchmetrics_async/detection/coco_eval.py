@@ -1,22 +1,23 @@
 """COCO evaluation (pycocotools' ``evaluate``/``accumulate``/``summarize``) as vectorized tensor kernels.
 
 Exact to pycocotools 2.0.8 and to faster-coco-eval 1.6.8 (``backend``): every precision, recall and score entry
-bit for bit; the stats' final means sum in torch's order (float64 last bits). Inputs are flat per-detection /
-per-ground-truth tensors. How: stable orders come from one int64 sort on (group, dense score rank); the greedy
-matching loops over detection rank only (every (image, class) matches its next detection at once); accumulate needs
-only the true positives (the n-th has precision ``n / (n + fp + eps)``), its envelope is an exact segmented suffix max
-(int64 key ``segment, value rank`` and cummax), and each recall point is the integer count of true positives it needs.
+bit for bit; the stats' final means sum in torch's order (float64 last bits). How: stable orders come from one int64
+sort on (group, dense score rank); the greedy matching loops over detection rank only (every (image, class) matches its
+next detection at once); accumulate needs only the true positives (the n-th has precision ``n / (n + fp + eps)``), its
+envelope is an exact segmented suffix max (int64 key ``segment, value rank`` and cummax), and each recall point is the
+integer count of true positives it needs.
+
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-__all__ = ["CocoEvaluation", "coco_evaluate", "ious_by_image_class", "summarize", "summarize_per_class"]
+__all__ = ["CocoEvaluation", "Tables", "coco_evaluate", "ious_by_image_class", "summarize"]
 
 #: pycocotools' area ranges all/small/medium/large, inclusive at both ends (``1e5 ** 2 == 1e10``).
 AREA_RANGES = ((0.0, 1e10), (0.0, 32.0**2), (32.0**2, 96.0**2), (96.0**2, 1e10))
@@ -24,13 +25,36 @@ _EPS = 2.220446049250313e-16  # np.spacing(1), pycocotools' precision denominato
 _BACKENDS = ("pycocotools", "faster_coco_eval")
 
 
+class Tables(NamedTuple):
+    """The kernels' inputs: flat tables on one device, an entry per detection and per ground truth.
+
+    Scores are float64 as pycocotools sees them; the order of the image numbers decides score ties across images;
+    within an image, entries keep the user's order; ground-truth areas are matched against the inclusive area ranges.
+    ``pair_ious(d, g)`` gives the float64 IoUs of detections ``d`` and ground truths ``g`` (table indices, same image
+    and class): only the pairs that count are computed.
+    """
+
+    det_scores: Tensor
+    det_labels: Tensor
+    det_images: Tensor
+    det_areas: Tensor
+    gt_labels: Tensor
+    gt_images: Tensor
+    gt_areas: Tensor
+    gt_crowds: Tensor
+    pair_ious: Callable[[Tensor, Tensor], Tensor]
+    classes: Tensor  #: ``[K]`` the sorted category ids to evaluate (pycocotools' ``catIds``), every label among them
+
+
 class CocoEvaluation(NamedTuple):
-    """``COCOeval.eval``'s arrays: precision/scores ``[T, R, K, A, M]``, recall ``[T, K, A, M]`` (float64)."""
+    """``COCOeval.eval``'s arrays: precision/scores ``[T, R, K, A, M]``, recall ``[T, K, A, M]`` (float64).
+
+    A class without a ground truth that counts has -1 everywhere (``K``: the tables' ``classes``).
+    """
 
     precision: Tensor
     recall: Tensor
     scores: Tensor
-    classes: Tensor  #: ``[K]`` int64, the sorted category ids (pycocotools' ``catIds``)
 
 
 def _starts(counts: Tensor) -> Tensor:
@@ -59,27 +83,27 @@ def _group_sort(scores: Tensor, keys: Tensor) -> tuple[Tensor, Tensor, Tensor, T
     return order, keys, idx - torch.cummax(torch.where(new, idx, 0), 0).values, desc
 
 
-def _pairs(scores: Tensor, d_key: Tensor, g_key: Tensor, det_rows: Tensor, gt_cols: Tensor, max_det: int) -> tuple:
-    """Detections per key by descending score (capped), ground truths per key in input order, and each key's pairs.
+def _pairs(scores: Tensor, d_key: Tensor, g_key: Tensor, pair_ious: Callable, max_det: int) -> tuple[Tensor, ...]:
+    """Detections per key by descending score, capped, and their pairs with the key's ground truths.
 
-    The pairs are detection-major, with their flat index in ``ious``.
+    Returns the kept detections' order, rank within their key and dense descending score rank (per input entry), and
+    the pairs, detection-major with ground truths in input order: detection position in the order, ground truth, IoU.
     """
     order, d_key, d_rank, desc = _group_sort(scores, d_key)
     keep = d_rank < max_det
     order, d_key, d_rank = order[keep], d_key[keep], d_rank[keep]
     g_order = torch.sort(g_key, stable=True).indices
-    g_key = g_key[g_order]
-    g_first = torch.searchsorted(g_key, d_key)
-    g_count = torch.searchsorted(g_key, d_key, right=True) - g_first
+    g_first = torch.searchsorted(g_key[g_order], d_key)
+    g_count = torch.searchsorted(g_key[g_order], d_key, right=True) - g_first
     pair_d = torch.arange(len(order), device=scores.device).repeat_interleave(g_count)
     local = torch.arange(len(pair_d), device=scores.device) - _starts(g_count).repeat_interleave(g_count)
-    flat = det_rows[order[pair_d]] + gt_cols[g_order[g_first[pair_d] + local]]
-    return order, d_key, d_rank, desc, g_order, g_key, g_first, pair_d, local, flat
+    pair_g = g_order[g_first[pair_d] + local]
+    return order, d_rank, desc, pair_d, pair_g, pair_ious(order[pair_d], pair_g)
 
 
 def _need(npig: Tensor, rec_thr: Tensor) -> Tensor:
-    """Smallest true-positive count ``n`` with ``n / npig >= thr`` in float64, as pycocotools' ``rc`` compares."""
-    npig = npig.unsqueeze(-1).double()
+    """Per recall point, the least ``n`` with ``n / npig >= thr`` in float64, as pycocotools' ``rc`` compares."""
+    npig, rec_thr = npig.double(), rec_thr.view(-1, *(1,) * npig.dim())
     n0 = torch.ceil(rec_thr * npig).clamp(min=0)
     lower = (n0 >= 1) & ((n0 - 1) / npig >= rec_thr)
     return torch.where(lower, n0 - 1, torch.where(n0 / npig >= rec_thr, n0, n0 + 1)).long()
@@ -93,162 +117,111 @@ def _suffix_max(values: Tensor, seg: Tensor, num_seg: int) -> Tensor:
 
 
 def coco_evaluate(
-    det_scores: Tensor,
-    det_labels: Tensor,
-    det_images: Tensor,
-    det_areas: Tensor,
-    gt_labels: Tensor,
-    gt_images: Tensor,
-    gt_areas: Tensor,
-    gt_crowds: Tensor,
-    ious: Tensor,
-    det_rows: Tensor,
-    gt_cols: Tensor,
-    iou_thresholds: Sequence[float],
-    rec_thresholds: Sequence[float],
-    max_dets: Sequence[int],
-    backend: str = "pycocotools",
+    t: Tables, iou_thresholds: Sequence[float], rec_thresholds: Sequence[float], max_dets: Sequence[int], backend: str
 ) -> CocoEvaluation:
-    """COCOeval's ``evaluate()`` + ``accumulate()`` over all images and classes at once.
+    """COCOeval's ``evaluate()`` + ``accumulate()`` over all images and classes at once (``max_dets`` ascending).
 
-    Args:
-        det_scores: ``[D]`` float64 scores as pycocotools sees them.
-        det_labels: ``[D]`` int64 category ids.
-        det_images: ``[D]`` int64 image positions; their order decides score ties across images.
-        det_areas: ``[D]`` float64 detection areas.
-        gt_labels: ``[G]`` int64 category ids.
-        gt_images: ``[G]`` int64 image positions.
-        gt_areas: ``[G]`` float64 ground-truth areas (compared with the inclusive area ranges).
-        gt_crowds: ``[G]`` bool crowd flags.
-        ious: ``[P]`` float64, each image's full detection x ground-truth IoU block, row-major.
-        det_rows: ``[D]`` int64 flat offset of each detection's row in ``ious``.
-        gt_cols: ``[G]`` int64 column of each ground truth in its image's block.
-        iou_thresholds: ``T`` IoU thresholds.
-        rec_thresholds: ``R`` recall thresholds.
-        max_dets: ``M`` detection caps, ascending.
-        backend: ``"pycocotools"`` or ``"faster_coco_eval"`` (precision without ``np.spacing(1)``; a recall point
-            out of reach does not zero the later ones).
-
-    Returns:
-        The ``precision``, ``recall`` and ``scores`` arrays and the ``classes``.
+    ``backend="faster_coco_eval"``: precision without ``np.spacing(1)``; a recall point out of reach does not zero the
+    later ones.
 
     Example:
-        >>> import torch
-        >>> f, i = torch.float64, torch.int64
-        >>> ev = coco_evaluate(torch.tensor([0.9], dtype=f), torch.tensor([1]), torch.tensor([0]),
-        ...     torch.tensor([100.0], dtype=f), torch.tensor([1]), torch.tensor([0]), torch.tensor([100.0], dtype=f),
-        ...     torch.tensor([False]), torch.tensor([0.8], dtype=f), torch.tensor([0]), torch.tensor([0]),
-        ...     [0.5, 0.75], [0.0, 1.0], [1, 10, 100])
-        >>> ev.recall[:, 0, 0, 2].tolist()
+        >>> f, one, area = torch.float64, torch.tensor([1]), torch.tensor([100.0], dtype=torch.float64)
+        >>> t = Tables(torch.tensor([0.9], dtype=f), one, one, area, one, one, area, torch.tensor([False]),
+        ...     lambda d, g: torch.full(d.shape, 0.8, dtype=f), one)
+        >>> coco_evaluate(t, [0.5, 0.75], [0.0, 1.0], [1, 10, 100], "pycocotools").recall[:, 0, 0, 2].tolist()
         [1.0, 1.0]
     """
     if backend not in _BACKENDS:
         raise ValueError(f"Expected backend in {_BACKENDS}, got {backend!r}")
-    dev, f64, det_scores = det_scores.device, torch.float64, det_scores.double()
+    dev, f64, det_scores, D = t.det_scores.device, torch.float64, t.det_scores.double(), len(t.det_scores)
     T, A = len(iou_thresholds), len(AREA_RANGES)
-    classes, label_k = torch.unique(torch.cat([det_labels, gt_labels]), return_inverse=True)
-    K, det_k, gt_k = len(classes), label_k[: len(det_labels)], label_k[len(det_labels) :]
+    K, det_k, gt_k = (
+        len(t.classes),
+        torch.searchsorted(t.classes, t.det_labels),
+        torch.searchsorted(t.classes, t.gt_labels),
+    )
     lo, hi = torch.tensor(AREA_RANGES, dtype=f64, device=dev).T
     # detections per (image, class) by descending score capped at max_dets[-1]; ground truths in input order
-    grouped = _pairs(det_scores, det_images * K + det_k, gt_images * K + gt_k, det_rows, gt_cols, max_dets[-1])
-    order, _, d_rank, desc, g_order, _, g_first, pair_d, local, flat = grouped
-    D, d_k, d_score = len(order), det_k[order], det_scores[order]
+    keys = t.det_images * K + det_k, t.gt_images * K + gt_k
+    order, d_rank, desc, pair_d, pair_g, iou = _pairs(det_scores, *keys, t.pair_ious, max_dets[-1])
+    d_k, d_score = det_k[order], det_scores[order]
     # accumulate's order: class, descending score, then image and rank (each image's list concatenated in order)
-    acc = torch.sort(d_k * len(det_scores) + desc[order], stable=True).indices
+    acc = torch.sort(d_k * D + desc[order], stable=True).indices
     pos = torch.empty_like(acc)
-    pos[acc] = torch.arange(D, device=dev)
-    g_crowd, g_area = gt_crowds[g_order], gt_areas[g_order]
-    g_ign = g_crowd[:, None] | (g_area[:, None] < lo) | (g_area[:, None] > hi)  # [G, A] crowd or out of range
+    pos[acc] = torch.arange(len(acc), device=dev)
+    g_area = t.gt_areas[:, None]
+    g_ign = t.gt_crowds[:, None] | (g_area < lo) | (g_area > hi)  # [G, A] crowd or out of range
     # candidate pairs: IoU reaching the lowest threshold, by detection rank
-    iou = ious[flat]
     thr = torch.tensor(iou_thresholds, dtype=f64, device=dev).clamp(max=1 - 1e-10)
     hit = iou >= thr.min() if T else torch.zeros_like(iou, dtype=torch.bool)
-    pair_d, local, iou = pair_d[hit], local[hit], iou[hit]
+    pair_d, pair_g, iou = pair_d[hit], pair_g[hit], iou[hit]
     by_rank = torch.sort(d_rank[pair_d], stable=True).indices
-    pair_d, local, iou = pair_d[by_rank], local[by_rank], iou[by_rank]
-    events = _match(pair_d, g_first, local, iou, d_rank, pos, g_crowd, g_ign, thr, max_dets[-1])
+    pair_d, pair_g, iou = pair_d[by_rank], pair_g[by_rank], iou[by_rank]
+    events = _match(pos[pair_d], d_rank[pair_d], pair_g, iou, t.gt_crowds, g_ign, thr, max_dets[-1])
     # accumulate, per maxDet: detections in accumulate's order
     p_rank, p_score, p_k = d_rank[acc], d_score[acc], d_k[acc]
-    p_out = (det_areas[order][acc][:, None] < lo) | (det_areas[order][acc][:, None] > hi)  # [D, A]
-    npig = torch.zeros(K * A, dtype=torch.long, device=dev)
-    npig.index_add_(0, (gt_k[g_order][:, None] * A + torch.arange(A, device=dev)).flatten(), (~g_ign).long().flatten())
-    npig = npig.view(K, A)
-    need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev)).transpose(0, 1)[None]  # [1, A, K, R]
-    has_gt = (npig > 0).T[None, :, :, None]  # [1, A, K, 1]
-    curves = [_curves(events, p_rank < m, p_score, p_k, p_out, need, T, backend) for m in max_dets]
-    precision = torch.stack([torch.where(has_gt, q, -1.0).permute(0, 3, 2, 1) for q, _, _ in curves], -1)
-    scores = torch.stack([torch.where(has_gt, s, -1.0).permute(0, 3, 2, 1) for _, s, _ in curves], -1)
-    recall = [torch.where(has_gt[..., 0], tot[..., 0].double() / npig.T, -1.0).permute(0, 2, 1) for *_, tot in curves]
-    return CocoEvaluation(precision, torch.stack(recall, -1), scores, classes)
+    p_area = t.det_areas[order][acc][:, None]
+    p_out = (p_area < lo) | (p_area > hi)  # [D, A]
+    npig = torch.zeros(K, A, dtype=torch.long, device=dev).index_add_(0, gt_k, (~g_ign).long())
+    need = _need(npig, torch.tensor(rec_thresholds, dtype=f64, device=dev))[None]  # [1, R, K, A]
+    fill = ((npig > 0).double() - 1).expand(T, 1, K, A)  # -1 for a class without ground truth (it has no point)
+    curves = [_curves(events, p_rank < m, p_score, p_k, p_out, need, fill, backend) for m in max_dets]
+    precision, scores = (torch.stack([c[i] for c in curves], -1) for i in (0, 1))
+    recall = torch.stack([torch.where(npig > 0, tot[:, 0].double() / npig, -1.0) for *_, tot in curves], -1)
+    return CocoEvaluation(precision, recall, scores)
 
 
 def _match(
-    pair_d: Tensor,
-    g_first: Tensor,
-    local: Tensor,
-    iou: Tensor,
-    d_rank: Tensor,
-    pos: Tensor,
-    g_crowd: Tensor,
-    g_ign: Tensor,
-    thr: Tensor,
-    n_steps: int,
+    pos: Tensor, rank: Tensor, gt: Tensor, iou: Tensor, crowd: Tensor, ign: Tensor, thr: Tensor, n_steps: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The greedy matching of pycocotools: the matched detections as ``(t, a, position, code)`` by ``(t, a, position)``.
+    """Pycocotools' greedy matching: the matched detections as ``(t, a, position, code)`` by ``(t, a, position)``.
 
+    Pairs by detection rank (a detection's contiguous): position in accumulate's order, rank, ground truth, IoU.
     ``code`` 1: true positive, 2: matched an ignored ground truth. Per rank, each (image, class) matches its next
     detection at once; the best candidate is the max of an int64 key (non-ignored first, then IoU rank, then the
-    later ground truth): exactly pycocotools' loop with its `break`. Pairs come sorted by detection rank.
+    later ground truth): exactly pycocotools' loop with its `break`.
     """
-    dev, (T, A, G) = iou.device, (len(thr), g_ign.shape[1], len(g_crowd))
-    new_det = torch.ones_like(pair_d, dtype=torch.bool)
-    new_det[1:] = pair_d.diff() != 0
-    n_before = torch.cat([pair_d.new_zeros(1), torch.cumsum(new_det, 0)])  # distinct detections before each pair
-    bounds = torch.searchsorted(d_rank[pair_d], torch.arange(n_steps + 1, device=dev))
+    dev, (T, A, G) = iou.device, (len(thr), ign.shape[1], len(crowd))
+    new_det = torch.ones_like(pos, dtype=torch.bool)
+    new_det[1:] = pos.diff() != 0
+    n_before = torch.cat([pos.new_zeros(1), torch.cumsum(new_det, 0)])  # distinct detections before each pair
+    bounds = torch.searchsorted(rank, torch.arange(n_steps + 1, device=dev))
     bounds_h, slot0_h = torch.stack([bounds, n_before[bounds]]).tolist()
     uniq_iou, iou_rank = torch.unique(iou, return_inverse=True)
     span = (len(uniq_iou) + 1) * (G + 1)
-    pair_g = g_first[pair_d] + local
-    pair_key = (~g_ign[pair_g]).long() * span + (iou_rank * (G + 1) + local)[:, None]  # [P, A]
-    dets = pair_d[new_det]
-    codes = torch.zeros(len(dets), T, A, dtype=torch.int8, device=dev)
+    # a detection's candidates share an (image, class): the larger index is the later ground truth
+    pair_key = (~ign[gt]).long() * span + (iou_rank * (G + 1) + gt)[:, None]  # [P, A]
+    det_pos, o = torch.sort(pos[new_det])
+    codes = torch.zeros(len(det_pos), T, A, dtype=torch.int8, device=dev)
     matched = torch.zeros(G + 1, T, A, dtype=torch.bool, device=dev)  # row G: sink for "no match"
     tt, aa = torch.arange(T, device=dev)[:, None], torch.arange(A, device=dev)
     for r in range(n_steps):
         (b0, b1), (s0, s1) = bounds_h[r : r + 2], slot0_h[r : r + 2]
         if b0 == b1:
             continue
-        pg, slot = pair_g[b0:b1], n_before[b0 + 1 : b1 + 1] - 1 - s0
-        free = g_crowd[pg][:, None, None] | ~matched[pg]  # crowds match again and again
+        pg, slot = gt[b0:b1], n_before[b0 + 1 : b1 + 1] - 1 - s0
+        free = crowd[pg][:, None, None] | ~matched[pg]  # crowds match again and again
         key = torch.where((iou[b0:b1, None] >= thr)[:, :, None] & free, pair_key[b0:b1, None, :], -1)
         best = torch.full((s1 - s0, T, A), -1, dtype=torch.long, device=dev)
         best.scatter_reduce_(0, slot[:, None, None].expand_as(key), key, "amax")
         found = best >= 0
-        matched[torch.where(found, g_first[dets[s0:s1]][:, None, None] + best % (G + 1), G), tt, aa] = True
+        matched[torch.where(found, best % (G + 1), G), tt, aa] = True
         codes[s0:s1] = torch.where(found, 2 - best // span, 0)
-    det_pos, o = torch.sort(pos[dets])
     t, a, j = torch.nonzero(codes[o].permute(1, 2, 0), as_tuple=True)
     return t, a, det_pos[j], codes[o][j, t, a]
 
 
 def _curves(
-    events: tuple[Tensor, ...],
-    valid: Tensor,
-    p_score: Tensor,
-    p_k: Tensor,
-    p_out: Tensor,
-    need: Tensor,
-    num_thr: int,
-    backend: str,
+    events: tuple, valid: Tensor, p_score: Tensor, p_k: Tensor, p_out: Tensor, need: Tensor, fill: Tensor, backend: str
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """One maxDet's precision and score at each recall point ``[T, A, K, R]`` and true positives ``[T, A, K, 1]``.
+    """One maxDet's precision and score per recall point ``[T, R, K, A]`` (``fill`` out of reach), TPs ``[T, 1, K, A]``.
 
     Only the true positives' precisions matter: the n-th one's is ``n / (n + fp + eps)`` with ``fp`` the unmatched
     in-range detections before it, the envelope is its running max from the right, and recall point ``r`` lands on
     the ``need[r]``-th true positive (the first detection when ``need`` is 0). ``events``: matched detections as
     ``(t, a, position, code)`` sorted by ``(t, a, position)``; ``valid``: the positions within this maxDet.
     """
-    T, (A, K), D, zero = num_thr, need.shape[1:3], len(valid), p_score.new_zeros(1)
+    (T, _, K, A), D, zero = fill.shape, len(valid), p_score.new_zeros(1)
     k_start = _starts(torch.bincount(p_k, minlength=K))
     inr = (valid[:, None] & ~p_out).long()  # [D, A] detections that count as false positives when unmatched
     cum_inr = torch.cumsum(inr, 0)
@@ -265,139 +238,74 @@ def _curves(
     n_tp, fp, seg, tp_score = n_tp[tp].double(), fp[tp].double(), seg[tp], p_score[p[tp]]
     pr = n_tp / (n_tp + fp + _EPS) if backend == "pycocotools" else n_tp / (n_tp + fp)
     env = torch.cat([_suffix_max(pr, seg, T * A * K), zero])
-    tot = torch.bincount(seg, minlength=T * A * K).view(T, A, K, 1)
-    first = _starts(tot.flatten()).view(T, A, K, 1)
-    idx = torch.where(need > 0, first + need - 1, first).clamp(max=len(env) - 1)  # [T, A, K, R]
-    reach = torch.where(need > 0, need <= tot, torch.bincount(p_k[valid], minlength=K).view(1, 1, K, 1) > 0)
-    if backend == "pycocotools":  # its loop stops at the first recall point out of reach
-        reach = torch.cummin(reach.int(), -1).values.bool()
+    count = torch.bincount(seg, minlength=T * A * K)
+    tot, first = (x.view(T, A, K).transpose(1, 2)[:, None] for x in (count, _starts(count)))  # [T, 1, K, A]
+    idx = (first + (need - 1).clamp(min=0)).clamp_(max=len(env) - 1)  # [T, R, K, A]
+    has_det = torch.bincount(p_k[valid], minlength=K).view(1, 1, K, 1) > 0
+    # pycocotools' loop stops at the first recall point out of reach: a point needs as many as any point before it
+    bar = torch.cummax(need, 1).values if backend == "pycocotools" else need
+    reach = (bar <= tot) & ((need > 0) | has_det)
     s0 = torch.cat([p_score, zero])[k_start.clamp(max=D)].view(1, 1, K, 1)  # first detection of the class
     s = torch.where(need > 0, torch.cat([tp_score, zero])[idx], s0)
-    return torch.where(reach & (tot > 0), env[idx], zero), torch.where(reach, s, zero), tot
+    return torch.where(reach & (tot > 0), env[idx], fill), torch.where(reach, s, fill), tot
 
 
-def _mean(values: Tensor, keep: Tensor, per_class: bool) -> Tensor:
-    """``mean(s[s > -1])`` over the kept entries of ``[..., K]`` (all, or per class), -1 where there is none."""
-    keep = keep & (values > -1)
-    dims = tuple(range(values.dim() - 1)) if per_class else tuple(range(values.dim()))
-    count = keep.sum(dims)
-    return torch.where(count > 0, torch.where(keep, values, 0.0).sum(dims) / count.clamp(min=1), -1.0)
+def summarize(
+    ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str, per_class: bool = False
+) -> Tensor:
+    """``COCOeval.stats`` ``[12]`` float64, or ``[12, K]`` ``per_class`` (COCOeval evaluates every class alone).
 
+    map, map@.5, map@.75, map small/medium/large, mar@max_dets[0..2], mar small/medium/large. pycocotools' map is at
+    ``max_dets == 100`` (-1 without), faster-coco-eval's at ``max_dets[-1]``; map@.5 / map@.75 are -1 without
+    those thresholds.
 
-def _stats(ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str, per_class: bool):
-    """COCOeval's stats as ``(ap, ar)`` getters over its ``precision`` / ``recall`` arrays."""
+    Example:
+        >>> ones = torch.ones
+        >>> ev = CocoEvaluation(ones(1, 2, 1, 4, 3), ones(1, 1, 4, 3), ones(1, 2, 1, 4, 3))
+        >>> summarize(ev, [0.5], [1, 10, 50], "pycocotools")[:3].tolist()
+        [-1.0, 1.0, -1.0]
+    """
     if backend not in _BACKENDS:
         raise ValueError(f"Expected backend in {_BACKENDS}, got {backend!r}")
     thr = torch.tensor(iou_thresholds, dtype=torch.float64, device=ev.precision.device)
 
+    def mean(s: Tensor, keep: Tensor | bool = True) -> Tensor:  # mean(s[s > -1]) over the kept entries, or -1
+        keep = (s > -1) & keep
+        dims = tuple(range(s.dim() - per_class))
+        count = keep.sum(dims)
+        return torch.where(count > 0, torch.where(keep, s, 0.0).sum(dims) / count.clamp(min=1), -1.0)
+
     def ap(a: int, m: int | None, iou: float | None = None) -> Tensor:
         s = ev.precision[..., a, 0 if m is None else m]  # [T, R, K]
-        t = torch.ones_like(thr, dtype=torch.bool) if iou is None else thr == iou  # np.where(iouThr == p.iouThrs)
-        out = _mean(s, t[:, None, None].expand_as(s), per_class)
+        out = mean(s, True if iou is None else (thr == iou)[:, None, None])  # np.where(iouThr == p.iouThrs)
         return torch.full_like(out, -1.0) if m is None else out
 
-    def ar(a: int, m: int) -> Tensor:
-        return _mean(ev.recall[..., a, m], torch.ones_like(ev.recall[..., a, m], dtype=torch.bool), per_class)
-
     # pycocotools' map looks for maxDets == 100 (-1 when absent); faster-coco-eval's map takes max_dets[-1]
-    first = (
-        len(max_dets) - 1
-        if backend == "faster_coco_eval"
-        else next((i for i, m in enumerate(max_dets) if m == 100), None)
-    )
-    return ap, ar, first
-
-
-def summarize(ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str) -> Tensor:
-    """``COCOeval.stats``: map, map@.5, map@.75, map small/medium/large, mar@max_dets[0..2], mar small/medium/large.
-
-    Args:
-        ev: :func:`coco_evaluate`'s result.
-        iou_thresholds: the thresholds it ran with (map@.5 / map@.75 are -1 without 0.5 / 0.75 among them).
-        max_dets: its three ascending detection caps.
-        backend: ``"pycocotools"`` (map at ``max_dets == 100``) or ``"faster_coco_eval"`` (map at ``max_dets[-1]``).
-
-    Returns:
-        ``[12]`` float64.
-
-    Example:
-        >>> import torch
-        >>> ev = CocoEvaluation(torch.ones(1, 2, 1, 4, 3), torch.ones(1, 1, 4, 3), torch.ones(1, 2, 1, 4, 3),
-        ...     torch.tensor([0]))
-        >>> summarize(ev, [0.5], [1, 10, 50], "pycocotools")[:3].tolist()
-        [-1.0, 1.0, -1.0]
-    """
-    ap, ar, first = _stats(ev, iou_thresholds, max_dets, backend, per_class=False)
+    fast = backend == "faster_coco_eval"
+    first = len(max_dets) - 1 if fast else next((i for i, m in enumerate(max_dets) if m == 100), None)
     aps = [ap(0, first), ap(0, 2, 0.5), ap(0, 2, 0.75), ap(1, 2), ap(2, 2), ap(3, 2)]
-    return torch.stack([*aps, ar(0, 0), ar(0, 1), ar(0, 2), ar(1, 2), ar(2, 2), ar(3, 2)])
+    ars = [mean(ev.recall[..., a, m]) for a, m in ((0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (3, 2))]
+    return torch.stack([*aps, *ars])
 
 
-def summarize_per_class(
-    ev: CocoEvaluation, iou_thresholds: Sequence[float], max_dets: Sequence[int], backend: str
-) -> tuple[Tensor, Tensor]:
-    """Per class ``stats[0]`` (map) and ``stats[8]`` (mar@max_dets[2]), as torchmetrics' rerun per class gives them.
-
-    A slice of the same arrays: COCOeval evaluates and accumulates every class independently.
-
-    Args:
-        ev: :func:`coco_evaluate`'s result.
-        iou_thresholds: the thresholds it ran with.
-        max_dets: its three ascending detection caps.
-        backend: ``"pycocotools"`` or ``"faster_coco_eval"``.
-
-    Returns:
-        ``([K], [K])`` float64.
-
-    Example:
-        >>> import torch
-        >>> ev = CocoEvaluation(torch.ones(1, 2, 2, 4, 3), torch.ones(1, 2, 4, 3), torch.ones(1, 2, 2, 4, 3),
-        ...     torch.tensor([0, 1]))
-        >>> [x.tolist() for x in summarize_per_class(ev, [0.5], [1, 10, 100], "pycocotools")]
-        [[1.0, 1.0], [1.0, 1.0]]
-    """
-    ap, ar, first = _stats(ev, iou_thresholds, max_dets, backend, per_class=True)
-    return ap(0, first), ar(0, 2)
-
-
-def ious_by_image_class(
-    det_scores: Tensor,
-    det_labels: Tensor,
-    det_images: Tensor,
-    gt_labels: Tensor,
-    gt_images: Tensor,
-    ious: Tensor,
-    det_rows: Tensor,
-    gt_cols: Tensor,
-    classes: Tensor,
-    image_ids: Sequence[int],
-    max_det: int,
-) -> dict[tuple[int, int], Tensor | list]:
-    """``COCOeval.ious`` as torchmetrics returns it: ``{(image id, class): float32 [dets, gts] or []}``.
+def ious_by_image_class(t: Tables, num_images: int, max_det: int) -> dict[tuple[int, int], Tensor | list]:
+    """``COCOeval.ious`` as torchmetrics returns it: ``{(image, class): float32 [dets, gts] or []}``.
 
     Detections in descending score order (stable) capped at ``max_det``, ground truths in input order; ``[]`` where
-    the image has no detection or no ground truth of the class. ``image_ids[i]`` is the id of image position ``i``.
+    the image has no detection or no ground truth of the class.
 
     Example:
-        >>> import torch
-        >>> f = torch.float64
-        >>> out = ious_by_image_class(torch.tensor([0.5, 0.9], dtype=f), torch.tensor([1, 1]), torch.tensor([0, 0]),
-        ...     torch.tensor([1]), torch.tensor([0]), torch.tensor([0.25, 0.75], dtype=f), torch.tensor([0, 1]),
-        ...     torch.tensor([0]), torch.tensor([1]), [0], 100)
-        >>> out[(0, 1)].tolist()
+        >>> ious, one, zero = torch.tensor([0.25, 0.75], dtype=torch.float64), torch.tensor([1]), torch.tensor([0])
+        >>> t = Tables(torch.tensor([0.5, 0.9]), one.repeat(2), zero.repeat(2), None, one, zero, None, None,
+        ...     lambda d, g: ious[d], one)
+        >>> ious_by_image_class(t, 1, 100)[(0, 1)].tolist()
         [[0.75], [0.25]]
     """
-    K = len(classes)
-    d_key, g_key = (
-        det_images * K + torch.searchsorted(classes, det_labels),
-        gt_images * K + torch.searchsorted(classes, gt_labels),
-    )
-    _, d_key, _, _, _, g_key, _, _, _, flat = _pairs(det_scores, d_key, g_key, det_rows, gt_cols, max_det)
-    values = ious[flat].float()
-    n_det = torch.bincount(d_key, minlength=len(image_ids) * K)
-    n_gt = torch.bincount(g_key, minlength=len(image_ids) * K)
-    sizes = torch.stack([n_det, n_gt]).T.tolist()
-    keys = [(i, c) for i in image_ids for c in classes.tolist()]
-    return {
-        key: block.view(d, g) if d and g else []
-        for key, (d, g), block in zip(keys, sizes, torch.split(values, [d * g for d, g in sizes]), strict=True)
-    }
+    K = len(t.classes)
+    d_key = t.det_images * K + torch.searchsorted(t.classes, t.det_labels)
+    g_key = t.gt_images * K + torch.searchsorted(t.classes, t.gt_labels)
+    order, *_, iou = _pairs(t.det_scores, d_key, g_key, t.pair_ious, max_det)
+    sizes = torch.stack([torch.bincount(k, minlength=num_images * K) for k in (d_key[order], g_key)]).T.tolist()
+    keys = [(i, c) for i in range(num_images) for c in t.classes.tolist()]
+    blocks = torch.split(iou.float(), [d * g for d, g in sizes])
+    return {key: block.view(d, g) if d and g else [] for key, (d, g), block in zip(keys, sizes, blocks, strict=True)}

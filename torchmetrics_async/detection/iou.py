@@ -35,6 +35,7 @@ from torchmetrics_async.detection.boxes import (
     BOX_FORMATS,
     box_convert,
     box_iou,
+    cat_state,
     complete_box_iou,
     distance_box_iou,
     generalized_box_iou,
@@ -70,13 +71,6 @@ def _image_matrix(
     return iou if threshold is None else torch.where(iou < threshold, invalid, iou)
 
 
-def _flat(state: list[Tensor] | Tensor, dtype: torch.dtype, device: torch.device) -> Tensor:
-    """A list state concatenated, its elements flattened (an adopted torchmetrics instance holds 2-D matrices)."""
-    if isinstance(state, Tensor):
-        return state
-    return torch.cat([x.reshape(-1) for x in state]) if state else torch.zeros(0, dtype=dtype, device=device)
-
-
 class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOverUnion, (Metric,))):
     """No host sync in ``update()``, nor in ``forward()`` without ``class_metrics``; works without torchvision.
 
@@ -104,10 +98,9 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
         Metric.__init__(self, **kwargs)  # torchmetrics' __init__ raises without torchvision; its checks follow
         if box_format not in BOX_FORMATS:
             raise ValueError(f"Expected argument `box_format` to be one of {BOX_FORMATS} but got {box_format}")
-        if not isinstance(class_metrics, bool):
-            raise ValueError("Expected argument `class_metrics` to be a boolean")
-        if not isinstance(respect_labels, bool):
-            raise ValueError("Expected argument `respect_labels` to be a boolean")
+        for name, flag in (("class_metrics", class_metrics), ("respect_labels", respect_labels)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"Expected argument `{name}` to be a boolean")
         self.box_format, self.iou_threshold = box_format, iou_threshold
         self.class_metrics, self.respect_labels = class_metrics, respect_labels
         for name in self._stat_states[:3]:
@@ -221,7 +214,7 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
     def _results(self, gt_labels: Any, pred_labels: Any, ious: Any, classes: Any, has: Any, exact: bool) -> dict:
         """Torchmetrics' ``compute``; ``exact=False``: without a host read (the mean summed in another order)."""
         device = self.device
-        values = _flat(ious, torch.float32, device)
+        values = cat_state(ious, torch.float32, device)
         valid = values != self._invalid_val
         if exact:  # torchmetrics' very reduction: the mean of the kept entries in order (host reads)
             kept = values[valid].to(self._kept_dtype(ious))
@@ -235,12 +228,12 @@ class IntersectionOverUnion(SyncFreeBatchStats, *_origin(tm_iou.IntersectionOver
             return results
         if isinstance(gt_labels, list) and not gt_labels:  # torchmetrics' dim_zero_cat of no image's labels
             raise ValueError("No samples to concatenate")
-        labels = torch.cat([_flat(gt_labels, torch.long, device), _flat(pred_labels, torch.long, device)])
+        labels = torch.cat([cat_state(gt_labels, torch.long, device), cat_state(pred_labels, torch.long, device)])
         found = labels.unique()
         if not found.numel():
             return results
-        classes = _flat(classes, labels.dtype, device).to(labels.dtype)  # set_dtype() casts torchmetrics' labels
-        counted = valid & _flat(has, torch.bool, device).bool()
+        classes = cat_state(classes, labels.dtype, device).to(labels.dtype)  # set_dtype() casts torchmetrics' labels
+        counted = valid & cat_state(has, torch.bool, device).bool()
         index = torch.searchsorted(found, torch.where(counted, classes, found[0]))
         sums = torch.zeros(found.shape, dtype=torch.float64, device=device).index_add_(
             0, index, torch.where(counted, values, 0).double()

@@ -2,13 +2,11 @@
 
 ``update()`` keeps torchmetrics' box states (per image, ``xywh`` in the input dtype) and, for masks, each image's
 detection x ground-truth intersection counts and the mask areas (exact integer counts from one float64 matmul, no
-RLE, no host read). ``compute()`` builds the IoUs pycocotools would and runs
+RLE, no host read). ``compute()`` computes pycocotools' IoUs of the pairs that count and runs
 :func:`~torchmetrics_async.detection.coco_eval.coco_evaluate` once per IoU type (twice with ``class_metrics`` under
 micro averaging), vectorized over images and classes. Needs neither torchvision nor pycocotools.
 
 Example:
-    >>> import torch
-    >>> from torchmetrics_async.detection import MeanAveragePrecision
     >>> preds = [{"boxes": torch.tensor([[258.0, 41.0, 606.0, 285.0]]), "scores": torch.tensor([0.536]),
     ...           "labels": torch.tensor([0])}]
     >>> target = [{"boxes": torch.tensor([[214.0, 41.0, 562.0, 285.0]]), "labels": torch.tensor([0])}]
@@ -34,23 +32,16 @@ from torchmetrics_async._torchmetrics import (
     _warning_on_too_many_detections,
     dim_zero_cat,
 )
-from torchmetrics_async.detection.boxes import BOX_FORMATS, box_convert
-from torchmetrics_async.detection.coco_eval import coco_evaluate, ious_by_image_class, summarize, summarize_per_class
+from torchmetrics_async.detection.boxes import BOX_FORMATS, box_convert, cat_state
+from torchmetrics_async.detection.coco_eval import Tables, coco_evaluate, ious_by_image_class, summarize
 from torchmetrics_async.metric import SyncFreeMixin
 
 __all__ = ["MeanAveragePrecision", "coco_box_ious"]
 
 #: torchmetrics' states, per image; the mask states stay empty here (torchmetrics holds RLEs in them).
 TORCHMETRICS_STATES = (
-    "detection_box",
-    "detection_mask",
-    "detection_scores",
-    "detection_labels",
-    "groundtruth_box",
-    "groundtruth_mask",
-    "groundtruth_labels",
-    "groundtruth_crowds",
-    "groundtruth_area",
+    *("detection_box", "detection_mask", "detection_scores", "detection_labels", "groundtruth_box"),
+    *("groundtruth_mask", "groundtruth_labels", "groundtruth_crowds", "groundtruth_area"),
 )
 #: Per image, masks only: flat detection x ground-truth intersection counts and both sides' mask areas (float64).
 MASK_STATES = ("mask_intersections", "detection_mask_area", "groundtruth_mask_area")
@@ -93,14 +84,8 @@ def _mask_counts(det: Tensor, gt: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return inter, d.sum(1), g.sum(1)
 
 
-def _cat(states: Any, dtype: torch.dtype, device: torch.device, width: int = 0) -> Tensor:
-    """A list state (or its synced tensor) as one tensor, ``[n]`` or ``[n, width]`` (``n`` may be 0)."""
-    if isinstance(states, list):
-        if not states:
-            return torch.zeros((0, width) if width else (0,), dtype=dtype, device=device)
-        ndim = 2 if width else 1  # reshaped only where an element differs (a reshape per image costs host time)
-        states = torch.cat([s if s.dim() == ndim else s.reshape((-1, width) if width else (-1,)) for s in states])
-    return states.to(dtype).reshape((-1, width) if width else (-1,))
+def _cat(state: Any, dtype: torch.dtype, device: torch.device, width: int = 0) -> Tensor:
+    return cat_state(state, dtype, device, width).to(dtype)
 
 
 class _MetricMethods:
@@ -141,16 +126,13 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             raise ValueError(f"Expected argument `box_format` to be one of {BOX_FORMATS} but got {box_format}")
         self.box_format = box_format
         self.iou_type = _validate_iou_type_arg(iou_type)  # type: ignore[arg-type]
-        for name, value in (("iou_thresholds", iou_thresholds), ("rec_thresholds", rec_thresholds)):
+        names = ("iou_thresholds", "rec_thresholds", "max_detection_thresholds")
+        for name, value in zip(names, (iou_thresholds, rec_thresholds, max_detection_thresholds), strict=True):
             if value is not None and not isinstance(value, list):
-                raise ValueError(f"Expected argument `{name}` to either be `None` or a list of floats but got {value}")
+                kind = "ints" if name == names[2] else "floats"
+                raise ValueError(f"Expected argument `{name}` to either be `None` or a list of {kind} but got {value}")
         self.iou_thresholds = iou_thresholds or torch.linspace(0.5, 0.95, 10).tolist()
         self.rec_thresholds = rec_thresholds or torch.linspace(0.0, 1.00, 101).tolist()
-        if max_detection_thresholds is not None and not isinstance(max_detection_thresholds, list):
-            raise ValueError(
-                "Expected argument `max_detection_thresholds` to either be `None` or a list of ints"
-                f" but got {max_detection_thresholds}"
-            )
         if max_detection_thresholds is not None and len(max_detection_thresholds) != 3:
             raise ValueError(
                 "When providing a list of max detection thresholds it should have length 3."
@@ -177,15 +159,12 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
                 self.add_state(name, default=[], dist_reduce_fx="cat")
         self._add_deferred_check(NAN_CHECK, NAN_MESSAGE)
         super()._add_extra_states()
-        self._decode_torchmetrics_masks()
-        self._rebuild_image_states()
+        self._adopt_torchmetrics_states()
 
-    def _decode_torchmetrics_masks(self) -> None:
-        """Masks torchmetrics held as RLEs (an adopted instance, its checkpoint): decoded once, on the host."""
+    def _adopt_torchmetrics_states(self) -> None:
+        """Torchmetrics' states made ours (adopted, loaded): RLE masks decoded on the host, image states rebuilt."""
         rles = list(zip(self.detection_mask, self.groundtruth_mask, strict=True))
-        if not rles:
-            return
-        decode = self._coco_backend.mask_utils.decode
+        decode = self._coco_backend.mask_utils.decode if rles else None  # needs a COCO package
         for dets, gts in rles:
             size = (dets or gts or (((0, 0), b""),))[0][0]
             masks = [
@@ -196,12 +175,19 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             ]
             for name, value in zip(MASK_STATES, _mask_counts(*masks), strict=True):
                 getattr(self, name).append(value.to(self.device))
-        self.detection_mask, self.groundtruth_mask = [], []
+            self.detection_mask, self.groundtruth_mask = [], []
+        dets, gts = self.detection_labels, self.groundtruth_labels
+        if not isinstance(dets, list):  # synced: the gathered image states are the ones to keep
+            return
+        counts = [d.shape[0] << 32 | g.shape[0] for d, g in zip(dets, gts, strict=True)]
+        position = [torch.arange(len(counts), device=self.device)] if counts else []
+        counts = [torch.tensor(counts, dtype=torch.int64).to(self.device)] if counts else []
+        for name, value in zip(IMAGE_STATES, (position, counts), strict=True):
+            setattr(self, name, value)
 
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         super()._load_from_state_dict(*args, **kwargs)
-        self._decode_torchmetrics_masks()
-        self._rebuild_image_states()
+        self._adopt_torchmetrics_states()
 
     def tm_to_coco(self, name: str = "tm_map_input") -> None:
         """Torchmetrics' COCO files of the inputs: boxes only (masks are kept as intersection counts here)."""
@@ -257,17 +243,6 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
             raise ValueError(f"Expected `boxes` of shape (num_boxes, 4) but got {tuple(boxes.shape)}")
         return box_convert(boxes, in_fmt=self.box_format, out_fmt="xywh")
 
-    def _rebuild_image_states(self) -> None:
-        """The image states from the per-image lists (loaded or adopted states): one host-to-device copy."""
-        dets, gts = self.detection_labels, self.groundtruth_labels
-        if not isinstance(dets, list):  # synced: the gathered image states are the ones to keep
-            return
-        counts = [d.shape[0] << 32 | g.shape[0] for d, g in zip(dets, gts, strict=True)]
-        position = [torch.arange(len(counts), device=self.device)] if counts else []
-        counts = [torch.tensor(counts, dtype=torch.int64).to(self.device)] if counts else []
-        for name, value in zip(IMAGE_STATES, (position, counts), strict=True):
-            setattr(self, name, value)
-
     def compute(self) -> dict[str, Any]:
         """Torchmetrics' result dict, evaluated on the states' device."""
         self._raise_deferred_checks()
@@ -282,130 +257,89 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         return result
 
     def _evaluate(self, t: "_Tables", iou_type: str, j: int, prefix: str) -> dict[str, Any]:
-        mdt = self.max_detection_thresholds
+        mdt, backend = self.max_detection_thresholds, self._coco_backend.backend
         keys = [*STAT_NAMES, *(f"mar_{m}" for m in mdt), *SIZE_NAMES]
         if t.empty:
             return {f"{prefix}{key}": _minus_one(self.device) for key in keys}
         own_area = t.det_box_area if iou_type == "bbox" else t.det_mask_area
         # torchmetrics rebuilds its datasets for class_metrics (real labels, mask areas with two types) and keeps them
         micro = self.average == "micro" and not (self.class_metrics and j > 0)
-        ev = t.evaluate(self, iou_type, own_area, micro)
-        stats = summarize(ev, self.iou_thresholds, mdt, self._coco_backend.backend).to(torch.float32)
+        params = self.iou_thresholds, self.rec_thresholds, mdt, backend
+        tables = t.tables(iou_type, own_area, micro)
+        ev = coco_evaluate(tables, *params)
+        stats = summarize(ev, self.iou_thresholds, mdt, backend).to(torch.float32)
         out = {f"{prefix}{key}": stats[i : i + 1] for i, key in enumerate(keys)}
         if self.extended_summary:
-            classes = torch.zeros(1, dtype=torch.int64, device=self.device) if micro else t.classes
-            out[f"{prefix}ious"] = t.ious_by_image_class(iou_type, classes, micro, mdt[-1])
-            where = torch.searchsorted(classes, ev.classes)
-            for name, dim in (("precision", 2), ("recall", 1), ("scores", 2)):
-                value = getattr(ev, name)
-                shape = (*value.shape[:dim], classes.numel(), *value.shape[dim + 1 :])
-                out[f"{prefix}{name}"] = value.new_full(shape, -1.0).index_copy_(dim, where, value)
+            ious = ious_by_image_class(tables, t.num_images, mdt[-1])
+            kept = range(t.num_images) if t.evaluated is None else set(t.evaluated.tolist())
+            out[f"{prefix}ious"] = {key: value for key, value in ious.items() if key[0] in kept}
+            out.update({f"{prefix}{name}": value for name, value in ev._asdict().items()})
         per_class = _minus_one(self.device), _minus_one(self.device)
         if self.class_metrics:
             class_area = t.det_mask_area if "segm" in self.iou_type else own_area
-            ev = ev if not micro and class_area is own_area else t.evaluate(self, iou_type, class_area, False)
-            values = summarize_per_class(ev, self.iou_thresholds, mdt, self._coco_backend.backend)
-            where = torch.searchsorted(ev.classes, t.classes).clamp(max=max(ev.classes.numel() - 1, 0))
-            found = ev.classes[where] == t.classes if ev.classes.numel() else torch.zeros_like(t.classes, dtype=bool)
-            per_class = tuple(torch.where(found, v[where] if v.numel() else -1.0, -1.0).float() for v in values)
+            ev = ev if not micro and class_area is own_area else coco_evaluate(t.tables(iou_type, class_area), *params)
+            per_class = summarize(ev, self.iou_thresholds, mdt, backend, per_class=True)[[0, 8]].float().unbind()
         out[f"{prefix}map_per_class"], out[f"{prefix}mar_{mdt[-1]}_per_class"] = per_class
         return out
 
 
 class _Tables:
-    """The flat per-detection and per-ground-truth tables ``coco_evaluate`` takes, in torchmetrics' image order."""
+    """The flat tables ``coco_evaluate`` takes, in torchmetrics' image order, without the images it skips."""
 
     def __init__(self, metric: MeanAveragePrecision, position: Tensor, n_det: Tensor, n_gt: Tensor) -> None:
-        device = metric.device
+        device, f64 = metric.device, torch.float64
         stored = torch.arange(len(position), device=device)
         # Rank-major after a gather: a stable sort on the position on its rank interleaves ranks as torchmetrics does.
         image = torch.empty_like(position).scatter_(0, position.sort(stable=True).indices, stored)
         det_stored, gt_stored = stored.repeat_interleave(n_det), stored.repeat_interleave(n_gt)
-        self.det_images, self.gt_images = image[det_stored], image[gt_stored]
-        # Each image's det x gt block, row-major, blocks in stored order: pair p = (pair_det[p], pair_gt[p]).
-        gts_of_det = n_gt[det_stored]
-        self.det_rows = gts_of_det.cumsum(0) - gts_of_det
-        self.gt_cols = torch.arange(len(gt_stored), device=device) - (n_gt.cumsum(0) - n_gt)[gt_stored]
-        pair_det = torch.arange(len(det_stored), device=device).repeat_interleave(gts_of_det)
-        pair_col = torch.arange(len(pair_det), device=device) - self.det_rows[pair_det]
-        pair_gt = (n_gt.cumsum(0) - n_gt)[det_stored[pair_det]] + pair_col
         for labels in (metric.detection_labels, metric.groundtruth_labels):  # set_dtype() casts them, as torchmetrics'
             if any(x.is_floating_point() for x in (labels if isinstance(labels, list) else [labels])):
                 raise ValueError("Invalid input class: expected labels of an integer type (see `set_dtype()`)")
-        self.det_labels = _cat(metric.detection_labels, torch.int64, device)
-        self.gt_labels = _cat(metric.groundtruth_labels, torch.int64, device)
-        self.det_scores = _cat(metric.detection_scores, torch.float64, device)
-        self.gt_crowds = _cat(metric.groundtruth_crowds, torch.float64, device) != 0
-        self.classes = torch.cat([self.det_labels, self.gt_labels]).unique()
-        gt_area = self.det_mask_area = self.det_box_area = None
-        if "segm" in metric.iou_type:  # torchmetrics' ground-truth area is the mask's then, for both types
-            self.det_mask_area = _cat(metric.detection_mask_area, torch.float64, device)
-            gt_area = _cat(metric.groundtruth_mask_area, torch.float64, device)
-            inter = _cat(metric.mask_intersections, torch.float64, device)
-            self.mask_ious = _ious(inter, self.det_mask_area[pair_det], gt_area[pair_gt], self.gt_crowds[pair_gt])
-        if "bbox" in metric.iou_type:
-            det_boxes = _cat(metric.detection_box, torch.float64, device, 4)
-            gt_boxes = _cat(metric.groundtruth_box, torch.float64, device, 4)
-            self.det_box_area = det_boxes[:, 2] * det_boxes[:, 3]
-            gt_area = gt_boxes[:, 2] * gt_boxes[:, 3] if gt_area is None else gt_area
-            self.box_ious = coco_box_ious(det_boxes[pair_det], gt_boxes[pair_gt], self.gt_crowds[pair_gt])
-        user_area = _cat(metric.groundtruth_area, torch.float64, device)
-        self.gt_areas = torch.where(user_area > 0, user_area, gt_area)
-        self.keep: Tensor | slice = slice(None)
+        det_labels, self.gt_labels = (
+            _cat(x, torch.int64, device) for x in (metric.detection_labels, metric.groundtruth_labels)
+        )
+        self.classes = torch.cat([det_labels, self.gt_labels]).unique()
         self.num_images, self.evaluated = len(position), None
+        keep: Tensor | slice = slice(None)
         if metric.iou_type == ("segm",):  # images without ground-truth masks are skipped: their detections too
-            self.keep = n_gt[det_stored] > 0
-            self.evaluated = image[n_gt > 0]
+            keep, self.evaluated = n_gt[det_stored] > 0, image[n_gt > 0]
             self.empty = not bool((n_det > 0).any() and (n_gt > 0).any())
         else:
             self.empty = len(position) == 0
+        self.det_labels, self.det_images, self.gt_images = det_labels[keep], image[det_stored][keep], image[gt_stored]
+        self.det_scores = _cat(metric.detection_scores, f64, device)[keep]
+        self.gt_crowds = _cat(metric.groundtruth_crowds, f64, device) != 0
+        gt_area = self.det_mask_area = self.det_box_area = None
+        if "segm" in metric.iou_type:  # torchmetrics' ground-truth area is the mask's then, for both types
+            self.det_mask_area = _cat(metric.detection_mask_area, f64, device)[keep]
+            gt_area = self.gt_mask_area = _cat(metric.groundtruth_mask_area, f64, device)
+            self.intersections = _cat(metric.mask_intersections, f64, device)
+            # each image's det x gt block, row-major, blocks in stored order
+            self.det_rows = (torch.cumsum(n_gt[det_stored], 0) - n_gt[det_stored])[keep]
+            self.gt_cols = torch.arange(len(gt_stored), device=device) - (n_gt.cumsum(0) - n_gt)[gt_stored]
+        if "bbox" in metric.iou_type:
+            self.det_boxes = _cat(metric.detection_box, f64, device, 4)[keep]
+            self.gt_boxes = _cat(metric.groundtruth_box, f64, device, 4)
+            self.det_box_area = self.det_boxes[:, 2] * self.det_boxes[:, 3]
+            gt_area = self.gt_boxes[:, 2] * self.gt_boxes[:, 3] if gt_area is None else gt_area
+        user_area = _cat(metric.groundtruth_area, f64, device)
+        self.gt_areas = torch.where(user_area > 0, user_area, gt_area)
 
-    def _labels(self, micro: bool) -> tuple[Tensor, Tensor]:
-        """Detection (kept) and ground-truth labels; all 0 for torchmetrics' micro average."""
-        det_labels, gt_labels = self.det_labels[self.keep], self.gt_labels
-        return (torch.zeros_like(det_labels), torch.zeros_like(gt_labels)) if micro else (det_labels, gt_labels)
+    def tables(self, iou_type: str, det_area: Tensor, micro: bool = False) -> Tables:
+        """The kernels' tables; labels all 0 for torchmetrics' micro average."""
+        det_labels, gt_labels, classes = self.det_labels, self.gt_labels, self.classes
+        if micro:
+            det_labels, gt_labels = torch.zeros_like(det_labels), torch.zeros_like(gt_labels)
+            classes = torch.zeros(1, dtype=torch.int64, device=classes.device)
 
-    def evaluate(self, metric: MeanAveragePrecision, iou_type: str, det_area: Tensor, micro: bool) -> Any:
-        det_labels, gt_labels = self._labels(micro)
-        keep = self.keep
-        return coco_evaluate(
-            self.det_scores[keep],
-            det_labels,
-            self.det_images[keep],
-            det_area[keep],
-            gt_labels,
-            self.gt_images,
-            self.gt_areas,
-            self.gt_crowds,
-            self.box_ious if iou_type == "bbox" else self.mask_ious,
-            self.det_rows[keep],
-            self.gt_cols,
-            metric.iou_thresholds,
-            metric.rec_thresholds,
-            metric.max_detection_thresholds,
-            metric._coco_backend.backend,
-        )
+        def ious(d: Tensor, g: Tensor) -> Tensor:
+            if iou_type == "bbox":
+                return coco_box_ious(self.det_boxes[d], self.gt_boxes[g], self.gt_crowds[g])
+            inter = self.intersections[self.det_rows[d] + self.gt_cols[g]]
+            return _ious(inter, self.det_mask_area[d], self.gt_mask_area[g], self.gt_crowds[g])
 
-    def ious_by_image_class(self, iou_type: str, classes: Tensor, micro: bool, max_det: int) -> dict:
-        """``COCOeval.ious``: every evaluated image (those with ground truth, for masks alone) and category."""
-        det_labels, gt_labels = self._labels(micro)
-        ious = ious_by_image_class(
-            self.det_scores[self.keep],
-            det_labels,
-            self.det_images[self.keep],
-            gt_labels,
-            self.gt_images,
-            self.box_ious if iou_type == "bbox" else self.mask_ious,
-            self.det_rows[self.keep],
-            self.gt_cols,
-            classes,
-            range(self.num_images),
-            max_det,
-        )
-        if self.evaluated is None:
-            return ious
-        evaluated = set(self.evaluated.tolist())
-        return {key: value for key, value in ious.items() if key[0] in evaluated}
+        dets = self.det_scores, det_labels, self.det_images, det_area
+        return Tables(*dets, gt_labels, self.gt_images, self.gt_areas, self.gt_crowds, ious, classes)
 
 
 def _masks(masks: Tensor) -> Tensor:
