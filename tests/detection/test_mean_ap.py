@@ -376,3 +376,22 @@ def test_empty_masks_of_any_shape_are_no_masks() -> None:
 def test_tm_to_coco_with_masks_raises() -> None:
     with pytest.raises(NotImplementedError, match="masks"):
         MeanAveragePrecision(iou_type="segm").tm_to_coco("unused")
+
+
+@pytest.mark.parametrize("box_format", ["xyxy", "xywh", "cxcywh"])
+def test_a_batch_of_mixed_dtypes_keeps_each_images_boxes_as_converted_alone(box_format: str) -> None:
+    """update() converts a batch's boxes at once per dtype: each image's stored boxes are its own conversion's bits."""
+    g = torch.Generator().manual_seed(0)
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.float32, torch.int64]
+    boxes = [(torch.rand(n, 4, generator=g) * 100).to(d) for n, d in zip([3, 0, 2, 4, 1], dtypes, strict=True)]
+    preds = [
+        {"boxes": b, "scores": torch.rand(len(b), generator=g), "labels": torch.zeros(len(b), dtype=torch.long)}
+        for b in boxes
+    ]
+    target = [{"boxes": b.flip(0), "labels": torch.zeros(len(b), dtype=torch.long)} for b in boxes]
+    metric = MeanAveragePrecision(box_format=box_format)
+    metric.update(preds, target)
+    for stored, truth, b in zip(metric.detection_box, metric.groundtruth_box, boxes, strict=True):
+        alone = box_convert(b, box_format, "xywh") if b.numel() else b.reshape(0, 4)
+        assert_same(stored, alone, exact=True)
+        assert_same(truth, box_convert(b.flip(0), box_format, "xywh") if b.numel() else b.reshape(0, 4), exact=True)

@@ -203,6 +203,9 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         _input_validator(preds, target, iou_type=self.iou_type)  # type: ignore[arg-type]
         # Every image is checked and converted before any is kept: a batch that raises leaves the states as they were.
         images = [self._image_states(pred, truth) for pred, truth in zip(preds, target, strict=True)]
+        if "bbox" in self.iou_type:
+            for name in ("detection_box", "groundtruth_box"):
+                _to_xywh(images, name, self.box_format)
         start = len(self.detection_labels)
         for image in images:
             for name, value in image.items():
@@ -236,12 +239,12 @@ class MeanAveragePrecision(SyncFreeMixin, _MetricMethods, _BASE):  # type: ignor
         return image
 
     def _boxes(self, boxes: Tensor) -> Tensor:
-        """Torchmetrics' stored boxes: ``xywh`` in the input dtype (``[0, 4]`` for an image without any)."""
+        """The user's boxes checked (``[0, 4]`` for an image without any); :func:`_to_xywh` converts them."""
         if not boxes.numel():
             return boxes.reshape(0, 4)
         if boxes.ndim != 2 or boxes.shape[1] != 4:
             raise ValueError(f"Expected `boxes` of shape (num_boxes, 4) but got {tuple(boxes.shape)}")
-        return box_convert(boxes, in_fmt=self.box_format, out_fmt="xywh")
+        return boxes
 
     def compute(self) -> dict[str, Any]:
         """Torchmetrics' result dict, evaluated on the states' device."""
@@ -340,6 +343,17 @@ class _Tables:
 
         dets = self.det_scores, det_labels, self.det_images, det_area
         return Tables(*dets, gt_labels, self.gt_images, self.gt_areas, self.gt_crowds, ious, classes)
+
+
+def _to_xywh(images: list[dict[str, Tensor]], name: str, box_format: str) -> None:
+    """Torchmetrics' stored boxes (``xywh``, the input dtype): one conversion per dtype and device of the batch."""
+    groups: dict[tuple, list[dict[str, Tensor]]] = {}  # grouped first: a converted int box is float after
+    for image in images:
+        groups.setdefault((image[name].dtype, image[name].device), []).append(image)
+    for same in groups.values():
+        boxes = box_convert(torch.cat([image[name] for image in same]), in_fmt=box_format, out_fmt="xywh")
+        for image, converted in zip(same, boxes.split([len(image[name]) for image in same]), strict=True):
+            image[name] = converted  # elementwise arithmetic: the same bits as image by image
 
 
 def _masks(masks: Tensor) -> Tensor:
