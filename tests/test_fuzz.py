@@ -145,6 +145,30 @@ def test_a_state_written_by_an_update_that_raised_is_found(monkeypatch: pytest.M
             ),
             id="psnrb-empty-batch-trailing-dim",
         ),
+        # seed 2929: identical points as a stride-0 view; forward() scored the view (its mean rounds otherwise) where
+        # torchmetrics scores a contiguous copy
+        pytest.param(
+            lambda: fuzz.Case(
+                fuzz.targets("^CalinskiHarabaszScore$")[0],
+                {},
+                "direct",
+                (
+                    fuzz.Op(
+                        "forward",
+                        (
+                            fuzz.Batch(
+                                (
+                                    fuzz.Arg(torch.tensor([[-0.674629807472229]]), "expand", 8),
+                                    fuzz.Arg(torch.tensor([-2, 2, -1, 0, -1, 4, -1, -2])),
+                                )
+                            ),
+                        ),
+                    ),
+                    fuzz.Op("compute"),
+                ),
+            ),
+            id="calinski-harabasz-expanded-identical-points",
+        ),
     ],
 )
 def test_the_last_fuzz_findings_are_fixed_or_listed(case: Callable[[], fuzz.Case]) -> None:

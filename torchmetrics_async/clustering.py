@@ -278,7 +278,7 @@ class _Intrinsic(SyncFreeBatchStats):
         _validate_intrinsic_cluster_data(data, _one_d(labels))
         if data.shape[0] != _one_d(labels).shape[0]:
             raise ShapeMismatchError(f"Expected as many labels as samples, got {labels.numel()} and {data.shape[0]}.")
-        return BatchStats((data, labels), {})
+        return BatchStats((data.contiguous(), labels), {})  # torchmetrics scores a copy: a view's means round otherwise
 
     def _batch_value(self, stats: BatchStats) -> Tensor:
         data, labels = stats.values[0], _one_d(stats.values[1])
