@@ -43,7 +43,7 @@ import time
 import types
 import typing
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -155,6 +155,18 @@ def _is_category_error(outcome: Any) -> bool:
 def _nominal_out_of_range(case: Case, tags: Any) -> bool:
     """A category out of range may have reached a nominal metric: drawn so, or an infinity cast to an integer."""
     return bool(tags & {"range", "nan"})  # the NaN edge also writes infinities, which no strategy drops
+
+
+def _categories_out_of_range(args: Sequence[Arg], classes: int) -> bool:
+    """Whether a nominal batch has a category outside ``[0, classes)`` as torchmetrics reads it (argmax, ``long()``)."""
+    for arg in args:
+        x = arg.make()
+        if isinstance(x, Tensor) and x.ndim in (1, 2) and x.numel() and x.dtype != torch.bool:
+            x = x.argmax(1) if x.ndim == 2 else x
+            x = x[x.isfinite()] if x.is_floating_point() else x
+            if bool(((x.long() < 0) | (x.long() >= classes)).any()):
+                return True
+    return False
 
 
 def _ami_degenerate(case: Case, args: Any) -> bool:
@@ -1358,6 +1370,9 @@ def draw_batch(rng: random.Random, origin: type, init: dict[str, Any], edge: boo
             args.append(Arg(value[:1].clone(), "expand", value.shape[0]))
         else:
             args.append(Arg(value, layouts[name] if _batched(value) else "plain"))
+    classes = init.get("num_classes") or _DEFAULT_CLASSES
+    if family == "nominal" and origin.__name__ != "FleissKappa" and _categories_out_of_range(args, classes):
+        tags.add("range")  # an edge case (a shape, a dtype) may have made one: as torchmetrics casts them
     if "num_groups" in init and "groups" in roles.order:  # as passed: an edge case may have changed the groups
         groups = args[roles.order.index("groups")].make()
         groups = groups[(groups >= 0) & (groups < init["num_groups"])]  # an id out of range stands for no group
